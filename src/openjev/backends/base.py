@@ -1,0 +1,109 @@
+"""The backend contract: one required method, `readout`.
+
+A backend receives a fully tokenized prompt and the token ids of the answer labels, and returns
+the natural-log probabilities the model assigns to each of those ids as the *first* token after the
+prompt (a log-softmax over the whole vocabulary, before any renormalisation over the labels).
+It generates nothing else. Everything above this line (templates, labels, budgets, readout maths)
+is shared by every backend, so the HTTP API cannot tell backends apart except by speed.
+
+Lifecycle hooks (`start`, `health`, `aclose`) have working defaults; a backend overrides what it
+needs. Failures are reported with the `BackendError` family so the API maps them to one status each.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class ReadoutCall:
+    """One single-token readout: `input_ids` is the whole prompt, `label_token_ids` the ids to read."""
+
+    rid: str
+    input_ids: Sequence[int]
+    label_token_ids: Sequence[int]
+
+
+@dataclass(frozen=True, slots=True)
+class LabelLogprobs:
+    """The answer to a `ReadoutCall`.
+
+    `logprobs[i]` is log P(first token = label_token_ids[i] | prompt). `prompt_tokens` is the
+    prompt length the backend processed; `cached_tokens` how many of those it reused from a cache,
+    or None when the backend does not say (never a made-up 0).
+    """
+
+    logprobs: tuple[float, ...]
+    prompt_tokens: int
+    cached_tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class BackendHealth:
+    ready: bool
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+class BackendError(Exception):
+    """The backend failed in a way the caller cannot fix: HTTP 502."""
+
+    status_code = 502
+    error_type = "backend_error"
+
+
+class BackendUnavailable(BackendError):
+    """The backend is not reachable or not ready yet: HTTP 503 with Retry-After."""
+
+    status_code = 503
+    error_type = "backend_unavailable"
+
+
+class BackendTimeout(BackendError):
+    """The backend did not answer within the request timeout: HTTP 504."""
+
+    status_code = 504
+    error_type = "backend_timeout"
+
+
+class Backend(abc.ABC):
+    """Base class of every backend. Only `readout` is required."""
+
+    #: Human-readable kind, reported by /health.
+    kind: str = "backend"
+
+    @abc.abstractmethod
+    async def readout(self, call: ReadoutCall) -> LabelLogprobs:
+        """Return the label log-probabilities at the first position after `call.input_ids`.
+
+        Cancelling the awaiting task must stop the work (or abort it on the server) before
+        the cancellation propagates.
+        """
+
+    @property
+    def context_length(self) -> int | None:
+        """Largest prompt + output length the backend accepts, when it knows one."""
+        return None
+
+    @property
+    def model_name(self) -> str | None:
+        """The real model's public name, when the backend knows it (used as the served name)."""
+        return None
+
+    @property
+    def tokenizer_dir(self) -> Path | None:
+        """A local directory with the model's tokenizer.json and tokenizer_config.json, if known."""
+        return None
+
+    async def start(self) -> None:
+        """Prepare for traffic (load a model, wait for a server). Called once before serving."""
+
+    async def health(self) -> BackendHealth:
+        """Report readiness now; the default backend is always ready."""
+        return BackendHealth(ready=True)
+
+    async def aclose(self) -> None:
+        """Release resources; no work may outlive this call."""

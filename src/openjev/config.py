@@ -1,0 +1,112 @@
+"""Every setting of openjev, read from `OPENJEV_*` environment variables (CLI flags mirror them).
+
+One class, one place: the CLI builds a `Settings` from the environment and overrides the fields the
+user passed as flags, so `OPENJEV_PORT=9000 openjev serve` and `openjev serve --port 9000` agree.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: The SDKs' default model name; always accepted as an alias of the served model.
+COMPAT_MODEL_ALIAS = "jev-latest"
+
+
+class ConfidenceMode(StrEnum):
+    typesafe = "typesafe"
+    entropy = "entropy"
+
+
+class Frontend(StrEnum):
+    rust = "rust"
+    python = "python"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="OPENJEV_", extra="ignore")
+
+    # What is served.
+    model: str = Field(
+        "nvidia/Qwen3.6-35B-A3B-NVFP4",
+        description="Weights SGLang loads (supervised mode) and whose tokenizer is fetched when none is given.",
+    )
+    revision: str | None = Field(None, description="Hub revision (branch, tag or commit) of OPENJEV_MODEL.")
+    served_model_name: str | None = Field(
+        None,
+        description="Public model id returned in responses; default: Qwen/Qwen3.6-35B-A3B for SGLang, "
+        "the embedded model's own name for the embedded backend.",
+    )
+    model_release_date: str | None = Field(
+        None,
+        description="release_date reported by /v1/models (YYYY-MM-DD); default: the day openjev started.",
+    )
+    model_aliases: list[str] = Field(
+        default_factory=list, description="Extra names accepted in the request's `model` field."
+    )
+    tokenizer: Path | None = Field(
+        None, description="Local directory with tokenizer.json and tokenizer_config.json (chat template)."
+    )
+    local_model: str | None = Field(
+        None,
+        description="Embedded backend: a local Hugging Face directory, a local .gguf file, or a hub repo id; "
+        "default: the packaged Qwen2.5-Coder-1.5B-Instruct.",
+    )
+    cache_dir: Path | None = Field(
+        None, description="Where the embedded backend keeps converted weights (default ~/.cache/openjev)."
+    )
+
+    # Backend connection.
+    connect: str | None = Field(None, description="URL of a running SGLang server to use as the backend.")
+    sglang_python: Path | None = Field(
+        None, description="Python interpreter of an SGLang environment: launch and supervise SGLang."
+    )
+    frontend: Frontend = Field(Frontend.rust, description="SGLang HTTP frontend in supervised mode.")
+    backend_api_key: SecretStr | None = Field(None, description="Bearer key sent to SGLang.")
+    backend_startup_timeout: float = Field(
+        1800.0, gt=0, description="Seconds to wait for the backend to become ready before giving up."
+    )
+
+    # The HTTP server.
+    host: str = Field("127.0.0.1", description="Address the API binds to.")
+    port: int = Field(8000, ge=0, le=65535, description="Port the API binds to.")
+    api_key: SecretStr | None = Field(None, description="Require `Authorization: Bearer <key>` when set.")
+
+    # Admission and budgets.
+    max_questions: int = Field(64, ge=1, description="Questions per request.")
+    max_choice_options: int = Field(255, ge=2, le=255, description="Options per choice question.")
+    max_score_levels: int = Field(64, ge=2, le=255, description="Levels per score question.")
+    max_body_bytes: int = Field(
+        2 * 1024 * 1024, ge=1024, description="Request body size, after decompression."
+    )
+    max_input_tokens: int = Field(
+        32768, ge=16, description="Tokens per question branch, including its one output token."
+    )
+    max_total_input_tokens: int = Field(
+        262144, ge=16, description="Input tokens submitted per request: warm-up plus every branch."
+    )
+    max_concurrent_requests: int = Field(16, ge=1, description="Evaluations at once; more get 529.")
+    max_concurrent_branches: int = Field(64, ge=1, description="Backend calls in flight, process-wide.")
+    request_timeout: float = Field(120.0, gt=0, description="Seconds for the backend work of one request.")
+    retry_after: int = Field(1, ge=0, description="Seconds suggested in Retry-After on 503 and 529.")
+
+    # Readout.
+    temperature: float = Field(1.0, gt=0, description="Divides label logprobs before renormalising.")
+    confidence: ConfidenceMode = Field(
+        ConfidenceMode.typesafe, description="`typesafe` (official definition) or `entropy` (1 - H/log n)."
+    )
+
+    # Embedded backend.
+    prefix_cache_bytes: int = Field(
+        1024**3, ge=0, description="Embedded backend: bytes of recent prefix KV caches kept for reuse."
+    )
+
+    # Operations.
+    profile: str | None = Field(None, description="Free-form deployment profile name, reported by /health.")
+    log_level: str = Field("info", description="Log level of openjev and uvicorn.")
+
+    def public_model_name(self, fallback: str) -> str:
+        return self.served_model_name or fallback

@@ -1,0 +1,210 @@
+"""The request's journey from a validated Jev request to typed answers.
+
+1. `prepare` (CPU only): render the conversation once, tokenize the shared prefix once and each
+   question suffix on its own, pick label ids, and enforce the token budgets. Nothing is truncated:
+   a prompt over a limit is a 422 naming the limit and the count.
+   - per branch: prefix + suffix + 1 output token <= min(OPENJEV_MAX_INPUT_TOKENS, backend context);
+   - per request: prefix (warm-up) + sum of branch prompts <= OPENJEV_MAX_TOTAL_INPUT_TOKENS.
+2. `evaluate` (backend I/O): one warm-up readout of the shared prefix, awaited so the backend's
+   prefix cache holds it, then one readout per question, concurrently. Every backend call in the
+   process shares `OPENJEV_MAX_CONCURRENT_BRANCHES` slots. The first failure cancels the siblings
+   (each backend aborts its own cancelled work); the whole backend phase is bounded by
+   OPENJEV_REQUEST_TIMEOUT.
+3. Readout: `readout.py` turns each question's label logprobs into its answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall
+from openjev.config import Settings
+from openjev.labels import LabelSet
+from openjev.prompts import (
+    PromptInputError,
+    choice_text,
+    frame_conversation,
+    noul_text,
+    score_text,
+    state_messages,
+)
+from openjev.readout import NonFiniteLogprob, choice_answer, noul_answer, score_answer
+from openjev.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion, SystemOneRequest
+from openjev.tokenizer import ChatTokenizer, TemplateError
+from openjev.validation import Issue, check_request, reject
+
+AnswerableQuestion = NoulQuestion | ChoiceQuestion | ScoreQuestion
+
+
+@dataclass(frozen=True, slots=True)
+class Branch:
+    question_id: str
+    question: AnswerableQuestion
+    suffix_ids: list[int]
+    label_token_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    shared_prefix_ids: list[int]
+    branches: list[Branch]
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    answers: dict[str, dict[str, Any]]
+    input_tokens: int
+    output_tokens: int
+    prefix_tokens: int
+    #: Sum of the branches' reused prompt tokens; None when the backend does not report them.
+    cached_tokens: int | None
+    prefill_seconds: float
+    branches_seconds: float
+
+
+def new_rid() -> str:
+    # Fixed-length unique ids: SGLang's scheduler matches aborts by rid prefix.
+    return uuid.uuid4().hex
+
+
+class Engine:
+    def __init__(self, settings: Settings, chat: ChatTokenizer, labels: LabelSet, backend: Backend) -> None:
+        self.settings = settings
+        self.chat = chat
+        self.labels = labels
+        self.backend = backend
+        context = backend.context_length
+        self.max_branch_tokens = (
+            min(settings.max_input_tokens, context) if context else settings.max_input_tokens
+        )
+        self._branch_limit_name = (
+            "OPENJEV_MAX_INPUT_TOKENS"
+            if self.max_branch_tokens == settings.max_input_tokens
+            else "the backend's context length"
+        )
+        self._backend_slots = asyncio.Semaphore(settings.max_concurrent_branches)
+
+    # -- 1. prepare -------------------------------------------------------------------------------
+
+    def prepare(self, request: SystemOneRequest) -> PreparedRequest:
+        issues = check_request(request, self.settings)
+        if issues:
+            raise reject(issues)
+        try:
+            messages, _ = state_messages(request.state)
+            frame = frame_conversation(self.chat, messages)
+        except PromptInputError as error:
+            raise reject([Issue(error.loc, error.message, error.kind)]) from error
+        except TemplateError as error:
+            raise reject([Issue(("state",), str(error))]) from error
+
+        questions: list[tuple[str, AnswerableQuestion]] = list(request.questions.items())  # type: ignore[arg-type]
+        texts, label_ids = zip(*(self._question_text(question) for _, question in questions), strict=True)
+        shared_prefix_ids = self.chat.encode(frame.shared_prefix)
+        suffixes = self.chat.encode_batch([frame.question_suffix(text) for text in texts])
+        branches = [
+            Branch(question_id, question, suffix_ids, ids)
+            for (question_id, question), suffix_ids, ids in zip(questions, suffixes, label_ids, strict=True)
+        ]
+        self._check_budget(shared_prefix_ids, branches)
+        return PreparedRequest(shared_prefix_ids, branches)
+
+    def _question_text(self, question: AnswerableQuestion) -> tuple[str, tuple[int, ...]]:
+        labels = self.labels
+        if isinstance(question, NoulQuestion):
+            return noul_text(question), labels.yes_no_ids
+        count = len(question.criteria)
+        if isinstance(question, ChoiceQuestion):
+            return choice_text(question, labels.option_labels[:count]), labels.option_label_ids[:count]
+        return score_text(question, labels.option_labels[:count]), labels.option_label_ids[:count]
+
+    def _check_budget(self, shared_prefix_ids: list[int], branches: list[Branch]) -> None:
+        prefix = len(shared_prefix_ids)
+        issues = []
+        for branch in branches:
+            needed = prefix + len(branch.suffix_ids) + 1
+            if needed > self.max_branch_tokens:
+                issues.append(
+                    Issue(
+                        ("questions", branch.question_id),
+                        f"this question needs {needed} tokens (state {prefix} + question "
+                        f"{len(branch.suffix_ids)} + 1 output), over the limit of {self.max_branch_tokens} "
+                        f"({self._branch_limit_name})",
+                        "too_long",
+                        {"limit": self.max_branch_tokens, "tokens": needed},
+                    )
+                )
+        total = prefix + sum(prefix + len(branch.suffix_ids) for branch in branches)
+        if total > self.settings.max_total_input_tokens:
+            issues.append(
+                Issue(
+                    ("questions",),
+                    f"the request submits {total} input tokens (warm-up {prefix} + {len(branches)} question "
+                    f"prompts), over OPENJEV_MAX_TOTAL_INPUT_TOKENS={self.settings.max_total_input_tokens}",
+                    "too_long",
+                    {"limit": self.settings.max_total_input_tokens, "tokens": total},
+                )
+            )
+        if issues:
+            raise reject(issues)
+
+    # -- 2. evaluate ------------------------------------------------------------------------------
+
+    async def _readout(self, input_ids: list[int], label_token_ids: tuple[int, ...]) -> LabelLogprobs:
+        async with self._backend_slots:
+            return await self.backend.readout(ReadoutCall(new_rid(), input_ids, label_token_ids))
+
+    async def evaluate(self, prepared: PreparedRequest) -> Evaluation:
+        prefix = prepared.shared_prefix_ids
+        try:
+            async with asyncio.timeout(self.settings.request_timeout):
+                started = time.perf_counter()
+                # Any non-empty id list works: every call must carry one (SGLang #34719).
+                warm = await self._readout(prefix, prepared.branches[0].label_token_ids[:1])
+                warmed = time.perf_counter()
+                try:
+                    async with asyncio.TaskGroup() as group:
+                        tasks = [
+                            group.create_task(
+                                self._readout(prefix + branch.suffix_ids, branch.label_token_ids)
+                            )
+                            for branch in prepared.branches
+                        ]
+                except* BackendError as failures:
+                    raise failures.exceptions[0] from None
+                finished = time.perf_counter()
+        except TimeoutError as error:
+            raise BackendTimeout(
+                f"the backend did not finish within OPENJEV_REQUEST_TIMEOUT={self.settings.request_timeout:g}s"
+            ) from error
+
+        results = [task.result() for task in tasks]
+        try:
+            answers = {
+                branch.question_id: self._answer(branch.question, result.logprobs)
+                for branch, result in zip(prepared.branches, results, strict=True)
+            }
+        except NonFiniteLogprob as error:
+            raise BackendError(f"the backend returned unusable label logprobs: {error}") from error
+        reported = [result.cached_tokens for result in results]
+        return Evaluation(
+            answers=answers,
+            input_tokens=warm.prompt_tokens + sum(result.prompt_tokens for result in results),
+            output_tokens=len(results) + 1,
+            prefix_tokens=len(prefix),
+            cached_tokens=None if any(value is None for value in reported) else sum(reported),  # type: ignore[misc]
+            prefill_seconds=warmed - started,
+            branches_seconds=finished - warmed,
+        )
+
+    def _answer(self, question: AnswerableQuestion, logprobs: tuple[float, ...]) -> dict[str, Any]:
+        temperature, mode = self.settings.temperature, self.settings.confidence
+        if isinstance(question, NoulQuestion):
+            return noul_answer(logprobs, temperature)
+        if isinstance(question, ChoiceQuestion):
+            return choice_answer(list(question.criteria), logprobs, temperature, mode)
+        return score_answer(question.criteria, logprobs, temperature, mode)

@@ -1,0 +1,175 @@
+"""From a Jev request to prompt text: the shared conversation prefix and one suffix per question.
+
+Contract:
+- A state that is a list of chat messages, or exactly `{"messages": [...]}`, renders as those turns
+  with the model's own chat template (roles and extra keys kept, text content only). Any other state
+  is serialized intact (JSON, non-ASCII kept) into one user turn.
+- Each question is one more user turn holding its instructions and its options as `A: description`
+  (a null description shows the option's name), followed by the assistant header with thinking off
+  and `ANSWER_CUE`. The label is read as the very next token. Question ids and option names never
+  reach the model, so renaming, adding or reordering questions cannot change any other question's
+  prompt.
+- The conversation is rendered once, with a sentinel in place of the question. Everything before the
+  question turn's opening special token is the shared prefix; the question text is spliced between
+  the turn opening and the turn close. Splitting at a special token keeps tokenization stable:
+  `encode(prefix) + encode(suffix) == encode(prefix + suffix)`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from openjev.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion, Text
+from openjev.tokenizer import ChatTokenizer
+
+ANSWER_CUE = "Answer:\n"
+CHAT_ROLES = frozenset({"system", "user", "assistant", "tool"})
+# Private-use code points never appear in a template's own text.
+_SENTINEL = "\ue000openjev-question\ue001"
+
+Loc = tuple[str | int, ...]
+
+
+class PromptInputError(ValueError):
+    """A part of the request cannot be shown to the model; `loc` names it below the body."""
+
+    def __init__(self, loc: Loc, message: str, kind: str = "value_error") -> None:
+        super().__init__(message)
+        self.loc = loc
+        self.message = message
+        self.kind = kind
+
+
+def render_value(value: Text) -> str:
+    """Text stays as sent; JSON objects and arrays are serialized intact, non-ASCII kept."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, indent=2)
+
+
+def _looks_like_chat(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) > 0
+        and all(isinstance(item, Mapping) and "role" in item for item in value)
+    )
+
+
+def _message_text(content: Any, loc: Loc) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for index, part in enumerate(content):
+            part_type = part.get("type") if isinstance(part, Mapping) else None
+            if part_type == "text" and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            elif part_type is not None and part_type != "text":
+                raise PromptInputError(
+                    (*loc, index, "type"),
+                    f"content part type {part_type!r} is not supported: this deployment reads text only",
+                )
+            else:
+                raise PromptInputError((*loc, index), "a content part must be {'type': 'text', 'text': str}")
+        return "\n".join(texts)
+    raise PromptInputError(loc, "message content must be a string, a list of text parts, or null")
+
+
+def state_messages(state: Text) -> tuple[list[dict[str, Any]], Loc]:
+    """The state as chat turns, and the location of the message list within the state."""
+    messages_loc: Loc = ("state",)
+    raw: Any = None
+    if _looks_like_chat(state):
+        raw = state
+    elif isinstance(state, Mapping) and set(state) == {"messages"} and _looks_like_chat(state["messages"]):
+        raw, messages_loc = state["messages"], ("state", "messages")
+    if raw is None:
+        return [{"role": "user", "content": render_value(state)}], messages_loc
+    messages = []
+    for index, message in enumerate(raw):
+        role = message.get("role")
+        if role not in CHAT_ROLES:
+            raise PromptInputError(
+                (*messages_loc, index, "role"),
+                f"role must be one of {', '.join(sorted(CHAT_ROLES))}, got {role!r}",
+            )
+        turn = dict(message)
+        turn["content"] = _message_text(message.get("content"), (*messages_loc, index, "content"))
+        messages.append(turn)
+    return messages, messages_loc
+
+
+def _option_line(label: str, value: Text) -> str:
+    return f"{label}: {render_value(value)}"
+
+
+def noul_text(question: NoulQuestion) -> str:
+    lines = []
+    if question.instructions is not None:
+        lines.append(render_value(question.instructions))
+    criteria = question.criteria
+    if criteria is not None and criteria.true is not None:
+        lines.append(f"Yes means: {render_value(criteria.true)}")
+    if criteria is not None and criteria.false is not None:
+        lines.append(f"No means: {render_value(criteria.false)}")
+    lines.append("")
+    lines.append("Answer Yes or No.")
+    return "\n".join(lines)
+
+
+def choice_text(question: ChoiceQuestion, labels: Sequence[str]) -> str:
+    head = (
+        render_value(question.instructions)
+        if question.instructions is not None
+        else "Choose the best option."
+    )
+    options = [
+        _option_line(label, name if description is None else description)
+        for label, (name, description) in zip(labels, question.criteria.items(), strict=False)
+    ]
+    return "\n".join([head, "", "Options:", *options, "", "Answer with the letter of the best option."])
+
+
+def score_text(question: ScoreQuestion, labels: Sequence[str]) -> str:
+    head = render_value(question.instructions) if question.instructions is not None else "Rate the content."
+    levels = [_option_line(label, level) for label, level in zip(labels, question.criteria, strict=False)]
+    return "\n".join(
+        [
+            head,
+            "",
+            "Levels, from lowest to highest:",
+            *levels,
+            "",
+            "Answer with the letter of the level that fits.",
+        ]
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationFrame:
+    """The rendered conversation around a question: `shared_prefix + turn_open + Q + turn_close`."""
+
+    shared_prefix: str
+    turn_open: str
+    turn_close: str
+
+    def question_suffix(self, question_text: str) -> str:
+        return self.turn_open + question_text + self.turn_close
+
+
+def frame_conversation(chat: ChatTokenizer, messages: Sequence[Mapping[str, Any]]) -> ConversationFrame:
+    """Render the conversation once with a sentinel question and cut it around the sentinel."""
+    rendered = chat.render([*messages, {"role": "user", "content": _SENTINEL}], add_generation_prompt=True)
+    start = rendered.find(_SENTINEL)
+    if start < 0 or rendered.find(_SENTINEL, start + 1) >= 0:
+        raise ValueError("the chat template does not show the user's message exactly once")
+    before, after = rendered[:start], rendered[start + len(_SENTINEL) :]
+    split = max((before.rfind(token) for token in chat.special_tokens), default=-1)
+    if split < 0:
+        split = start
+    return ConversationFrame(before[:split], before[split:], after + ANSWER_CUE)

