@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -85,7 +84,9 @@ class RunningOpenJev:
         return httpx.Client(base_url=self.url, timeout=30, **kwargs)  # type: ignore[arg-type]
 
 
-def wait_for(url: str, *, status: int = 200, timeout: float = 60.0, process: subprocess.Popen[bytes] | None = None) -> None:
+def wait_for(
+    url: str, *, status: int = 200, timeout: float = 60.0, process: subprocess.Popen[bytes] | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
@@ -99,45 +100,57 @@ def wait_for(url: str, *, status: int = 200, timeout: float = 60.0, process: sub
     raise TimeoutError(f"{url} did not answer {status} within {timeout}s")
 
 
-ServeOpenJev = Callable[..., RunningOpenJev]
-
-
-@pytest.fixture
-def serve_openjev(tmp_path: Path) -> Iterator[ServeOpenJev]:
-    """Start `openjev serve` as a real process; every server is stopped after the test."""
-    started: list[RunningOpenJev] = []
-
-    def start(*args: str, env: dict[str, str] | None = None, ready: bool = True, timeout: float = 60) -> RunningOpenJev:
-        port = free_port()
-        log_path = tmp_path / f"openjev-{port}.log"
-        environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-        log_file = log_path.open("wb")
+def launch_openjev(
+    *args: str, log_dir: Path, env: dict[str, str] | None = None, ready: bool = True, timeout: float = 60
+) -> RunningOpenJev:
+    """Start `openjev serve` as a real process and wait until it answers (and is ready, if asked)."""
+    port = free_port()
+    log_path = log_dir / f"openjev-{port}.log"
+    environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    with log_path.open("wb") as log_file:
         process = subprocess.Popen(
             [sys.executable, "-m", "openjev", "serve", "--host", "127.0.0.1", "--port", str(port), *args],
             stdout=log_file,
             stderr=subprocess.STDOUT,
             env=environment,
         )
-        log_file.close()
-        server = RunningOpenJev(f"http://127.0.0.1:{port}", process, log_path)
-        started.append(server)
+    server = RunningOpenJev(f"http://127.0.0.1:{port}", process, log_path)
+    try:
+        wait_for(f"{server.url}/health/live", timeout=timeout, process=process)
+        if ready:
+            wait_for(f"{server.url}/health", timeout=timeout, process=process)
+    except (RuntimeError, TimeoutError) as error:
+        stop_openjev(server)
+        raise RuntimeError(f"{error}\n--- server log ---\n{server.log()}") from error
+    return server
+
+
+def stop_openjev(server: RunningOpenJev) -> None:
+    if server.process.poll() is None:
+        server.process.terminate()
         try:
-            wait_for(f"{server.url}/health/live", timeout=timeout, process=process)
-            if ready:
-                wait_for(f"{server.url}/health", timeout=timeout, process=process)
-        except (RuntimeError, TimeoutError) as error:
-            raise RuntimeError(f"{error}\n--- server log ---\n{server.log()}") from error
+            server.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            server.process.wait()
+
+
+ServeOpenJev = Callable[..., RunningOpenJev]
+
+
+@pytest.fixture
+def serve_openjev(tmp_path: Path) -> Iterator[ServeOpenJev]:
+    """Start `openjev serve` processes for one test; every one is stopped afterwards."""
+    started: list[RunningOpenJev] = []
+
+    def start(*args: str, **kwargs: object) -> RunningOpenJev:
+        server = launch_openjev(*args, log_dir=tmp_path, **kwargs)  # type: ignore[arg-type]
+        started.append(server)
         return server
 
     yield start
     for server in started:
-        if server.process.poll() is None:
-            server.process.terminate()
-            try:
-                server.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.process.kill()
-                server.process.wait()
+        stop_openjev(server)
 
 
 @pytest.fixture
@@ -158,6 +171,3 @@ def gzip_compress(data: bytes) -> bytes:
     with gzip.GzipFile(fileobj=buffer, mode="wb") as handle:
         handle.write(data)
     return buffer.getvalue()
-
-
-__all__ = ["RunningOpenJev", "ServeOpenJev", "gzip_compress", "shutil", "wait_for", "zstd_compress"]

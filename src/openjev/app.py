@@ -53,12 +53,31 @@ log = logging.getLogger("openjev")
 REQUEST_ID_HEADER = "x-typesafe-request-id"
 
 
+QUESTION_TYPES = frozenset({"noul", "choice", "score", "box"})
+
+
+def validation_entry(error: Any) -> dict[str, Any]:
+    """FastAPI's 422 entry with `loc` pointing at the field as the contract names it.
+
+    Pydantic adds the discriminator tag after a question id (`questions.q.choice.criteria`); the
+    contract's locations omit it (`questions.q.criteria`). The offending input is not echoed back:
+    it can be megabytes.
+    """
+    loc = list(error["loc"])
+    if len(loc) >= 4 and loc[:2] == ["body", "questions"] and loc[3] in QUESTION_TYPES:
+        del loc[3]
+    entry = {"loc": loc, "msg": error["msg"], "type": error["type"]}
+    if error.get("ctx"):
+        entry["ctx"] = {
+            key: value if isinstance(value, int | float | str) else str(value) for key, value in error["ctx"].items()
+        }
+    return entry
+
+
 class ApiError(Exception):
     """An error with the `{"detail": {"error_type", "message"}}` body."""
 
-    def __init__(
-        self, status: int, error_type: str, message: str, headers: dict[str, str] | None = None
-    ) -> None:
+    def __init__(self, status: int, error_type: str, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.error_type = error_type
@@ -66,12 +85,8 @@ class ApiError(Exception):
         self.headers = headers or {}
 
 
-def error_response(
-    status: int, error_type: str, message: str, headers: dict[str, str] | None = None
-) -> JSONResponse:
-    return JSONResponse(
-        {"detail": {"error_type": error_type, "message": message}}, status_code=status, headers=headers
-    )
+def error_response(status: int, error_type: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"detail": {"error_type": error_type, "message": message}}, status_code=status, headers=headers)
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -227,9 +242,7 @@ def create_app(
                 max(settings.max_choice_options, settings.max_score_levels),
             )
             served = settings.served_model_name or backend.model_name or "Qwen/Qwen3.6-35B-A3B"
-            state["runtime"] = Runtime(
-                Engine(settings, chat, labels, backend), served, time.monotonic() - started
-            )
+            state["runtime"] = Runtime(Engine(settings, chat, labels, backend), served, time.monotonic() - started)
             log.info("openjev is ready: serving %s (startup %.1fs)", served, time.monotonic() - started)
         except Exception as error:
             state["startup_error"] = error
@@ -269,18 +282,18 @@ def create_app(
 
     @app.exception_handler(BackendError)
     async def _backend_error(_: Request, error: BackendError) -> JSONResponse:
-        headers = (
-            {"Retry-After": str(settings.retry_after)} if isinstance(error, BackendUnavailable) else None
-        )
+        headers = {"Retry-After": str(settings.retry_after)} if isinstance(error, BackendUnavailable) else None
         log.warning("backend failure (%s): %s", error.error_type, error)
         return error_response(error.status_code, error.error_type, str(error), headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
         error_type = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
-        return error_response(
-            error.status_code, error_type, str(error.detail), getattr(error, "headers", None)
-        )
+        return error_response(error.status_code, error_type, str(error.detail), getattr(error, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, error: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": [validation_entry(entry) for entry in error.errors()]}, status_code=422)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, error: Exception) -> JSONResponse:
@@ -393,10 +406,7 @@ def create_app(
         return {
             "models": [{"name": name, "description": text, "release_date": released} for name, text in names],
             "object": "list",
-            "data": [
-                {"id": name, "object": "model", "created": created, "owned_by": "openjev"}
-                for name, _ in names
-            ],
+            "data": [{"id": name, "object": "model", "created": created, "owned_by": "openjev"} for name, _ in names],
         }
 
     @app.get("/v1/limits", dependencies=[Authorized], summary="Every admission limit of this server")

@@ -1,0 +1,333 @@
+"""`POST /v1/systemone` and friends over real HTTP: openjev under uvicorn in front of a fake SGLang."""
+
+import copy
+import json
+import math
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+import typesafe_sdk
+from typesafe_sdk import Choice, Noul, RetryPolicy, Score, TypeSafeClient
+
+from tests.conftest import gzip_compress, launch_openjev, stop_openjev, zstd_compress
+from tests.fake_sglang import FakeSGLang
+
+EXAMPLE = json.loads((Path(__file__).parent.parent / "examples" / "request.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def stack(qwen_tokenizer_dir, tmp_path_factory):
+    """One fake SGLang and one openjev with default settings, shared by the read-only tests."""
+    fake = FakeSGLang().start()
+    server = launch_openjev(
+        "--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir), log_dir=tmp_path_factory.mktemp("logs")
+    )
+    yield server, fake
+    stop_openjev(server)
+    fake.stop()
+    assert fake.violations == []
+
+
+@pytest.fixture
+def client(stack):
+    server, _ = stack
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        yield http
+
+
+def post(client, body, **kwargs):
+    return client.post("/v1/systemone", json=body, **kwargs)
+
+
+def request_with(questions, state="The printer on floor 3 is on fire.", model="jev-latest"):
+    return {"model": model, "state": state, "questions": questions}
+
+
+def loc_of(response):
+    assert response.status_code == 422, response.text
+    return [entry["loc"] for entry in response.json()["detail"]]
+
+
+NOUL = {"type": "noul", "instructions": "Is this an emergency?"}
+CHOICE = {"type": "choice", "instructions": "Who handles it?", "criteria": {"facilities": None, "it": "Computers"}}
+SCORE = {"type": "score", "instructions": "How bad?", "criteria": ["minor", "serious", "critical"]}
+
+
+# -- the answer shapes ----------------------------------------------------------------------------
+
+
+def test_example_answers_have_the_official_shapes(client):
+    response = post(client, EXAMPLE)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["model"] == "Qwen/Qwen3.6-35B-A3B"
+    answers = body["answers"]
+    assert list(answers) == ["refund", "department", "urgency"]
+    assert set(answers["refund"]) == {"type", "noul"} and 0 <= answers["refund"]["noul"] <= 1
+    department = answers["department"]
+    assert set(department) == {"type", "choice", "probabilities", "confidence"}
+    assert list(department["probabilities"]) == ["billing", "technical", "sales"]
+    assert math.fsum(department["probabilities"].values()) == pytest.approx(1.0)
+    assert department["choice"] == max(department["probabilities"], key=department["probabilities"].get)
+    urgency = answers["urgency"]
+    assert urgency["legend"] == {"0": "Routine", "1": "Urgent", "2": "Emergency"}
+    assert urgency["score"] == pytest.approx(sum(int(k) * p for k, p in urgency["probabilities"].items()))
+    assert 0 <= urgency["confidence"] <= 1
+    usage = body["usage"]
+    assert usage["output_tokens"] == 4
+    assert isinstance(usage["input_tokens"], int) and re.search(r'"input_tokens":\d+[,}]', response.text)
+
+
+def test_backend_calls_follow_the_sglang_contract(stack, client):
+    _, fake = stack
+    before = len(fake.generate_calls)
+    response = post(client, request_with({"n": NOUL, "c": CHOICE}))
+    assert response.status_code == 200
+    calls = [entry["body"] for entry in fake.generate_calls[before:]]
+    assert len(calls) == 3
+    warm, branches = calls[0], calls[1:]
+    prefix = warm["input_ids"]
+    assert int(response.headers["x-openjev-prefix-tokens"]) == len(prefix)
+    rids = [call["rid"] for call in calls]
+    assert len(set(rids)) == 3 and all(re.fullmatch(r"[0-9a-f]{32}", rid) for rid in rids)
+    for call in calls:
+        assert call["sampling_params"] == {"max_new_tokens": 1, "temperature": 0}
+        assert call["return_logprob"] is True and call["logprob_start_len"] == -1 and call["token_ids_logprob"]
+    for branch in branches:
+        assert branch["input_ids"][: len(prefix)] == prefix and len(branch["input_ids"]) > len(prefix)
+    assert sorted(len(branch["token_ids_logprob"]) for branch in branches) == [2, 2]
+    assert response.json()["usage"]["input_tokens"] == sum(len(call["input_ids"]) for call in calls)
+    cached = int(response.headers["x-openjev-cached-tokens"])
+    assert cached >= 2 * len(prefix)
+    timing = response.headers["server-timing"]
+    assert re.fullmatch(r"prep;dur=[\d.]+, prefill;dur=[\d.]+, branches;dur=[\d.]+", timing)
+    assert re.fullmatch(r"[0-9a-f]{32}", response.headers["x-typesafe-request-id"])
+
+
+def test_answers_do_not_depend_on_ids_order_or_other_questions(client):
+    alone = post(client, request_with({"urgent": NOUL})).json()["answers"]["urgent"]
+    renamed = post(client, request_with({"ist es dringend? ✓": NOUL})).json()["answers"]["ist es dringend? ✓"]
+    crowded = post(client, request_with({"c": CHOICE, "s": SCORE, "urgent": NOUL})).json()["answers"]
+    reordered = post(client, request_with({"urgent": NOUL, "s": SCORE, "c": CHOICE})).json()["answers"]
+    assert alone == renamed == crowded["urgent"] == reordered["urgent"]
+    assert crowded["c"] == reordered["c"] and crowded["s"] == reordered["s"]
+    assert list(reordered) == ["urgent", "s", "c"]
+
+
+def test_255_options_and_64_questions(client):
+    options = {f"option {i} ✓": (None if i % 2 else {"text": f"case {i}"}) for i in range(255)}
+    response = post(client, request_with({"wide": {"type": "choice", "criteria": options}}))
+    assert response.status_code == 200, response.text
+    probabilities = response.json()["answers"]["wide"]["probabilities"]
+    assert list(probabilities) == list(options)
+    assert math.fsum(probabilities.values()) == pytest.approx(1.0)
+    many = {f"q{i}": NOUL for i in range(64)}
+    response = post(client, request_with(many))
+    assert response.status_code == 200 and len(response.json()["answers"]) == 64
+    assert response.json()["usage"]["output_tokens"] == 65
+
+
+def test_states_of_every_shape(client):
+    states = [
+        "",
+        {"ticket": {"id": 7, "body": "Refund please"}, "tags": ["billing"]},
+        ["a", 1, None, {"b": [True]}],
+        [{"role": "user", "content": "hi", "name": "x"}, {"role": "assistant", "content": None}],
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]},
+        {"messages": [{"role": "user", "content": "hi"}], "metadata": {"channel": "email"}},
+    ]
+    for state in states:
+        response = post(client, request_with({"q": NOUL}, state=state))
+        assert response.status_code == 200, (state, response.text)
+
+
+def test_instructions_and_criteria_accept_json_values(client):
+    questions = {
+        "n": {"type": "noul", "instructions": {"task": "spam?"}, "criteria": {"true": ["ads"], "false": None}},
+        "one_sided": {"type": "noul", "criteria": {"true": "It mentions fire"}},
+        "c": {"type": "choice", "instructions": ["pick", "one"], "criteria": {"a": {"x": 1}, "b": ["y"]}},
+        "s": {"type": "score", "criteria": [{"level": "low"}, ["mid"], "high"]},
+    }
+    response = post(client, request_with(questions))
+    assert response.status_code == 200, response.text
+    assert response.json()["answers"]["s"]["legend"] == {"0": {"level": "low"}, "1": ["mid"], "2": "high"}
+
+
+def test_model_aliases_and_unknown_model(client):
+    assert post(client, request_with({"q": NOUL}, model="Qwen/Qwen3.6-35B-A3B")).status_code == 200
+    response = post(client, request_with({"q": NOUL}, model="gpt-5"))
+    assert response.status_code == 404
+    assert response.json()["detail"]["error_type"] == "model_not_found"
+    assert "gpt-5" in response.json()["detail"]["message"]
+
+
+def test_unknown_top_level_fields_are_ignored(client):
+    body = {**request_with({"q": NOUL}), "metadata": {"caller": "x"}, "temperature": 3}
+    assert post(client, body).status_code == 200
+
+
+# -- validation: 422 naming the field -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "loc"),
+    [
+        ({"type": "choice", "criteria": {"only": None}}, ["body", "questions", "q", "criteria"]),
+        ({"type": "choice", "criteria": {f"o{i}": None for i in range(256)}}, ["body", "questions", "q", "criteria"]),
+        (
+            {"type": "choice", "criteria": {"": "empty name", "b": None}},
+            ["body", "questions", "q", "criteria", "", "[key]"],
+        ),
+        ({"type": "score", "criteria": ["one"]}, ["body", "questions", "q", "criteria"]),
+        ({"type": "score", "criteria": [f"l{i}" for i in range(65)]}, ["body", "questions", "q", "criteria"]),
+        ({"type": "score", "criteria": {"0": "low", "1": "high"}}, ["body", "questions", "q", "criteria"]),
+        ({"type": "noul"}, ["body", "questions", "q"]),
+        ({"type": "noul", "criteria": {"true": None, "false": None}}, ["body", "questions", "q"]),
+        ({"type": "box", "instructions": "find the cat"}, ["body", "questions", "q", "type"]),
+        ({"type": "ranking"}, ["body", "questions", "q"]),
+    ],
+)
+def test_bad_questions_get_422_at_the_field(client, question, loc):
+    response = post(client, request_with({"q": question}))
+    assert loc in loc_of(response)
+    assert all(isinstance(entry["msg"], str) and entry["type"] for entry in response.json()["detail"])
+
+
+def test_question_count_and_empty_ids(client):
+    assert ["body", "questions"] in loc_of(post(client, request_with({f"q{i}": NOUL for i in range(65)})))
+    assert ["body", "questions"] in loc_of(post(client, request_with({})))
+    assert any(loc[:2] == ["body", "questions"] for loc in loc_of(post(client, request_with({"": NOUL}))))
+
+
+def test_missing_and_mistyped_top_level_fields(client):
+    assert ["body", "state"] in loc_of(post(client, {"model": "jev-latest", "questions": {"q": NOUL}}))
+    assert ["body", "model"] in loc_of(post(client, {"state": "x", "questions": {"q": NOUL}}))
+    assert any(loc[:2] == ["body", "state"] for loc in loc_of(post(client, request_with({"q": NOUL}, state=42))))
+
+
+def test_assets_and_non_text_chat_parts_are_refused_by_name(client):
+    body = {**request_with({"q": NOUL}), "assets": {"img-1": {"type": "image", "format": "png", "data_base64": "AA=="}}}
+    assert ["body", "assets"] in loc_of(post(client, body))
+    image_state = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:x"}}]}]
+    assert ["body", "state", 0, "content", 0, "type"] in loc_of(post(client, request_with({"q": NOUL}, image_state)))
+    multipart = client.post("/v1/systemone", files={"request": (None, json.dumps(request_with({"q": NOUL})))})
+    assert ["body", "assets"] in loc_of(multipart)
+
+
+def test_bodies_that_are_not_json_get_4xx(client):
+    for content, content_type in [(b"{not json", "application/json"), (b"hello", "text/plain"), (b"", None)]:
+        headers = {"content-type": content_type} if content_type else {}
+        response = client.post("/v1/systemone", content=content, headers=headers)
+        assert 400 <= response.status_code < 500, (content, response.status_code)
+
+
+# -- bodies on the wire ---------------------------------------------------------------------------
+
+
+def test_gzip_and_zstd_bodies_are_decoded(client):
+    raw = json.dumps(request_with({"q": NOUL}, state="x" * 5000)).encode()
+    plain = client.post("/v1/systemone", content=raw, headers={"content-type": "application/json"})
+    for encoding, data in [("zstd", zstd_compress(raw)), ("gzip", gzip_compress(raw))]:
+        response = client.post(
+            "/v1/systemone", content=data, headers={"content-type": "application/json", "content-encoding": encoding}
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["answers"] == plain.json()["answers"]
+
+
+def test_unknown_encoding_is_415_and_corrupt_body_is_400(client):
+    response = client.post("/v1/systemone", content=b"abc", headers={"content-encoding": "br"})
+    assert response.status_code == 415 and response.json()["detail"]["error_type"] == "unsupported_media_type"
+    response = client.post("/v1/systemone", content=b"not zstd at all", headers={"content-encoding": "zstd"})
+    assert response.status_code == 400 and response.json()["detail"]["message"]
+
+
+def test_oversized_bodies_are_413_before_and_after_decompression(client):
+    big = json.dumps(request_with({"q": NOUL}, state="y" * (2 * 1024 * 1024))).encode()
+    assert client.post("/v1/systemone", content=big, headers={"content-type": "application/json"}).status_code == 413
+
+    def chunks():
+        for _ in range(3):
+            yield b"z" * (1024 * 1024)
+
+    assert client.post("/v1/systemone", content=chunks()).status_code == 413  # chunked: no Content-Length
+    bomb = zstd_compress(b" " * (64 * 1024 * 1024))
+    assert len(bomb) < 64 * 1024
+    response = client.post("/v1/systemone", content=bomb, headers={"content-encoding": "zstd"})
+    assert response.status_code == 413 and response.json()["detail"]["error_type"] == "request_too_large"
+    assert client.post("/v1/systemone", content=gzip_compress(b"[" * (3 * 1024 * 1024)),
+                       headers={"content-encoding": "gzip"}).status_code == 413  # fmt: skip
+
+
+# -- the official SDK as a client -----------------------------------------------------------------
+
+
+def test_official_sdk_reads_every_answer_type_over_zstd(stack):
+    server, _ = stack
+    with TypeSafeClient(base_url=server.url, api_key="any-key", compression="zstd") as sdk:
+        result = sdk.system_one(
+            state={"ticket": "I was charged twice. " * 80},  # over 1 KiB: the SDK compresses it
+            questions={
+                "refund": Noul(instructions="Does the user want a refund?"),
+                "team": Choice(instructions="Which team?", criteria={"billing": "Payments", "sales": None}),
+                "anger": Score(instructions="How angry?", criteria=["Calm", "Annoyed", {"level": "Furious"}]),
+            },
+        )
+        assert 0 <= result.nouls["refund"].noul <= 1
+        assert result.choices["team"].choice in {"billing", "sales"}
+        assert set(result.scores["anger"].probabilities) == {0, 1, 2}
+        assert result.scores["anger"].legend[2] == {"level": "Furious"}
+        assert result.usage.output_tokens == 4
+        assert [m.name for m in sdk.models.list().models][:2] == ["jev-latest", "Qwen/Qwen3.6-35B-A3B"]
+
+
+def test_official_sdk_surfaces_validation_and_model_errors(stack):
+    server, _ = stack
+    with TypeSafeClient(base_url=server.url, api_key="k", compression="zstd", retry=RetryPolicy(max_retries=0)) as sdk:
+        with pytest.raises(typesafe_sdk.TypeSafeUnprocessableEntityError) as invalid:
+            sdk.system_one(state="x", questions={"team": Choice(criteria={"only": None})})
+        assert "questions.team.criteria" in str(invalid.value)
+        assert invalid.value.request_id
+        with pytest.raises(typesafe_sdk.TypeSafeNotFoundError, match="not served here"):
+            sdk.system_one(state="x", questions={"q": Noul(instructions="?")}, model="other-model")
+
+
+# -- routes ---------------------------------------------------------------------------------------
+
+
+def test_models_limits_health_docs(client):
+    models = client.get("/v1/models").json()
+    assert [m["name"] for m in models["models"]] == ["jev-latest", "Qwen/Qwen3.6-35B-A3B"]
+    assert all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", m["release_date"]) for m in models["models"])
+    assert [m["id"] for m in models["data"]] == ["jev-latest", "Qwen/Qwen3.6-35B-A3B"]
+    limits = client.get("/v1/limits").json()
+    assert limits["max_questions"] == 64 and limits["max_choice_options"] == 255
+    assert limits["max_input_tokens"] == 32768 and limits["max_total_input_tokens"] == 262144
+    assert limits["max_concurrent_requests"] == 16 and limits["max_body_bytes"] == 2 * 1024 * 1024
+    health = client.get("/health")
+    assert health.status_code == 200 and health.json()["ready"] is True
+    assert health.json()["backend"]["kind"] == "sglang" and health.json()["startup_seconds"] >= 0
+    assert client.get("/health/live").json() == {"status": "alive"}
+    assert "swagger" in client.get("/docs").text.lower()
+    assert "api-reference" in client.get("/").text
+    schema = client.get("/openapi.json").json()
+    operation = schema["paths"]["/v1/systemone"]["post"]
+    assert {"401", "404", "413", "422", "503", "529"} <= set(operation["responses"])
+    assert schema["components"]["schemas"]["SystemOneRequest"]["examples"]
+    assert "openjev_requests_total" in client.get("/metrics").text
+    missing = client.get("/v2/nothing")
+    assert missing.status_code == 404 and missing.json()["detail"]["error_type"] == "not_found"
+
+
+def test_openapi_from_the_cli_needs_no_backend():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "openjev", "schema"], capture_output=True, check=True, text=True)
+    assert "/v1/systemone" in json.loads(out.stdout)["paths"]
+
+
+def test_example_file_is_a_valid_request(client):
+    assert post(client, copy.deepcopy(EXAMPLE)).status_code == 200

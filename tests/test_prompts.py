@@ -1,0 +1,123 @@
+"""Prompt rendering, tokenization splits and labels against the real Qwen3 tokenizer and template."""
+
+import pytest
+
+from openjev.labels import build_label_set, candidate_labels
+from openjev.prompts import (
+    ANSWER_CUE,
+    PromptInputError,
+    choice_text,
+    frame_conversation,
+    noul_text,
+    score_text,
+    state_messages,
+)
+from openjev.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion
+from openjev.tokenizer import ChatTokenizer
+
+
+@pytest.fixture(scope="module")
+def chat(qwen_tokenizer_dir):
+    return ChatTokenizer(qwen_tokenizer_dir)
+
+
+@pytest.fixture(scope="module")
+def labels(chat):
+    context = frame_conversation(chat, [{"role": "user", "content": "x"}]).turn_close
+    return build_label_set(chat, context, 255)
+
+
+STATES = [
+    "plain text state",
+    "  leading and trailing whitespace \n\n",
+    {"ticket": 42, "text": "naïve — ünïcode ✓", "nested": [1, {"a": None}]},
+    [1, "two", {"three": 3}],
+    [
+        {"role": "system", "content": "You are a support assistant."},
+        {"role": "user", "content": "I was charged twice."},
+        {"role": "assistant", "content": "I see two charges."},
+        {"role": "user", "content": [{"type": "text", "text": "Refund one."}]},
+    ],
+    {"messages": [{"role": "user", "content": "hi"}]},
+]
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_prefix_plus_suffix_ids_equal_whole_prompt_ids(chat, labels, state):
+    messages, _ = state_messages(state)
+    frame = frame_conversation(chat, messages)
+    questions = [
+        noul_text(NoulQuestion(type="noul", instructions="\n\nIs it urgent?")),
+        choice_text(ChoiceQuestion(type="choice", criteria={"a": None, "b": "  spaced"}), labels.option_labels),
+        score_text(
+            ScoreQuestion(type="score", instructions={"k": "v"}, criteria=["low", "high"]), labels.option_labels
+        ),
+    ]
+    prefix_ids = chat.encode(frame.shared_prefix)
+    for text in questions:
+        suffix = frame.question_suffix(text)
+        assert prefix_ids + chat.encode(suffix) == chat.encode(frame.shared_prefix + suffix)
+        # The spliced prompt is exactly what the template renders for that question.
+        rendered = chat.render([*messages, {"role": "user", "content": text}]) + ANSWER_CUE
+        assert frame.shared_prefix + suffix == rendered
+
+
+def test_thinking_is_disabled_and_the_cue_ends_the_prompt(chat):
+    frame = frame_conversation(chat, [{"role": "user", "content": "x"}])
+    assert frame.turn_close.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\nAnswer:\n")
+
+
+def test_chat_states_keep_roles_and_extra_keys():
+    messages, _ = state_messages([{"role": "user", "content": "a", "name": "alice"}])
+    assert messages == [{"role": "user", "content": "a", "name": "alice"}]
+    wrapped, loc = state_messages({"messages": [{"role": "assistant", "content": "b"}]})
+    assert wrapped == [{"role": "assistant", "content": "b"}] and loc == ("state", "messages")
+
+
+def test_object_with_messages_and_other_keys_stays_whole():
+    state = {"messages": [{"role": "user", "content": "hi"}], "customer": "acme"}
+    messages, _ = state_messages(state)
+    assert len(messages) == 1 and messages[0]["role"] == "user"
+    assert '"customer": "acme"' in messages[0]["content"] and '"messages"' in messages[0]["content"]
+
+
+def test_non_text_parts_and_unknown_roles_are_refused_with_location():
+    with pytest.raises(PromptInputError) as image:
+        state_messages([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}])
+    assert image.value.loc == ("state", 0, "content", 0, "type")
+    with pytest.raises(PromptInputError) as role:
+        state_messages({"messages": [{"role": "user", "content": "a"}, {"role": "wizard", "content": "b"}]})
+    assert role.value.loc == ("state", "messages", 1, "role")
+
+
+def test_option_lines_and_null_descriptions():
+    question = ChoiceQuestion(type="choice", instructions="Pick", criteria={"billing": "Payments", "sales": None})
+    text = choice_text(question, ["A", "B"])
+    assert "A: Payments\nB: sales" in text
+    assert "billing" not in text  # option names are hidden unless they carry the meaning
+
+
+def test_noul_criteria_sides():
+    text = noul_text(NoulQuestion(type="noul", criteria={"false": "It is calm"}))
+    assert "No means: It is calm" in text and "Yes means" not in text
+
+
+def test_255_single_token_labels_in_reading_position(chat, labels):
+    assert len(labels.option_labels) == 255
+    assert labels.option_labels[:26] == tuple(candidate_labels())[:26]
+    assert len(set(labels.option_label_ids)) == 255
+    context = frame_conversation(chat, [{"role": "user", "content": "x"}]).turn_close
+    base = chat.encode(context)
+    for label, token_id in zip(labels.option_labels, labels.option_label_ids, strict=True):
+        assert chat.encode(context + label) == [*base, token_id]
+    assert chat.encode(context + "Yes") == [*base, labels.yes_no_ids[0]]
+    # Qwen's vocabulary splits some pairs (BQ among them); they must be skipped.
+    assert "BQ" not in labels.option_labels
+
+
+def test_label_check_fails_fast_when_too_few(chat):
+    from openjev.labels import LabelError
+
+    context = frame_conversation(chat, [{"role": "user", "content": "x"}]).turn_close
+    with pytest.raises(LabelError, match="single-token option labels"):
+        build_label_set(chat, context, 703)
