@@ -67,6 +67,8 @@ class FakeSGLang:
     page_size: int = 1
     context_length: int = 32768
     generate_delay: float = 0.0
+    #: 1-based index of the first /generate call that `generate_delay` applies to.
+    delay_from_call: int = 1
     #: 1-based index of a /generate call that fails with `fail_status` (None: none fails).
     fail_on_call: int | None = None
     fail_status: int = 500
@@ -250,8 +252,12 @@ class FakeSGLang:
                 return JSONResponse({"error": {"message": "input_ids contain out-of-vocabulary ids"}}, status_code=400)
             if len(prompt) + params.get("max_new_tokens", 128) > self.context_length:
                 return JSONResponse(
-                    {"error": {"message": f"The input ({len(prompt)} tokens) is longer than the model's context "
-                                          f"length ({self.context_length} tokens)."}},
+                    {
+                        "error": {
+                            "message": f"The input ({len(prompt)} tokens) is longer than the model's context "
+                            f"length ({self.context_length} tokens)."
+                        }
+                    },
                     status_code=400,
                 )
         ids_lists = token_ids if token_ids and isinstance(token_ids[0], list) else [token_ids] * len(prompts)
@@ -273,7 +279,7 @@ class FakeSGLang:
                 await asyncio.sleep(0.05)
                 return JSONResponse({"error": {"message": "injected failure"}}, status_code=self.fail_status)
             aborted = False
-            if self.generate_delay:
+            if self.generate_delay and call_number >= self.delay_from_call:
                 waits = [asyncio.create_task(event.wait()) for event in events.values()]
                 done, pending = await asyncio.wait(waits, timeout=self.generate_delay)
                 for task in pending:

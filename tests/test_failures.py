@@ -1,0 +1,218 @@
+"""Failure behaviour over real HTTP: overload, timeouts, dead or failing backends, disconnects, auth."""
+
+import concurrent.futures
+import socket
+import time
+
+import httpx
+import pytest
+import typesafe_sdk
+from typesafe_sdk import Noul, RetryPolicy, TypeSafeClient
+
+from tests.fake_sglang import FakeSGLang
+
+NOUL = {"type": "noul", "instructions": "Is this urgent?"}
+CHOICE = {"type": "choice", "criteria": {"a": None, "b": None, "c": None}}
+
+
+def body(questions, state="The server room is flooding."):
+    return {"model": "jev-latest", "state": state, "questions": questions}
+
+
+def wait_until(condition, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def error_of(response, status, error_type):
+    assert response.status_code == status, response.text
+    detail = response.json()["detail"]
+    assert detail["error_type"] == error_type and detail["message"]
+    return detail
+
+
+@pytest.fixture
+def connect(serve_openjev, qwen_tokenizer_dir):
+    def start(fake, *extra, env=None, ready=True):
+        return serve_openjev(
+            "--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir), *extra, env=env, ready=ready
+        )
+
+    return start
+
+
+def test_overload_gets_529_with_retry_after_and_nothing_queues(connect, fake_sglang):
+    server = connect(fake_sglang, "--max-concurrent-requests", "2")
+    fake_sglang.generate_delay = 1.0
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(httpx.post, f"{server.url}/v1/systemone", json=body({"q": NOUL}), timeout=30)]
+        futures.append(pool.submit(httpx.post, f"{server.url}/v1/systemone", json=body({"q": NOUL}), timeout=30))
+        assert wait_until(lambda: fake_sglang.in_flight == 2)
+        refused = httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL}), timeout=30)
+        statuses = sorted(future.result().status_code for future in futures)
+    assert statuses == [200, 200]
+    error_of(refused, 529, "overloaded")
+    assert refused.headers["retry-after"] == "1" and refused.headers["retry-after-ms"] == "1000"
+    # The SDK honours Retry-After and retries a 529 on its own.
+    fake_sglang.generate_delay = 0
+    with TypeSafeClient(base_url=server.url, api_key="k", retry=RetryPolicy(max_retries=0)) as sdk:
+        assert 0 <= sdk.system_one(state="x", questions={"q": Noul(instructions="?")}).nouls["q"].noul <= 1
+
+
+def test_backend_timeout_is_504_and_the_call_is_aborted(connect, fake_sglang):
+    server = connect(fake_sglang, "--request-timeout", "1")
+    fake_sglang.generate_delay = 10
+    started = time.monotonic()
+    response = httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL}), timeout=30)
+    assert time.monotonic() - started < 5
+    error_of(response, 504, "backend_timeout")
+    assert wait_until(lambda: fake_sglang.in_flight == 0)
+    assert fake_sglang.aborted, "the timed-out call must be aborted in SGLang"
+
+
+def test_one_failing_branch_cancels_and_aborts_its_siblings(connect, fake_sglang):
+    server = connect(fake_sglang)
+    before = len(fake_sglang.generate_calls)
+    fake_sglang.fail_on_call = fake_sglang._calls + 2  # the first branch after the warm-up
+    fake_sglang.generate_delay = 10
+    fake_sglang.delay_from_call = fake_sglang._calls + 2  # the warm-up is quick, every branch is slow
+    fake_sglang.fail_status = 500
+    started = time.monotonic()
+    response = httpx.post(f"{server.url}/v1/systemone", json=body({f"q{i}": NOUL for i in range(4)}), timeout=30)
+    assert time.monotonic() - started < 5
+    error_of(response, 502, "backend_error")
+    assert wait_until(lambda: fake_sglang.in_flight == 0)
+    branch_rids = {call["body"]["rid"] for call in fake_sglang.generate_calls[before + 1 :]}
+    failed_rid = fake_sglang.generate_calls[before + 1]["body"]["rid"]
+    assert set(fake_sglang.aborted) == branch_rids - {failed_rid}
+
+
+def test_client_disconnect_aborts_everything_in_flight(connect, fake_sglang):
+    server = connect(fake_sglang)
+    fake_sglang.generate_delay = 10
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL}), timeout=0.5)
+    assert wait_until(lambda: fake_sglang.in_flight == 0, timeout=5)
+    assert len(fake_sglang.aborted) == 1
+    assert httpx.get(f"{server.url}/health").json()["in_flight"] == 0
+
+
+def test_backend_errors_and_outages(connect, fake_sglang):
+    server = connect(fake_sglang)
+    fake_sglang.fail_on_call = fake_sglang._calls + 1
+    fake_sglang.fail_status = 400
+    error_of(httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL})), 502, "backend_error")
+    fake_sglang.fail_on_call = fake_sglang._calls + 1
+    fake_sglang.fail_status = 503
+    refused = httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL}))
+    error_of(refused, 503, "backend_unavailable")
+    assert refused.headers["retry-after"]
+    fake_sglang.stop()
+    gone = httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL}))
+    error_of(gone, 503, "backend_unavailable")
+    assert gone.headers["retry-after"]
+    health = httpx.get(f"{server.url}/health")
+    assert health.status_code == 503 and health.json()["ready"] is False
+
+
+def test_not_ready_backend_gets_503_until_it_is(connect, serve_openjev, qwen_tokenizer_dir):
+    with FakeSGLang(starting_seconds=3) as fake:
+        server = connect(fake, ready=False)
+        health = httpx.get(f"{server.url}/health")
+        assert health.status_code == 503 and health.headers["retry-after"]
+        assert health.json()["status"] == "starting"
+        waiting = httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL}))
+        error_of(waiting, 503, "backend_unavailable")
+        assert waiting.headers["retry-after"]
+        assert httpx.get(f"{server.url}/health/live").status_code == 200
+        assert wait_until(lambda: httpx.get(f"{server.url}/health").status_code == 200, timeout=15)
+        assert httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL})).status_code == 200
+        # No readout reached the fake while it was starting, except readiness probes it refused.
+        assert fake.violations == []
+
+
+def test_rust_frontend_reports_no_cached_tokens_and_aborts_by_disconnect(connect):
+    with FakeSGLang(rust_frontend=True) as fake:
+        server = connect(fake)
+        response = httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL, "c": CHOICE}))
+        assert response.status_code == 200
+        assert "x-openjev-cached-tokens" not in response.headers
+        assert int(response.headers["x-openjev-prefix-tokens"]) > 0
+        fake.generate_delay = 10
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL}), timeout=0.5)
+        # No /abort_request route: closing the connection is the abort.
+        assert wait_until(lambda: fake.in_flight == 0, timeout=15)
+        assert fake.violations == []
+
+
+def test_token_budgets_are_422_naming_limit_and_count(connect, fake_sglang):
+    server = connect(fake_sglang, "--max-input-tokens", "120", "--max-total-input-tokens", "400")
+    long_question = {"type": "noul", "instructions": "word " * 200}
+    response = httpx.post(f"{server.url}/v1/systemone", json=body({"long": long_question, "short": NOUL}))
+    assert response.status_code == 422
+    (issue,) = response.json()["detail"]
+    assert issue["loc"] == ["body", "questions", "long"]
+    assert "OPENJEV_MAX_INPUT_TOKENS" in issue["msg"] and issue["ctx"]["limit"] == 120
+    many = httpx.post(f"{server.url}/v1/systemone", json=body({f"q{i}": NOUL for i in range(20)}))
+    assert many.status_code == 422
+    (total,) = many.json()["detail"]
+    assert total["loc"] == ["body", "questions"] and "OPENJEV_MAX_TOTAL_INPUT_TOKENS=400" in total["msg"]
+    assert total["ctx"]["tokens"] > 400
+    assert httpx.get(f"{server.url}/v1/limits").json()["max_input_tokens"] == 120
+    assert all(len(call["body"]["input_ids"]) <= 120 for call in fake_sglang.generate_calls)
+
+
+def test_backend_context_length_caps_the_branch_budget(connect):
+    with FakeSGLang(context_length=100) as fake:
+        server = connect(fake)
+        assert httpx.get(f"{server.url}/v1/limits").json()["max_input_tokens"] == 100
+        response = httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL}, state="many words " * 60))
+        assert response.status_code == 422
+        assert "context length" in response.json()["detail"][0]["msg"]
+        assert fake.violations == []
+
+
+def test_auth_on(connect, fake_sglang):
+    server = connect(fake_sglang, env={"OPENJEV_API_KEY": "s3cret"})
+    request = body({"q": NOUL})
+    missing = httpx.post(f"{server.url}/v1/systemone", json=request)
+    assert error_of(missing, 401, "authentication_error")["message"] == "missing API key"
+    wrong = httpx.post(f"{server.url}/v1/systemone", json=request, headers={"Authorization": "Bearer nope"})
+    error_of(wrong, 401, "authentication_error")
+    right = httpx.post(f"{server.url}/v1/systemone", json=request, headers={"Authorization": "Bearer s3cret"})
+    assert right.status_code == 200
+    assert httpx.get(f"{server.url}/v1/models").status_code == 401
+    assert httpx.get(f"{server.url}/health").status_code == 200  # probes need no key
+    no_retry = RetryPolicy(max_retries=0)
+    with (
+        TypeSafeClient(base_url=server.url, api_key="wrong", retry=no_retry) as sdk,
+        pytest.raises(typesafe_sdk.TypeSafeAuthenticationError),
+    ):
+        sdk.system_one(state="x", questions={"q": Noul(instructions="?")})
+
+
+def test_auth_off_ignores_authorization_header(connect, fake_sglang):
+    server = connect(fake_sglang)
+    response = httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL}), headers={"Authorization": "Bearer x"})
+    assert response.status_code == 200
+
+
+def test_backend_api_key_is_sent_as_bearer(connect):
+    with FakeSGLang(api_key="backend-key") as fake:
+        server = connect(fake, env={"OPENJEV_BACKEND_API_KEY": "backend-key"})
+        assert httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL})).status_code == 200
+
+
+def test_unreachable_backend_keeps_answering_503(connect):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dead = FakeSGLang(port=port)  # never started: connection refused
+    server = connect(dead, ready=False)
+    assert httpx.get(f"{server.url}/health").status_code == 503
+    error_of(httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL})), 503, "backend_unavailable")
