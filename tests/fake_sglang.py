@@ -42,6 +42,9 @@ KNOWN_SAMPLING_PARAMS = {
     "no_stop_trim", "logit_bias", "sampling_seed", "custom_params", "json_schema", "regex", "ebnf", "structural_tag",
 }  # fmt: skip
 
+# The simulated radix cache keeps this many recent prompts (bounded, like real cache eviction).
+_REMEMBERED_PROMPTS = 64
+
 Logprobs = Callable[[Sequence[int], Sequence[int]], list[float]]
 
 
@@ -304,6 +307,7 @@ class FakeSGLang:
                 common += 1
             best = max(best, common)
         self._seen_prompts.append(tuple(prompt))
+        del self._seen_prompts[:-_REMEMBERED_PROMPTS]
         best = min(best, len(prompt) - 1)
         return best - best % self.page_size
 
@@ -350,3 +354,20 @@ class FakeSGLang:
             "response_sent_to_client_ts": time.time(),
         }
         return {"text": "", "output_ids": [sampled], "meta_info": meta}
+
+
+def main() -> None:
+    """Run the fake standalone: `python -m tests.fake_sglang --port N [--rust-frontend]`."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--rust-frontend", action="store_true")
+    args = parser.parse_args()
+    fake = FakeSGLang(port=args.port, rust_frontend=args.rust_frontend)
+    config = uvicorn.Config(fake._app(), host=fake.host, port=fake.port, log_level="warning", lifespan="off")
+    uvicorn.Server(config).run()
+
+
+if __name__ == "__main__":
+    main()
