@@ -44,7 +44,7 @@ STATES = [
 
 @pytest.mark.parametrize("state", STATES)
 def test_prefix_plus_suffix_ids_equal_whole_prompt_ids(chat, labels, state):
-    messages, _ = state_messages(state)
+    messages = state_messages(state)
     frame = frame_conversation(chat, messages)
     questions = [
         noul_text(NoulQuestion(type="noul", instructions="\n\nIs it urgent?")),
@@ -68,15 +68,15 @@ def test_thinking_is_disabled_and_the_cue_ends_the_prompt(chat):
 
 
 def test_chat_states_keep_roles_and_extra_keys():
-    messages, _ = state_messages([{"role": "user", "content": "a", "name": "alice"}])
+    messages = state_messages([{"role": "user", "content": "a", "name": "alice"}])
     assert messages == [{"role": "user", "content": "a", "name": "alice"}]
-    wrapped, loc = state_messages({"messages": [{"role": "assistant", "content": "b"}]})
-    assert wrapped == [{"role": "assistant", "content": "b"}] and loc == ("state", "messages")
+    wrapped = state_messages({"messages": [{"role": "assistant", "content": "b"}]})
+    assert wrapped == [{"role": "assistant", "content": "b"}]
 
 
 def test_object_with_messages_and_other_keys_stays_whole():
     state = {"messages": [{"role": "user", "content": "hi"}], "customer": "acme"}
-    messages, _ = state_messages(state)
+    messages = state_messages(state)
     assert len(messages) == 1 and messages[0]["role"] == "user"
     assert '"customer": "acme"' in messages[0]["content"] and '"messages"' in messages[0]["content"]
 

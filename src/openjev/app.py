@@ -430,10 +430,14 @@ def create_app(
         current: Runtime | None = state["runtime"]
         backend_health = await backend.health() if current else None
         ready = current is not None and backend_health is not None and backend_health.ready
+        if ready:
+            status = "ok"
+        elif state["startup_error"] is not None:
+            status = "failed"
+        else:
+            status = "starting" if current is None else "unavailable"
         body = {
-            "status": "ok"
-            if ready
-            else ("failed" if state["startup_error"] else "starting" if not current else "unavailable"),
+            "status": status,
             "ready": ready,
             "model": current.served_model_name if current else None,
             "backend": {"kind": backend.kind, **(backend_health.detail if backend_health else {})},

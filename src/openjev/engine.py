@@ -95,7 +95,7 @@ class Engine:
         if issues:
             raise reject(issues)
         try:
-            messages, _ = state_messages(request.state)
+            messages = state_messages(request.state)
             frame = frame_conversation(self.chat, messages)
         except PromptInputError as error:
             raise reject([Issue(error.loc, error.message, error.kind)]) from error

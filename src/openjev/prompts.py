@@ -80,8 +80,8 @@ def _message_text(content: Any, loc: Loc) -> str:
     raise PromptInputError(loc, "message content must be a string, a list of text parts, or null")
 
 
-def state_messages(state: Text) -> tuple[list[dict[str, Any]], Loc]:
-    """The state as chat turns, and the location of the message list within the state."""
+def state_messages(state: Text) -> list[dict[str, Any]]:
+    """The state as chat turns."""
     messages_loc: Loc = ("state",)
     raw: Any = None
     if _looks_like_chat(state):
@@ -89,7 +89,7 @@ def state_messages(state: Text) -> tuple[list[dict[str, Any]], Loc]:
     elif isinstance(state, Mapping) and set(state) == {"messages"} and _looks_like_chat(state["messages"]):
         raw, messages_loc = state["messages"], ("state", "messages")
     if raw is None:
-        return [{"role": "user", "content": render_value(state)}], messages_loc
+        return [{"role": "user", "content": render_value(state)}]
     messages = []
     for index, message in enumerate(raw):
         role = message.get("role")
@@ -101,7 +101,7 @@ def state_messages(state: Text) -> tuple[list[dict[str, Any]], Loc]:
         turn = dict(message)
         turn["content"] = _message_text(message.get("content"), (*messages_loc, index, "content"))
         messages.append(turn)
-    return messages, messages_loc
+    return messages
 
 
 def _option_line(label: str, value: Text) -> str:
