@@ -2,17 +2,17 @@
 
 import json
 import logging
+import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from openjev.config import ConfidenceMode, Frontend, Settings
+from openjev.config import COMPAT_MODEL_ALIAS, ConfidenceMode, Frontend, Settings
 
-app = typer.Typer(
-    add_completion=False, no_args_is_help=True, help="openjev: a self-hosted Jev System One API."
-)
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="openjev: a self-hosted Jev System One API.")
 
 
 def load_settings(**flags: Any) -> Settings:
@@ -20,7 +20,7 @@ def load_settings(**flags: Any) -> Settings:
     return Settings(**{name: value for name, value in flags.items() if value is not None})
 
 
-def build_backend(settings: Settings) -> Any:
+def build_backend(settings: Settings, on_fatal: Callable[[BaseException], None]) -> Any:
     if settings.connect and settings.sglang_python:
         raise typer.BadParameter("use either --connect or --sglang-python, not both")
     if settings.connect:
@@ -36,7 +36,7 @@ def build_backend(settings: Settings) -> Any:
     if settings.sglang_python:
         from openjev.supervisor import SupervisedSGLangBackend
 
-        return SupervisedSGLangBackend(settings)
+        return SupervisedSGLangBackend(settings, on_fatal=on_fatal)
     from openjev.backends.embedded import EmbeddedBackend
 
     return EmbeddedBackend.from_settings(settings)
@@ -44,36 +44,26 @@ def build_backend(settings: Settings) -> Any:
 
 @app.command()
 def serve(
-    connect: Annotated[
-        str | None, typer.Option(help="URL of a running SGLang server (OPENJEV_CONNECT).")
-    ] = None,
+    connect: Annotated[str | None, typer.Option(help="URL of a running SGLang server (OPENJEV_CONNECT).")] = None,
     sglang_python: Annotated[
         Path | None, typer.Option(help="Python of an SGLang environment: launch and supervise SGLang.")
     ] = None,
-    tokenizer: Annotated[
-        Path | None, typer.Option(help="Local tokenizer directory (OPENJEV_TOKENIZER).")
-    ] = None,
+    tokenizer: Annotated[Path | None, typer.Option(help="Local tokenizer directory (OPENJEV_TOKENIZER).")] = None,
     local_model: Annotated[
         str | None,
         typer.Option(help="Embedded model: HF directory, .gguf file or hub id (OPENJEV_LOCAL_MODEL)."),
     ] = None,
     model: Annotated[str | None, typer.Option(help="Model weights for SGLang (OPENJEV_MODEL).")] = None,
     revision: Annotated[str | None, typer.Option(help="Hub revision of --model (OPENJEV_REVISION).")] = None,
-    served_model_name: Annotated[
-        str | None, typer.Option(help="Public model id (OPENJEV_SERVED_MODEL_NAME).")
-    ] = None,
+    served_model_name: Annotated[str | None, typer.Option(help="Public model id (OPENJEV_SERVED_MODEL_NAME).")] = None,
     frontend: Annotated[Frontend | None, typer.Option(help="SGLang frontend (OPENJEV_FRONTEND).")] = None,
     host: Annotated[str | None, typer.Option(help="Bind address (OPENJEV_HOST).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (OPENJEV_PORT).")] = None,
     max_questions: Annotated[int | None, typer.Option(help="OPENJEV_MAX_QUESTIONS")] = None,
     max_input_tokens: Annotated[int | None, typer.Option(help="OPENJEV_MAX_INPUT_TOKENS")] = None,
     max_total_input_tokens: Annotated[int | None, typer.Option(help="OPENJEV_MAX_TOTAL_INPUT_TOKENS")] = None,
-    max_concurrent_requests: Annotated[
-        int | None, typer.Option(help="OPENJEV_MAX_CONCURRENT_REQUESTS")
-    ] = None,
-    max_concurrent_branches: Annotated[
-        int | None, typer.Option(help="OPENJEV_MAX_CONCURRENT_BRANCHES")
-    ] = None,
+    max_concurrent_requests: Annotated[int | None, typer.Option(help="OPENJEV_MAX_CONCURRENT_REQUESTS")] = None,
+    max_concurrent_branches: Annotated[int | None, typer.Option(help="OPENJEV_MAX_CONCURRENT_BRANCHES")] = None,
     request_timeout: Annotated[float | None, typer.Option(help="OPENJEV_REQUEST_TIMEOUT (seconds)")] = None,
     temperature: Annotated[float | None, typer.Option(help="OPENJEV_TEMPERATURE")] = None,
     confidence: Annotated[ConfidenceMode | None, typer.Option(help="OPENJEV_CONFIDENCE")] = None,
@@ -92,7 +82,6 @@ def serve(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    backend = build_backend(settings)
     failure: list[BaseException] = []
     server: uvicorn.Server | None = None
 
@@ -101,6 +90,7 @@ def serve(
         if server is not None:
             server.should_exit = True
 
+    backend = build_backend(settings, on_fatal)
     api = create_app(settings, backend, on_fatal=on_fatal)
     config = uvicorn.Config(
         api,
@@ -112,9 +102,17 @@ def serve(
         server_header=False,
     )
     server = uvicorn.Server(config)
+
+    def stop_gracefully(*_: object) -> None:
+        # Until uvicorn takes the signals over: stop as soon as it has started. After its graceful
+        # shutdown it re-raises the signal that stopped it here, and the process exits 0, not killed by it.
+        server.should_exit = True
+
+    signal.signal(signal.SIGINT, stop_gracefully)
+    signal.signal(signal.SIGTERM, stop_gracefully)
     server.run()
     if failure:
-        typer.echo(f"openjev: startup failed: {failure[0]}", err=True)
+        typer.echo(f"openjev: stopped: {failure[0]}", err=True)
         raise typer.Exit(1)
 
 
@@ -131,6 +129,29 @@ def schema() -> None:
             raise NotImplementedError
 
     typer.echo(json.dumps(create_app(Settings(), _NoBackend()).openapi(), indent=2))
+
+
+@app.command()
+def smoke(
+    url: Annotated[str, typer.Argument(help="Base URL of the deployment, e.g. https://NAME.us-west.modal.direct")],
+    api_key: Annotated[
+        str | None, typer.Option(envvar="OPENJEV_API_KEY", help="Bearer key of the deployment; also checks auth.")
+    ] = None,
+    json_file: Annotated[Path | None, typer.Option("--json", help="Also write the report as JSON here.")] = None,
+    startup_deadline: Annotated[
+        float, typer.Option(help="Seconds to keep retrying 503/529 while the server starts.")
+    ] = 1800.0,
+    model: Annotated[str, typer.Option(help="Model name to request.")] = COMPAT_MODEL_ALIAS,
+) -> None:
+    """Check a running deployment end to end; exit 1 if it is not ready or any check fails."""
+    from openjev.smoke import run_smoke
+
+    report = run_smoke(url, api_key=api_key, startup_deadline=startup_deadline, model=model)
+    if json_file is not None:
+        json_file.write_text(report.to_json())
+    typer.echo(report.summary())
+    if not report.ok:
+        raise typer.Exit(1)
 
 
 def main() -> None:  # pragma: no cover

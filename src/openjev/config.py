@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     backend_startup_timeout: float = Field(
         1800.0, gt=0, description="Seconds to wait for the backend to become ready before giving up."
     )
+    sglang_shutdown_grace: float = Field(
+        20.0, gt=0, description="Supervised mode: seconds SGLang gets to exit after SIGTERM before SIGKILL."
+    )
 
     # The HTTP server.
     host: str = Field("127.0.0.1", description="Address the API binds to.")
@@ -79,9 +82,7 @@ class Settings(BaseSettings):
     max_questions: int = Field(64, ge=1, description="Questions per request.")
     max_choice_options: int = Field(255, ge=2, le=255, description="Options per choice question.")
     max_score_levels: int = Field(64, ge=2, le=255, description="Levels per score question.")
-    max_body_bytes: int = Field(
-        2 * 1024 * 1024, ge=1024, description="Request body size, after decompression."
-    )
+    max_body_bytes: int = Field(2 * 1024 * 1024, ge=1024, description="Request body size, after decompression.")
     max_input_tokens: int = Field(
         32768, ge=16, description="Tokens per question branch, including its one output token."
     )

@@ -78,9 +78,7 @@ class Engine:
         self.labels = labels
         self.backend = backend
         context = backend.context_length
-        self.max_branch_tokens = (
-            min(settings.max_input_tokens, context) if context else settings.max_input_tokens
-        )
+        self.max_branch_tokens = min(settings.max_input_tokens, context) if context else settings.max_input_tokens
         self._branch_limit_name = (
             "OPENJEV_MAX_INPUT_TOKENS"
             if self.max_branch_tokens == settings.max_input_tokens
@@ -169,9 +167,7 @@ class Engine:
                 try:
                     async with asyncio.TaskGroup() as group:
                         tasks = [
-                            group.create_task(
-                                self._readout(prefix + branch.suffix_ids, branch.label_token_ids)
-                            )
+                            group.create_task(self._readout(prefix + branch.suffix_ids, branch.label_token_ids))
                             for branch in prepared.branches
                         ]
                 except* BackendError as failures:

@@ -100,9 +100,7 @@ class BodyDecoder:
             await _send_json(send, error.status, error.body)
             return
         headers = [
-            (name, value)
-            for name, value in scope["headers"]
-            if name not in (b"content-encoding", b"content-length")
+            (name, value) for name, value in scope["headers"] if name not in (b"content-encoding", b"content-length")
         ]
         headers.append((b"content-length", str(len(body)).encode()))
         delivered = False

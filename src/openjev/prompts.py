@@ -123,11 +123,7 @@ def noul_text(question: NoulQuestion) -> str:
 
 
 def choice_text(question: ChoiceQuestion, labels: Sequence[str]) -> str:
-    head = (
-        render_value(question.instructions)
-        if question.instructions is not None
-        else "Choose the best option."
-    )
+    head = render_value(question.instructions) if question.instructions is not None else "Choose the best option."
     options = [
         _option_line(label, name if description is None else description)
         for label, (name, description) in zip(labels, question.criteria.items(), strict=False)

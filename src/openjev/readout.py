@@ -84,9 +84,7 @@ def choice_answer(
 ) -> dict[str, Any]:
     probabilities = renormalise(logprobs, temperature)
     confidence = (
-        choice_confidence(probabilities)
-        if mode is ConfidenceMode.typesafe
-        else entropy_confidence(probabilities)
+        choice_confidence(probabilities) if mode is ConfidenceMode.typesafe else entropy_confidence(probabilities)
     )
     return {
         "type": "choice",
@@ -101,9 +99,7 @@ def score_answer(
 ) -> dict[str, Any]:
     probabilities = renormalise(logprobs, temperature)
     confidence = (
-        score_confidence(probabilities)
-        if mode is ConfidenceMode.typesafe
-        else entropy_confidence(probabilities)
+        score_confidence(probabilities) if mode is ConfidenceMode.typesafe else entropy_confidence(probabilities)
     )
     return {
         "type": "score",

@@ -35,9 +35,7 @@ class NoulCriteria(BaseModel):
 class NoulQuestion(_Question):
     type: Literal["noul"]
     instructions: Text | None = Field(None, description="The yes/no question or statement to evaluate.")
-    criteria: NoulCriteria | None = Field(
-        None, description="What counts as yes and as no; either side optional."
-    )
+    criteria: NoulCriteria | None = Field(None, description="What counts as yes and as no; either side optional.")
 
 
 class ChoiceQuestion(_Question):
@@ -94,9 +92,7 @@ class SystemOneRequest(BaseModel):
     )
 
     model: str = Field(..., description="`jev-latest`, the served model name, or a configured alias.")
-    state: Text = Field(
-        ..., description="The content every question refers to: text, JSON, or chat messages."
-    )
+    state: Text = Field(..., description="The content every question refers to: text, JSON, or chat messages.")
     questions: dict[QuestionId, Question] = Field(
         ..., min_length=1, description="Questions keyed by a name you choose; answers use the same names."
     )

@@ -65,9 +65,7 @@ class ChatTokenizer:
         directory = Path(directory)
         missing = [name for name in TOKENIZER_FILES if not (directory / name).is_file()]
         if missing:
-            raise FileNotFoundError(
-                f"{directory} lacks {', '.join(missing)}; a tokenizer directory needs both"
-            )
+            raise FileNotFoundError(f"{directory} lacks {', '.join(missing)}; a tokenizer directory needs both")
         self.directory = directory
         self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
         config = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
@@ -80,11 +78,7 @@ class ChatTokenizer:
         self._template = env.from_string(_load_template_source(directory, config))
         self.special_tokens: tuple[str, ...] = tuple(
             sorted(
-                (
-                    token.content
-                    for token in self.tokenizer.get_added_tokens_decoder().values()
-                    if token.special
-                ),
+                (token.content for token in self.tokenizer.get_added_tokens_decoder().values() if token.special),
                 key=len,
                 reverse=True,
             )
@@ -114,9 +108,7 @@ class ChatTokenizer:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return [
-            encoding.ids for encoding in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
-        ]
+        return [encoding.ids for encoding in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
 
     def token_id(self, token: str) -> int | None:
         return self.tokenizer.token_to_id(token)

@@ -33,9 +33,7 @@ def download_tokenizer(repo_id: str, revision: str | None) -> Path:
     return paths[0].parent
 
 
-def resolve_tokenizer_dir(
-    explicit: Path | None, backend_dir: Path | None, model: str, revision: str | None
-) -> Path:
+def resolve_tokenizer_dir(explicit: Path | None, backend_dir: Path | None, model: str, revision: str | None) -> Path:
     if explicit is not None:
         return explicit
     if backend_dir is not None and all((backend_dir / name).is_file() for name in TOKENIZER_FILES):

@@ -72,9 +72,7 @@ def check_request(request: SystemOneRequest, settings: Settings) -> list[Issue]:
             criteria = question.criteria
             described = criteria is not None and (_present(criteria.true) or _present(criteria.false))
             if not _present(question.instructions) and not described:
-                issues.append(
-                    Issue(loc, "a noul question needs instructions or a described true/false outcome")
-                )
+                issues.append(Issue(loc, "a noul question needs instructions or a described true/false outcome"))
         elif isinstance(question, ChoiceQuestion):
             count = len(question.criteria)
             if not 2 <= count <= settings.max_choice_options:

@@ -179,9 +179,7 @@ class SGLangBackend(Backend):
             except BackendError as error:
                 log.debug("SGLang not ready yet: %s", error)
             if time.monotonic() > deadline:
-                raise BackendUnavailable(
-                    f"SGLang at {self.base_url} was not ready within {self.startup_timeout:g}s"
-                )
+                raise BackendUnavailable(f"SGLang at {self.base_url} was not ready within {self.startup_timeout:g}s")
             await asyncio.sleep(_PROBE_INTERVAL)
         await self._read_model_facts()
         self.startup_seconds = time.monotonic() - started

@@ -1,0 +1,227 @@
+"""openjev on Modal: one B200 per container, SGLang 0.5.19 supervised by the openjev API.
+
+    uv run modal run modal_app.py      # a temporary Server: smoke checks -> smoke-result.json, then shut down
+    uv run modal deploy modal_app.py   # a stable public URL (https://...us-west.modal.direct)
+
+The image is the official SGLang image plus the API, installed with uv from uv.lock into its own
+virtual environment; SGLang keeps the image's Python, which the API only executes. `OpenJev.start`
+(`@modal.enter`) runs `openjev serve --sglang-python ...` on port 8000 and returns once `/health` is
+200; from then on a watchdog takes the container down if the API process dies (the API itself exits
+when SGLang dies), so Modal replaces it instead of routing to a dead backend. `OpenJev.stop`
+(`@modal.exit`) disarms the watchdog and stops the API, which drains its requests and stops SGLang.
+
+The `openjev-huggingface` Volume holds the weights, SGLang's kernel tuning cache and Triton's compile
+cache, so later starts skip the download and the compilation (CUDA graphs are still captured).
+
+Read from the local environment when this file is loaded: OPENJEV_PROFILE, OPENJEV_FRONTEND and
+OPENJEV_SERVED_MODEL_NAME are forwarded to the container; OPENJEV_API_KEY, OPENJEV_BACKEND_API_KEY and
+HF_TOKEN travel in a Modal Secret; OPENJEV_MODAL_SECRET names a stored Modal Secret to add. Unset
+variables are not sent: by default the endpoint has no auth.
+
+Only the standard library and modal are imported here, so the file loads offline and in the image.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import modal
+
+#: Containers kept running with no traffic; 1 keeps a B200 warm (and billed) at all times.
+MIN_CONTAINERS = 0
+
+APP_NAME = "openjev"
+GPU = "B200"
+ROUTING_REGION = "us-west"
+COMPUTE_REGIONS = ["us-west", "us-central", "us"]
+PORT = 8000
+SCALEDOWN_SECONDS = 5 * 60
+# Matches OPENJEV_MAX_CONCURRENT_REQUESTS: past it a container answers 529, so scale out before.
+TARGET_CONCURRENCY = 16
+# The first start downloads the weights and compiles kernels; the API gives up 5 minutes earlier, with a message.
+STARTUP_SECONDS = 40 * 60
+BACKEND_STARTUP_SECONDS = STARTUP_SECONDS - 5 * 60
+# Time for in-flight evaluations to finish and SGLang to exit after SIGTERM.
+EXIT_GRACE_SECONDS = 60
+API_STOP_SECONDS = EXIT_GRACE_SECONDS - 10
+
+# v0.5.19-cu129 is the last CUDA 12 build of the release; the CUDA 13 images need r580+ drivers.
+SGLANG_IMAGE = "lmsysorg/sglang:v0.5.19-cu129"
+UV_IMAGE = "ghcr.io/astral-sh/uv:0.13.9"
+PROJECT_DIR = "/opt/openjev"
+API_VENV = "/opt/openjev-venv"
+SGLANG_PYTHON = "/usr/local/bin/sglang-python"
+CACHE_DIR = "/cache"
+VOLUME_NAME = "openjev-huggingface"
+
+FORWARDED_ENV = ("OPENJEV_PROFILE", "OPENJEV_FRONTEND", "OPENJEV_SERVED_MODEL_NAME")
+SECRET_ENV = ("OPENJEV_API_KEY", "OPENJEV_BACKEND_API_KEY", "HF_TOKEN")
+STORED_SECRET_ENV = "OPENJEV_MODAL_SECRET"
+
+API_COMMAND = [
+    f"{API_VENV}/bin/openjev", "serve",
+    "--sglang-python", SGLANG_PYTHON,
+    "--host", "0.0.0.0",
+    "--port", str(PORT),
+]  # fmt: skip
+
+ROOT = Path(__file__).resolve().parent
+
+
+def container_env(local: Mapping[str, str]) -> dict[str, str]:
+    """The container's environment: cache locations on the Volume, plus the forwarded local settings."""
+    return {
+        "HF_HOME": f"{CACHE_DIR}/huggingface",  # weights and tokenizer files
+        "SGLANG_CACHE_DIR": f"{CACHE_DIR}/sglang",  # SGLang's kernel tuning and JIT cache
+        "TRITON_CACHE_DIR": f"{CACHE_DIR}/triton",  # Triton's compiled kernels
+        "HF_XET_HIGH_PERFORMANCE": "1",  # the weights download at full speed
+        "OPENJEV_BACKEND_STARTUP_TIMEOUT": str(BACKEND_STARTUP_SECONDS),
+        **{name: local[name] for name in FORWARDED_ENV if local.get(name)},
+    }
+
+
+def deployment_secrets(local: Mapping[str, str]) -> list[modal.Secret]:
+    """Keys set locally, in a Secret (never in the image); plus the stored Secret OPENJEV_MODAL_SECRET names."""
+    values = {name: local[name] for name in SECRET_ENV if local.get(name)}
+    secrets = [modal.Secret.from_dict(values)] if values else []
+    if local.get(STORED_SECRET_ENV):
+        secrets.append(modal.Secret.from_name(local[STORED_SECRET_ENV]))
+    return secrets
+
+
+image = (
+    modal.Image.from_registry(SGLANG_IMAGE)
+    .entrypoint([])  # the CUDA base image's banner script would wrap Modal's own entrypoint
+    .dockerfile_commands(f"COPY --from={UV_IMAGE} /uv /usr/local/bin/uv")
+    # SGLang's interpreter, pinned by path now; the build fails here if it cannot find sglang.
+    .run_commands(
+        """PY="$(command -v python3)" """
+        """&& "$PY" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("sglang") is None)' """
+        f"""&& printf '#!/bin/sh\\nexec %s "$@"\\n' "$PY" > {SGLANG_PYTHON} && chmod +x {SGLANG_PYTHON}"""
+    )
+    .add_local_file(ROOT / "pyproject.toml", f"{PROJECT_DIR}/pyproject.toml", copy=True)
+    .add_local_file(ROOT / "uv.lock", f"{PROJECT_DIR}/uv.lock", copy=True)
+    .add_local_file(ROOT / "README.md", f"{PROJECT_DIR}/README.md", copy=True)
+    .add_local_dir(ROOT / "src", f"{PROJECT_DIR}/src", copy=True, ignore=["**/__pycache__", "**/*.pyc"])
+    # The API in its own environment, exactly as locked, off PATH: Modal and SGLang keep the image's Python.
+    .run_commands(
+        f"UV_PROJECT_ENVIRONMENT={API_VENV} uv sync --project {PROJECT_DIR} "
+        "--frozen --no-dev --no-editable --compile-bytecode"
+    )
+)
+
+cache_volume = modal.Volume.from_name(VOLUME_NAME, create_if_missing=True)
+app = modal.App(APP_NAME)
+
+
+class ApiLauncher:
+    """Runs the API process; once it is ready, its death takes the container down."""
+
+    def __init__(self, command: Sequence[str], health_url: str, *, fallback_exit_seconds: float) -> None:
+        self.command = list(command)
+        self.health_url = health_url
+        self.fallback_exit_seconds = fallback_exit_seconds
+        self.process: subprocess.Popen[bytes] | None = None
+        self._disarmed = threading.Event()
+
+    def start(self, timeout: float) -> None:
+        """Start the API and return when /health is 200; raise if it exits or times out first."""
+        # Its own session: Modal's signals reach the API only through `stop`, in order.
+        self.process = subprocess.Popen(self.command, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while not self._healthy():
+            code = self.process.poll()
+            if code is not None:
+                raise RuntimeError(f"openjev exited with code {code} before it was ready")
+            if time.monotonic() > deadline:
+                self.stop(timeout=10)
+                raise TimeoutError(f"openjev was not ready within {timeout:g}s")
+            time.sleep(1)
+        threading.Thread(target=self._watch, name="openjev-watchdog", daemon=True).start()
+
+    def _healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.health_url, timeout=5) as response:
+                return response.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def _watch(self) -> None:
+        assert self.process is not None
+        code = self.process.wait()
+        if self._disarmed.is_set():
+            return
+        print(f"openjev exited with code {code}; stopping the container", file=sys.stderr, flush=True)
+        # SIGTERM is Modal's own way out: @modal.exit runs and the Volume is committed.
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(self.fallback_exit_seconds)
+        os._exit(code or 1)
+
+    def stop(self, timeout: float) -> int | None:
+        """Disarm the watchdog, then SIGTERM the API (it drains and stops SGLang); SIGKILL after `timeout`."""
+        self._disarmed.set()
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+@app.server(
+    image=image,
+    gpu=GPU,
+    port=PORT,
+    unauthenticated=True,
+    routing_region=ROUTING_REGION,
+    compute_region=COMPUTE_REGIONS,
+    min_containers=MIN_CONTAINERS,
+    scaledown_window=SCALEDOWN_SECONDS,
+    target_concurrency=TARGET_CONCURRENCY,
+    startup_timeout=STARTUP_SECONDS,
+    exit_grace_period=EXIT_GRACE_SECONDS,
+    volumes={CACHE_DIR: cache_volume},
+    env=container_env(os.environ),
+    secrets=deployment_secrets(os.environ),
+)
+class OpenJev:
+    @modal.enter()
+    def start(self) -> None:
+        self.launcher = ApiLauncher(
+            API_COMMAND, f"http://127.0.0.1:{PORT}/health", fallback_exit_seconds=EXIT_GRACE_SECONDS
+        )
+        self.launcher.start(timeout=STARTUP_SECONDS)
+
+    @modal.exit()
+    def stop(self) -> None:
+        self.launcher.stop(timeout=API_STOP_SECONDS)
+
+
+@app.local_entrypoint()
+def smoke(report: str = "smoke-result.json") -> None:
+    """`modal run`: smoke-check the temporary Server, save the report, fail if any check fails."""
+    from openjev.smoke import run_smoke  # local only: the container never runs this
+
+    url = OpenJev.get_url()
+    if not url:
+        raise RuntimeError("Modal returned no URL for the Server")
+    print(f"smoke-checking {url}; a cold start can take many minutes", flush=True)
+    result = run_smoke(url, api_key=os.environ.get("OPENJEV_API_KEY"), startup_deadline=STARTUP_SECONDS)
+    Path(report).write_text(result.to_json())
+    print(result.summary())
+    print(f"report saved to {report}")
+    if not result.ok:
+        raise SystemExit(1)

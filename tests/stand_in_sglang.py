@@ -1,0 +1,100 @@
+"""A stand-in SGLang interpreter for supervisor tests: `python stand_in_sglang.py -m sglang.launch_server FLAGS`.
+
+It accepts exactly the `launch_server` flags openjev may pass (anything else exits 2, as SGLang's
+argparse would), records how it was started, and serves `tests.fake_sglang.FakeSGLang` on
+--host/--port with the given served model name, tokenizer path, context length and API key.
+`SGLANG_RUST_SERVER=1` selects the fake's Rust frontend (no "starting" state on /health).
+
+Environment:
+- STAND_IN_RECORD: a JSON file written at start with `argv`, `pid` and the SGLang variables of the
+  environment, and again with `terminated_by: "SIGTERM"` when a SIGTERM stops it.
+- STAND_IN_MODE: `ready` (default): ready at once; `slow`: not ready for STAND_IN_DELAY seconds;
+  `crash`: exits with code 3 after STAND_IN_DELAY seconds, never ready; `hang`: never ready and
+  ignores SIGTERM.
+- STAND_IN_GENERATE_DELAY: seconds every /generate takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.fake_sglang import FakeSGLang
+
+CRASH_CODE = 3
+RECORDED_ENV = ("SGLANG_RUST_SERVER", "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "PYTHONUNBUFFERED")
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m sglang.launch_server")
+    parser.add_argument("--model-path", required=True)
+    parser.add_argument("--revision")
+    parser.add_argument("--tokenizer-path")
+    parser.add_argument("--served-model-name")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=30000)
+    parser.add_argument("--context-length", type=int, default=32768)
+    parser.add_argument(
+        "--mamba-radix-cache-strategy", choices=["auto", "no_buffer", "extra_buffer", "extra_buffer_lazy"]
+    )
+    parser.add_argument("--cuda-graph-backend-prefill", choices=["full", "breakable", "tc_piecewise", "disabled"])
+    parser.add_argument("--api-key")
+    parser.add_argument("--disable-radix-cache", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:2] != ["-m", "sglang.launch_server"]:
+        print(f"stand-in: expected '-m sglang.launch_server', got {argv[:2]}", file=sys.stderr)
+        return 2
+    args = parse(argv[2:])
+    mode = os.environ.get("STAND_IN_MODE", "ready")
+    delay = float(os.environ.get("STAND_IN_DELAY", "0"))
+    record_path = Path(os.environ["STAND_IN_RECORD"])
+    record: dict[str, Any] = {
+        "argv": argv,
+        "pid": os.getpid(),
+        "env": {name: os.environ.get(name) for name in RECORDED_ENV},
+    }
+    record_path.write_text(json.dumps(record))
+
+    stop = threading.Event()
+
+    def on_sigterm(*_: object) -> None:
+        record["terminated_by"] = "SIGTERM"
+        record_path.write_text(json.dumps(record))
+        stop.set()
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN if mode == "hang" else on_sigterm)
+    starting = {"ready": 0.0, "slow": delay}.get(mode, math.inf)
+    fake = FakeSGLang(
+        host=args.host,
+        port=args.port,
+        rust_frontend=os.environ.get("SGLANG_RUST_SERVER") == "1",
+        starting_seconds=starting,
+        context_length=args.context_length,
+        generate_delay=float(os.environ.get("STAND_IN_GENERATE_DELAY", "0")),
+        api_key=args.api_key,
+        served_model_name=args.served_model_name or args.model_path,
+        tokenizer_path=args.tokenizer_path,
+    ).start()
+    print(f"stand-in SGLang listening on {fake.url} (mode {mode})", flush=True)
+    print("stand-in SGLang: a line on stderr", file=sys.stderr, flush=True)
+    if mode == "crash" and not stop.wait(delay):
+        os._exit(CRASH_CODE)
+    stop.wait()
+    fake.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,210 @@
+"""modal_app.py, offline: what its Modal objects declare, and its launcher's watchdog with real processes.
+
+The declarations are read from the objects modal builds (the public `Server.info()`, and the private
+closures of the loaders where modal 1.6 has no public view: autoscaler, environment, image layers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+modal = pytest.importorskip("modal")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from modal._partial_function import _find_partial_methods_for_user_cls, _PartialFunctionFlags  # noqa: E402
+from modal._utils.async_utils import synchronizer  # noqa: E402
+
+import modal_app  # noqa: E402
+from tests.fake_sglang import free_port  # noqa: E402
+
+
+def _raw(obj: Any) -> Any:
+    """The implementation object behind modal's public wrapper."""
+    return synchronizer._translate_in(obj)
+
+
+def _closure(function: Any) -> dict[str, Any]:
+    return dict(
+        zip(function.__code__.co_freevars, (cell.cell_contents for cell in function.__closure__ or ()), strict=True)
+    )
+
+
+def _dockerfile_lines(image: Any, version: str = "2025.06") -> list[str]:
+    """The image's Dockerfile commands, base layers first, rendered from its loaders."""
+    variables = _closure(_raw(image)._load)
+    lines: list[str] = []
+    for base in (variables.get("base_images") or {}).values():
+        lines += _dockerfile_lines(base, version)
+    if variables.get("dockerfile_function"):
+        lines += variables["dockerfile_function"](version).commands
+    return lines
+
+
+SERVICE = _raw(modal_app.OpenJev._get_service_function())
+DECLARED = _closure(SERVICE._load)
+
+
+def test_imports_offline_without_credentials(tmp_path: Path) -> None:
+    environment = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),  # no ~/.modal.toml
+        "MODAL_SERVER_URL": f"http://127.0.0.1:{free_port()}",  # nothing listens there
+    }
+    code = "import modal_app; print(modal_app.app.name, modal_app.OpenJev.info().port)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["openjev", "8000"]
+
+
+def test_server_declaration() -> None:
+    assert isinstance(modal_app.OpenJev, modal.Server)
+    info = modal_app.OpenJev.info()
+    assert info.gpus == [("B200", 1)]
+    assert info.port == 8000 and info.unauthenticated is True
+    assert info.routing_region == "us-west"
+    assert info.compute_regions == ["us-west", "us-central", "us"]
+    assert info.startup_timeout >= 30 * 60
+    assert info.volumes["/cache"].name == "openjev-huggingface"
+
+
+def test_autoscaling_has_no_cap_and_scales_to_zero_after_five_idle_minutes() -> None:
+    autoscaler = DECLARED["autoscaler_settings"]
+    assert autoscaler.scaledown_window == 300
+    assert autoscaler.min_containers == modal_app.MIN_CONTAINERS == 0
+    assert not autoscaler.HasField("max_containers") and DECLARED["max_containers"] is None
+    assert autoscaler.target_concurrency_float > 0
+
+
+def test_environment_puts_every_cache_on_the_volume() -> None:
+    environment = _raw(DECLARED["secrets"][-1])._load_env_dict()  # `env=` becomes the last Secret
+    assert environment == modal_app.container_env(os.environ)
+    (mount,) = modal_app.OpenJev.info().volumes
+    for variable in ("HF_HOME", "SGLANG_CACHE_DIR", "TRITON_CACHE_DIR"):
+        assert environment[variable].startswith(f"{mount}/"), variable
+    assert int(environment["OPENJEV_BACKEND_STARTUP_TIMEOUT"]) < modal_app.OpenJev.info().startup_timeout
+
+
+def test_local_settings_are_forwarded_and_keys_travel_in_secrets() -> None:
+    local = {
+        "OPENJEV_PROFILE": "b200-prod",
+        "OPENJEV_FRONTEND": "python",
+        "OPENJEV_SERVED_MODEL_NAME": "acme/model",
+        "OPENJEV_API_KEY": "k1",
+        "HF_TOKEN": "hf",
+        "OPENJEV_MODAL_SECRET": "openjev-secrets",
+        "OPENJEV_PORT": "1234",
+    }
+    environment = modal_app.container_env(local)
+    assert {name: environment.get(name) for name in local} == {
+        "OPENJEV_PROFILE": "b200-prod",
+        "OPENJEV_FRONTEND": "python",
+        "OPENJEV_SERVED_MODEL_NAME": "acme/model",
+        "OPENJEV_API_KEY": None,  # keys never go in the plain environment
+        "HF_TOKEN": None,
+        "OPENJEV_MODAL_SECRET": None,
+        "OPENJEV_PORT": None,  # only the three forwarded settings
+    }
+    values, stored = (_raw(secret) for secret in modal_app.deployment_secrets(local))
+    assert values._load_env_dict() == {"OPENJEV_API_KEY": "k1", "HF_TOKEN": "hf"}
+    assert "openjev-secrets" in repr(stored)
+    assert modal_app.container_env({}).keys().isdisjoint(modal_app.FORWARDED_ENV)
+    assert modal_app.deployment_secrets({}) == []
+
+
+def test_image_is_sglang_plus_the_api_in_its_own_environment() -> None:
+    assert SERVICE._spec.image is _raw(modal_app.image)
+    lines = _dockerfile_lines(modal_app.image)
+    assert lines[0] == "FROM lmsysorg/sglang:v0.5.19-cu129"
+    (sync,) = [line for line in lines if " uv sync " in line]
+    assert f"UV_PROJECT_ENVIRONMENT={modal_app.API_VENV}" in sync and "--frozen" in sync and "--no-dev" in sync
+    assert not any(line.startswith("ENV PATH") for line in lines), "the API's venv must not shadow SGLang's Python"
+    assert modal_app.API_COMMAND[:2] == [f"{modal_app.API_VENV}/bin/openjev", "serve"]
+    command = dict(zip(modal_app.API_COMMAND[2::2], modal_app.API_COMMAND[3::2], strict=True))
+    assert command == {"--sglang-python": modal_app.SGLANG_PYTHON, "--host": "0.0.0.0", "--port": "8000"}
+
+
+def test_lifecycle_and_entrypoint() -> None:
+    user_cls = modal_app.OpenJev._get_user_cls()
+    assert set(_find_partial_methods_for_user_cls(user_cls, _PartialFunctionFlags.ENTER_POST_SNAPSHOT)) == {"start"}
+    assert set(_find_partial_methods_for_user_cls(user_cls, _PartialFunctionFlags.EXIT)) == {"stop"}
+    assert set(_raw(modal_app.app)._local_state.local_entrypoints) == {"smoke"}
+
+
+# -- the launcher, with real processes -----------------------------------------------------------
+
+LAUNCHER_SCRIPT = """
+import json, signal, sys, time
+sys.path.insert(0, {root!r})
+import modal_app
+
+launcher = modal_app.ApiLauncher({command!r}, {url!r}, fallback_exit_seconds=5)
+
+def container_exit(*_):  # what Modal does on SIGTERM: run @modal.exit, then leave
+    print(json.dumps({{"exit_hook": launcher.stop(timeout=5)}}), flush=True)
+    sys.exit(0)
+
+signal.signal(signal.SIGTERM, container_exit)
+launcher.start(timeout=20)
+print(json.dumps({{"ready": launcher.process.pid}}), flush=True)
+if {stop_normally}:
+    print(json.dumps({{"stopped": launcher.stop(timeout=5)}}), flush=True)
+    time.sleep(1.5)
+    print(json.dumps({{"still_running": True}}), flush=True)
+else:
+    time.sleep(30)
+"""
+
+
+def run_launcher(*, stop_normally: bool, on_ready: Any = None) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
+    """Run LAUNCHER_SCRIPT with `python -m http.server` as the API; return its JSON events in order."""
+    port = free_port()
+    api = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
+    script = LAUNCHER_SCRIPT.format(
+        root=str(ROOT), command=api, url=f"http://127.0.0.1:{port}/", stop_normally=stop_normally
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    lines = iter(process.stdout.readline, "")
+    ready = next((json.loads(line) for line in lines if line.startswith("{")), {})
+    assert "ready" in ready, process.communicate(timeout=10)
+    if on_ready is not None:
+        on_ready(ready["ready"])
+    stdout, stderr = process.communicate(timeout=20)
+    events = [ready, *(json.loads(line) for line in stdout.splitlines() if line.startswith("{"))]
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr), events
+
+
+def test_launcher_takes_the_container_down_when_the_api_dies() -> None:
+    result, events = run_launcher(stop_normally=False, on_ready=lambda pid: os.kill(pid, signal.SIGKILL))
+    assert "openjev exited with code -9; stopping the container" in result.stderr
+    assert events[1:] == [{"exit_hook": -9}]
+    assert result.returncode == 0
+
+
+def test_launcher_stays_quiet_after_a_normal_stop() -> None:
+    result, events = run_launcher(stop_normally=True)
+    assert events[1:] == [{"stopped": -15}, {"still_running": True}]
+    assert "stopping the container" not in result.stderr
+    assert result.returncode == 0
+
+
+def test_launcher_fails_startup_when_the_api_exits_early() -> None:
+    launcher = modal_app.ApiLauncher(
+        [sys.executable, "-c", "raise SystemExit(4)"], f"http://127.0.0.1:{free_port()}/", fallback_exit_seconds=1
+    )
+    with pytest.raises(RuntimeError, match="openjev exited with code 4 before it was ready"):
+        launcher.start(timeout=20)
