@@ -87,6 +87,10 @@ class FakeSGLang:
     host: str = "127.0.0.1"
     port: int = field(default_factory=free_port)
 
+    def finish_starting(self) -> None:
+        """End the "starting" phase now, whatever `starting_seconds` said."""
+        self._ready_at = 0.0
+
     def __post_init__(self) -> None:
         self._in_flight: dict[str, asyncio.Event] = {}
         self._seen_prompts: list[tuple[int, ...]] = []

@@ -120,7 +120,8 @@ def test_backend_errors_and_outages(connect, fake_sglang):
 
 
 def test_not_ready_backend_gets_503_until_it_is(connect, serve_openjev, qwen_tokenizer_dir):
-    with FakeSGLang(starting_seconds=3) as fake:
+    # Starting until the test says otherwise, however long openjev itself takes to come up.
+    with FakeSGLang(starting_seconds=3600) as fake:
         server = connect(fake, ready=False)
         health = httpx.get(f"{server.url}/health")
         assert health.status_code == 503 and health.headers["retry-after"]
@@ -129,6 +130,7 @@ def test_not_ready_backend_gets_503_until_it_is(connect, serve_openjev, qwen_tok
         error_of(waiting, 503, "backend_unavailable")
         assert waiting.headers["retry-after"]
         assert httpx.get(f"{server.url}/health/live").status_code == 200
+        fake.finish_starting()
         assert wait_until(lambda: httpx.get(f"{server.url}/health").status_code == 200, timeout=15)
         assert httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL})).status_code == 200
         # No readout reached the fake while it was starting, except readiness probes it refused.

@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from openjev import __version__, metrics
 from openjev.backends.base import Backend, BackendError, BackendUnavailable
-from openjev.config import COMPAT_MODEL_ALIAS, Settings
+from openjev.config import COMPAT_MODEL_ALIAS, DEFAULT_SERVED_MODEL_NAME, Settings
 from openjev.engine import Engine, Evaluation
 from openjev.http_body import BodyDecoder
 from openjev.labels import build_label_set
@@ -218,7 +218,11 @@ def create_app(
     *,
     on_fatal: Callable[[BaseException], None] | None = None,
 ) -> FastAPI:
-    """Build the API around `backend`. `on_fatal` is called if startup fails for good."""
+    """Build the API around `backend`.
+
+    `on_fatal` is called when the service cannot go on: startup failed for good, or (supervised
+    SGLang) the backend died. Without it a startup failure raises in the lifespan task.
+    """
     admission = Admission(settings.max_concurrent_requests, settings.retry_after)
     state: dict[str, Any] = {"runtime": None, "startup_error": None, "started": time.monotonic()}
 
@@ -241,7 +245,7 @@ def create_app(
                 answer_context,
                 max(settings.max_choice_options, settings.max_score_levels),
             )
-            served = settings.served_model_name or backend.model_name or "Qwen/Qwen3.6-35B-A3B"
+            served = settings.served_model_name or backend.model_name or DEFAULT_SERVED_MODEL_NAME
             state["runtime"] = Runtime(Engine(settings, chat, labels, backend), served, time.monotonic() - started)
             log.info("openjev is ready: serving %s (startup %.1fs)", served, time.monotonic() - started)
         except Exception as error:

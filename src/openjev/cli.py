@@ -82,6 +82,8 @@ def serve(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # One INFO line per backend call would drown the log.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     failure: list[BaseException] = []
     server: uvicorn.Server | None = None
 

@@ -14,6 +14,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: The SDKs' default model name; always accepted as an alias of the served model.
 COMPAT_MODEL_ALIAS = "jev-latest"
+#: Public model id on SGLang when OPENJEV_SERVED_MODEL_NAME is unset; the NVFP4 repository is only the weight source.
+DEFAULT_SERVED_MODEL_NAME = "Qwen/Qwen3.6-35B-A3B"
 
 
 class ConfidenceMode(StrEnum):

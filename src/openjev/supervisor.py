@@ -37,14 +37,12 @@ from pathlib import Path
 
 from openjev.backends.base import BackendError
 from openjev.backends.sglang import SGLangBackend
-from openjev.config import Frontend, Settings
+from openjev.config import DEFAULT_SERVED_MODEL_NAME, Frontend, Settings
 from openjev.tokenizer_source import download_tokenizer
 
 log = logging.getLogger("openjev.supervisor")
 process_log = logging.getLogger("openjev.sglang.process")
 
-#: Public model id when OPENJEV_SERVED_MODEL_NAME is unset; the NVFP4 repository is only the weight source.
-DEFAULT_SERVED_MODEL_NAME = "Qwen/Qwen3.6-35B-A3B"
 LOG_PREFIX = "[sglang] "
 # Progress bars can write long lines without a newline; longer chunks are forwarded in pieces.
 _MAX_LOG_LINE = 1 << 20
