@@ -1,16 +1,20 @@
 """The `openjev` command: serve the API, print its OpenAPI schema, smoke-test a deployment."""
 
+import inspect
 import json
 import logging
 import signal
 import sys
+import types
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import SecretStr
 
-from openjev.config import COMPAT_MODEL_ALIAS, ConfidenceMode, Frontend, Settings
+from openjev.config import COMPAT_MODEL_ALIAS, Settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="openjev: a self-hosted Jev System One API.")
 
@@ -42,37 +46,30 @@ def build_backend(settings: Settings, on_fatal: Callable[[BaseException], None])
     return EmbeddedBackend.from_settings(settings)
 
 
+def _flag_type(annotation: Any) -> Any:
+    """The type typer parses for a settings field: secrets are typed in as plain strings."""
+    arguments = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+    base = arguments[0] if typing.get_origin(annotation) in (types.UnionType, typing.Union) else annotation
+    return str if base is SecretStr else base
+
+
+def settings_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """Give `command` one `--flag` per `Settings` field, so flags mirror the OPENJEV_* variables exactly."""
+    parameters = []
+    for name, field in Settings.model_fields.items():
+        option = typer.Option(help=f"{field.description} (OPENJEV_{name.upper()})", show_default=False)
+        annotation = Annotated[_flag_type(field.annotation) | None, option]
+        parameters.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation))
+    command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    command.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
+    return command
+
+
 @app.command()
-def serve(
-    connect: Annotated[str | None, typer.Option(help="URL of a running SGLang server (OPENJEV_CONNECT).")] = None,
-    sglang_python: Annotated[
-        Path | None, typer.Option(help="Python of an SGLang environment: launch and supervise SGLang.")
-    ] = None,
-    tokenizer: Annotated[Path | None, typer.Option(help="Local tokenizer directory (OPENJEV_TOKENIZER).")] = None,
-    local_model: Annotated[
-        str | None,
-        typer.Option(help="Embedded model: HF directory, .gguf file or hub id (OPENJEV_LOCAL_MODEL)."),
-    ] = None,
-    model: Annotated[str | None, typer.Option(help="Model weights for SGLang (OPENJEV_MODEL).")] = None,
-    revision: Annotated[str | None, typer.Option(help="Hub revision of --model (OPENJEV_REVISION).")] = None,
-    served_model_name: Annotated[str | None, typer.Option(help="Public model id (OPENJEV_SERVED_MODEL_NAME).")] = None,
-    frontend: Annotated[Frontend | None, typer.Option(help="SGLang frontend (OPENJEV_FRONTEND).")] = None,
-    host: Annotated[str | None, typer.Option(help="Bind address (OPENJEV_HOST).")] = None,
-    port: Annotated[int | None, typer.Option(help="Port (OPENJEV_PORT).")] = None,
-    max_questions: Annotated[int | None, typer.Option(help="OPENJEV_MAX_QUESTIONS")] = None,
-    max_input_tokens: Annotated[int | None, typer.Option(help="OPENJEV_MAX_INPUT_TOKENS")] = None,
-    max_total_input_tokens: Annotated[int | None, typer.Option(help="OPENJEV_MAX_TOTAL_INPUT_TOKENS")] = None,
-    max_concurrent_requests: Annotated[int | None, typer.Option(help="OPENJEV_MAX_CONCURRENT_REQUESTS")] = None,
-    max_concurrent_branches: Annotated[int | None, typer.Option(help="OPENJEV_MAX_CONCURRENT_BRANCHES")] = None,
-    request_timeout: Annotated[float | None, typer.Option(help="OPENJEV_REQUEST_TIMEOUT (seconds)")] = None,
-    temperature: Annotated[float | None, typer.Option(help="OPENJEV_TEMPERATURE")] = None,
-    confidence: Annotated[ConfidenceMode | None, typer.Option(help="OPENJEV_CONFIDENCE")] = None,
-    cache_dir: Annotated[Path | None, typer.Option(help="OPENJEV_CACHE_DIR")] = None,
-    prefix_cache_bytes: Annotated[int | None, typer.Option(help="OPENJEV_PREFIX_CACHE_BYTES")] = None,
-    log_level: Annotated[str | None, typer.Option(help="OPENJEV_LOG_LEVEL")] = None,
-) -> None:
+@settings_flags
+def serve(**flags: Any) -> None:
     """Serve the API. Default backend: the embedded CPU model; --connect or --sglang-python for SGLang."""
-    settings = load_settings(**locals())
+    settings = load_settings(**flags)
     import uvicorn
 
     from openjev.app import create_app
