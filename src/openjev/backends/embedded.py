@@ -1,0 +1,421 @@
+"""The embedded backend: a causal LM run in-process on the CPU with transformers + torch.
+
+`EmbeddedBackend.readout(call)` runs the prompt through the model once (prefill only, nothing is
+generated) and returns the log-softmax over the whole vocabulary at the position after the prompt,
+gathered at `call.label_token_ids`.
+
+Prefix reuse. openjev's engine first reads out the shared prefix of a request alone (the warm-up),
+then one prompt per question that starts with that prefix. The backend keeps the KV cache after each
+prompt in a `PrefixCache` (bounded in bytes, keyed by the prompt's token ids). A call restores a copy
+of the longest cached entry whose ids are a prefix of its own and runs only the remaining tokens;
+`cached_tokens` reports how many prompt tokens were reused (0 when none). A call whose ids equal a
+cached entry is answered from the entry's stored final-position distribution without running the
+model, so a repeated warm-up costs nothing.
+
+Precision. In bf16/fp16 the output head still runs in fp32, so label probabilities are not rounded to
+bf16 logit steps. Reuse and a full prefill then agree to ~0.1 logp in bf16 and ~1e-5 in fp32.
+
+Threading. All model work runs on one dedicated worker thread fed through a single-worker executor,
+so the event loop never blocks and calls run one at a time in arrival order. Cancelling the awaiting
+task drops a call that has not started; a running one stops at the next decoder layer (a forward
+pre-hook checks its flag), and the cancellation propagates once it has stopped.
+
+torch and transformers are imported lazily: importing this module needs only the base install; using
+the backend needs the `cpu` extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import inspect
+import json
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from openjev.backends.base import (
+    Backend,
+    BackendError,
+    BackendHealth,
+    BackendUnavailable,
+    LabelLogprobs,
+    ReadoutCall,
+)
+from openjev.model_source import CPU_EXTRA_HINT, ResolvedModel, auto_dtype, normalize_dtype, resolve_model
+
+if TYPE_CHECKING:
+    import torch
+
+    from openjev.config import Settings
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PREFIX_CACHE_BYTES = 1 << 30
+
+
+@dataclass(slots=True)
+class CacheEntry:
+    """The model state after some prompt: its KV cache and its final-position log-softmax."""
+
+    kv: Any  # transformers.DynamicCache; never mutated once stored (callers run on a deep copy)
+    logprobs: torch.Tensor
+    nbytes: int
+    #: Set once another call reused this entry; reused entries are evicted after unreused ones.
+    reused: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixCacheStats:
+    entries: int
+    bytes: int
+    capacity_bytes: int
+    hits: int
+    misses: int
+    evictions: int
+
+
+class PrefixCache:
+    """A byte-bounded store of `CacheEntry`s keyed by the token-id tuple they cover.
+
+    Every computed prompt is stored, because the backend cannot tell a warm-up prefix from a question
+    branch, and a prompt that extends an older prefix (a conversation that grew) becomes the prefix of
+    the next branches. To keep branches from pushing prefixes out, eviction is segmented: entries never
+    reused go first (oldest first), then reused ones in least-recently-used order. An entry larger than
+    the whole capacity is not stored, so a capacity of 0 disables reuse.
+    """
+
+    def __init__(self, capacity_bytes: int) -> None:
+        self.capacity_bytes = max(0, capacity_bytes)
+        self._entries: OrderedDict[tuple[int, ...], CacheEntry] = OrderedDict()
+        self._bytes = 0
+        self._hits = 0
+        self._misses = 0
+        self._evictions = 0
+        # The worker thread mutates the cache while health() reads the stats on the event loop thread.
+        self._lock = threading.Lock()
+
+    def longest_prefix(self, ids: tuple[int, ...]) -> tuple[int, CacheEntry] | None:
+        """The longest entry whose key is a prefix of `ids` (or equals it), as (key length, entry)."""
+        with self._lock:
+            best: tuple[int, ...] = ()
+            for key in self._entries:
+                # Cheap checks first: the slice comparison copies up to len(key) ids.
+                if len(best) < len(key) <= len(ids) and ids[len(key) - 1] == key[-1] and ids[: len(key)] == key:
+                    best = key
+            if not best:
+                self._misses += 1
+                return None
+            self._hits += 1
+            entry = self._entries[best]
+            entry.reused = True
+            self._entries.move_to_end(best)
+            return len(best), entry
+
+    def put(self, key: tuple[int, ...], entry: CacheEntry) -> None:
+        with self._lock:
+            if entry.nbytes > self.capacity_bytes:
+                return
+            if (old := self._entries.pop(key, None)) is not None:
+                self._bytes -= old.nbytes
+            while self._bytes + entry.nbytes > self.capacity_bytes:
+                victim = next((k for k, e in self._entries.items() if not e.reused), None)
+                if victim is None:
+                    victim = next(iter(self._entries))
+                self._bytes -= self._entries.pop(victim).nbytes
+                self._evictions += 1
+            self._entries[key] = entry
+            self._bytes += entry.nbytes
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+    def stats(self) -> PrefixCacheStats:
+        with self._lock:
+            return PrefixCacheStats(
+                entries=len(self._entries),
+                bytes=self._bytes,
+                capacity_bytes=self.capacity_bytes,
+                hits=self._hits,
+                misses=self._misses,
+                evictions=self._evictions,
+            )
+
+
+class _Abandoned(Exception):
+    """Raised inside the model's forward pass to stop a call whose caller has gone."""
+
+
+@dataclass(slots=True)
+class _Job:
+    call: ReadoutCall
+    cancelled: bool = False
+
+
+class EmbeddedBackend(Backend):
+    """Label readout with a transformers causal LM on the CPU, with prefix KV-cache reuse.
+
+    `local_model` is what `openjev.model_source.resolve_model` accepts (None: the packaged default);
+    `start()` resolves it (converting a GGUF on first use) and loads it on the worker thread, so
+    `model_name`, `tokenizer_dir` and `context_length` are known once `start()` returns. `dtype`
+    defaults to `auto_dtype()` (bfloat16 on CPUs with native bf16 matmuls, else float32); `threads`
+    to the cores this process may use; `prefix_cache_bytes` bounds the memory of cached prompt states
+    (0 disables reuse).
+    """
+
+    kind = "embedded"
+
+    def __init__(
+        self,
+        local_model: str | None = None,
+        *,
+        cache_dir: Path | None = None,
+        dtype: str | None = None,
+        threads: int | None = None,
+        prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
+    ) -> None:
+        self.local_model = local_model
+        self.cache_dir = cache_dir
+        self.dtype = normalize_dtype(dtype) if dtype else auto_dtype()
+        self.threads = threads or _usable_cores()
+        self.prefix_cache = PrefixCache(prefix_cache_bytes)
+        self.model: ResolvedModel | None = None
+        self._context_length: int | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openjev-embedded")
+        self._state = "created"
+        self._error: str | None = None
+        self._load_seconds: float | None = None
+        self._readouts = 0
+        self._in_flight = 0
+        self._running: _Job | None = None
+        # Set by _load on the worker thread.
+        self._torch: Any = None
+        self._lm: Any = None
+        self._new_cache: Any = None
+        self._cache_kwarg = "cache"
+        self._vocab_size = 0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> EmbeddedBackend:
+        return cls(
+            settings.local_model,
+            cache_dir=settings.cache_dir,
+            prefix_cache_bytes=settings.prefix_cache_bytes,
+        )
+
+    @property
+    def context_length(self) -> int | None:
+        return self._context_length
+
+    @property
+    def model_name(self) -> str | None:
+        return self.model.name if self.model else None
+
+    @property
+    def tokenizer_dir(self) -> Path | None:
+        return self.model.path if self.model else None
+
+    async def start(self) -> None:
+        if self._state != "created":
+            return
+        self._state = "starting"
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._load)
+        except BaseException as exc:
+            self._state, self._error = "failed", f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, BackendError | asyncio.CancelledError):
+                raise
+            raise BackendError(f"the embedded model could not be loaded: {exc}") from exc
+        if self._state == "loading":  # not closed meanwhile
+            self._state = "ready"
+
+    async def health(self) -> BackendHealth:
+        stats = self.prefix_cache.stats()
+        detail: dict[str, Any] = {
+            "state": self._state,
+            "model": self.model_name,
+            "source": self.model.source if self.model else self.local_model,
+            "path": str(self.model.path) if self.model else None,
+            "dtype": self.dtype,
+            "threads": self.threads,
+            "context_length": self._context_length,
+            "load_seconds": self._load_seconds,
+            "readouts": self._readouts,
+            "in_flight": self._in_flight,
+            "prefix_cache": {
+                "entries": stats.entries,
+                "bytes": stats.bytes,
+                "capacity_bytes": stats.capacity_bytes,
+                "hits": stats.hits,
+                "misses": stats.misses,
+                "evictions": stats.evictions,
+            },
+        }
+        if self._error:
+            detail["error"] = self._error
+        return BackendHealth(ready=self._state == "ready", detail=detail)
+
+    async def readout(self, call: ReadoutCall) -> LabelLogprobs:
+        if self._state != "ready":
+            raise BackendUnavailable(f"the embedded model is not ready ({self._state})")
+        job = _Job(call)
+        self._in_flight += 1
+        try:
+            submitted = self._executor.submit(self._run, job)
+            try:
+                # Cancelling the wrapper also cancels `submitted`, so a queued job never starts.
+                result = await asyncio.wrap_future(submitted)
+            except asyncio.CancelledError:
+                job.cancelled = True
+                if not submitted.cancelled():
+                    # Already running: it stops at the next decoder layer. Wait for that, so no model
+                    # work outlives the cancellation.
+                    with contextlib.suppress(Exception):
+                        await asyncio.wrap_future(submitted)
+                raise
+        finally:
+            self._in_flight -= 1
+        assert result is not None  # only a cancelled job yields None
+        return result
+
+    async def aclose(self) -> None:
+        if self._state == "closed":
+            return
+        self._state = "closed"
+        # Queued jobs are dropped and a running one is waited for, so no model work outlives this call.
+        await asyncio.to_thread(self._executor.shutdown, wait=True, cancel_futures=True)
+        self.prefix_cache.clear()
+        self._lm = None
+
+    # ---- worker thread -------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        try:
+            import torch
+            from transformers import AutoModelForCausalLM, DynamicCache
+        except ImportError as exc:
+            raise BackendError(f"{CPU_EXTRA_HINT} ({exc})") from exc
+
+        # May convert a GGUF first (about a minute, once); the progress goes to the log.
+        model = resolve_model(self.local_model, cache_dir=self.cache_dir, dtype=self.dtype)
+        self.model = model
+        self._context_length = json.loads((model.path / "config.json").read_text()).get("max_position_embeddings")
+        if self._state == "starting":
+            self._state = "loading"
+        started = time.monotonic()
+        torch.set_num_threads(self.threads)
+        logger.info("loading %s (%s) from %s", model.name, self.dtype, model.path)
+        lm = AutoModelForCausalLM.from_pretrained(str(model.path), dtype=getattr(torch, self.dtype))
+        lm.eval()
+        if self.dtype != "float32":
+            _float32_head(torch, lm)
+        # transformers 5.24 calls the forward argument `cache`; earlier 5.x releases `past_key_values`
+        # (deprecated since). Pass whichever this version's forward takes.
+        # A long prefill takes seconds to minutes; checking for cancellation between decoder layers
+        # frees the worker within one layer's time instead of finishing work nobody waits for.
+        for layer in getattr(lm.get_decoder(), "layers", ()):
+            layer.register_forward_pre_hook(self._abandon_if_cancelled)
+        params = inspect.signature(lm.forward).parameters
+        self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
+        self._new_cache = lambda: DynamicCache(config=lm.config)
+        self._vocab_size = lm.get_output_embeddings().weight.shape[0]
+        self._torch, self._lm = torch, lm
+        self._load_seconds = round(time.monotonic() - started, 2)
+        logger.info("loaded %s in %.1f s (%s, %d threads)", model.name, self._load_seconds, self.dtype, self.threads)
+
+    def _run(self, job: _Job) -> LabelLogprobs | None:
+        if job.cancelled:
+            return None
+        self._running = job
+        try:
+            return self._readout(job.call)
+        except _Abandoned:
+            return None
+        except BackendError:
+            raise
+        except Exception as exc:
+            logger.exception("embedded readout %s failed", job.call.rid)
+            raise BackendError(f"embedded model failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            self._running = None
+
+    def _abandon_if_cancelled(self, _module: Any, _args: Any) -> None:
+        """Forward pre-hook of every decoder layer: stop the running call once it is cancelled."""
+        job = self._running
+        if job is not None and job.cancelled:
+            raise _Abandoned
+
+    def _readout(self, call: ReadoutCall) -> LabelLogprobs:
+        torch = self._torch
+        ids = tuple(call.input_ids)
+        labels = list(call.label_token_ids)
+        if not ids:
+            raise BackendError("empty prompt")
+        if self._context_length is not None and len(ids) > self._context_length:
+            raise BackendError(f"prompt of {len(ids)} tokens exceeds the context length {self._context_length}")
+        if bad := [i for i in labels if not 0 <= i < self._vocab_size]:
+            raise BackendError(f"label token ids {bad} are outside the model's vocabulary ({self._vocab_size})")
+
+        hit = self.prefix_cache.longest_prefix(ids)
+        reused = hit[0] if hit else 0
+        if hit and reused == len(ids):
+            logprobs = hit[1].logprobs
+        else:
+            kv = copy.deepcopy(hit[1].kv) if hit else self._new_cache()
+            with torch.inference_mode():
+                out = self._lm(
+                    input_ids=torch.tensor([ids[reused:]], dtype=torch.long),
+                    use_cache=True,
+                    logits_to_keep=1,
+                    **{self._cache_kwarg: kv},
+                )
+                logprobs = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
+            self.prefix_cache.put(ids, CacheEntry(kv=kv, logprobs=logprobs, nbytes=_nbytes(kv, logprobs)))
+        self._readouts += 1
+        return LabelLogprobs(
+            logprobs=tuple(logprobs[labels].tolist()),
+            prompt_tokens=len(ids),
+            cached_tokens=reused,
+        )
+
+
+def _usable_cores() -> int:
+    """Cores this process may run on (its affinity mask, e.g. under taskset or a container cpuset)."""
+    if hasattr(os, "sched_getaffinity"):  # not on macOS or Windows
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _float32_head(torch: Any, lm: Any) -> None:
+    """Compute the output head in float32 while the rest of the model stays in bf16/fp16.
+
+    bf16 logits are rounded to steps of 0.125-0.25 at typical magnitudes, which quantizes the label
+    probability ratios this service exists to report. With `logits_to_keep=1` the head is one
+    matrix-vector product per call, so fp32 costs a few ms (and one fp32 copy of the head's weight).
+    """
+    head = lm.get_output_embeddings()
+    # New Parameters rather than `head.float()`: a head tied to the input embeddings would take the
+    # embeddings to fp32 with it.
+    head.weight = torch.nn.Parameter(head.weight.detach().float(), requires_grad=False)
+    if getattr(head, "bias", None) is not None:
+        head.bias = torch.nn.Parameter(head.bias.detach().float(), requires_grad=False)
+    head.register_forward_pre_hook(lambda _module, args: (args[0].float(), *args[1:]))
+
+
+def _nbytes(kv: Any, logprobs: torch.Tensor) -> int:
+    """Bytes held by a DynamicCache's key/value tensors plus the stored distribution."""
+    total = logprobs.numel() * logprobs.element_size()
+    for layer in kv.layers:
+        for tensor in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+            if tensor is not None:
+                total += tensor.numel() * tensor.element_size()
+    return total

