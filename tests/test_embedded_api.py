@@ -133,3 +133,22 @@ def test_prompt_past_the_context_window_is_422(embedded):
     assert response.status_code == 422
     (issue,) = response.json()["detail"]
     assert issue["loc"] == ["body", "questions", "q"] and issue["ctx"]["limit"] == 32768
+
+
+def test_multiple_choice_letters_right_on_easy_cases(embedded):
+    # The right option sits at A, B and C, so a model that favours one letter cannot pass.
+    questions = {
+        "barks": {"type": "choice", "instructions": "Which animal barks?",
+                  "criteria": {"dog": "Dog", "cat": "Cat", "fish": "Fish"}},
+        "capital": {"type": "choice", "instructions": "What is the capital of France?",
+                    "criteria": {"berlin": "Berlin", "paris": "Paris", "madrid": "Madrid"}},
+        "sum": {"type": "choice", "instructions": "What is 2 + 2?",
+                "criteria": {"three": "3", "five": "5", "four": "4"}},
+        "sky": {"type": "choice", "instructions": "What colour is the sky on a clear day?",
+                "criteria": {"green": "Green", "red": "Red", "blue": "Blue"}},
+    }  # fmt: skip
+    body = {"model": "jev-latest", "state": "Answer general knowledge questions.", "questions": questions}
+    response = httpx.post(f"{embedded.url}/v1/systemone", json=body, timeout=300)
+    assert response.status_code == 200, response.text
+    choices = {name: answer["choice"] for name, answer in response.json()["answers"].items()}
+    assert choices == {"barks": "dog", "capital": "paris", "sum": "four", "sky": "blue"}
