@@ -1,16 +1,19 @@
 """Measure openjev's own cost per request against an instant backend.
 
-Starts the protocol-faithful fake SGLang (instant answers) and `openjev serve --connect` as separate
-processes, then sends sequential requests over one keep-alive connection and prints p50/p99 wall
-time per request for 3 and 64 questions. Everything measured is openjev's work plus loopback HTTP:
-validation, rendering, tokenization, N+1 backend calls and readout.
+Starts an instant SGLang stand-in (a bare uvloop HTTP/1.1 server that answers `/generate` with the
+requested ids' logprobs, without any model or framework work) and `openjev serve --connect` as
+separate processes, then sends sequential requests over one keep-alive connection and prints
+p50/p99 wall time per request for 3 and 64 questions. Nearly everything measured is openjev's work
+plus loopback HTTP: validation, rendering, tokenization, N+1 backend calls and readout.
 
     uv run python benchmarks/sidecar_overhead.py [--requests 200]
 """
 
 import argparse
+import asyncio
+import json
+import multiprocessing
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +39,49 @@ QUESTIONS = [
     },
     {"type": "score", "instructions": "How urgent is the request?", "criteria": ["Routine", "Urgent", "Emergency"]},
 ]
+
+
+async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """One keep-alive connection: every POST gets a minimal SGLang-shaped answer, anything else 200."""
+    while True:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            break
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":", 1)[1])
+        body = json.loads(await reader.readexactly(length)) if length else {}
+        ids = body.get("token_ids_logprob") or []
+        payload = json.dumps(
+            {
+                "text": "",
+                "output_ids": ids[:1],
+                "meta_info": {
+                    "id": body.get("rid"),
+                    "finish_reason": {"type": "length", "length": 1},
+                    "prompt_tokens": len(body.get("input_ids") or []),
+                    "cached_tokens": 0,
+                    "output_token_ids_logprobs": [[[-1.0 - i, token, None] for i, token in enumerate(ids)]],
+                },
+            }
+        ).encode()
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(payload))
+        writer.write(payload)
+        await writer.drain()
+    writer.close()
+
+
+def instant_backend(port: int) -> None:
+    import uvloop
+
+    async def serve() -> None:
+        server = await asyncio.start_server(_answer, "127.0.0.1", port)
+        async with server:
+            await server.serve_forever()
+
+    uvloop.run(serve())
 
 
 def request_body(count: int) -> dict:
@@ -68,7 +114,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200)
     args = parser.parse_args()
     port = free_port()
-    fake = subprocess.Popen([sys.executable, "-m", "tests.fake_sglang", "--port", str(port)])
+    backend = multiprocessing.Process(target=instant_backend, args=(port,), daemon=True)
+    backend.start()
     try:
         wait_for(f"http://127.0.0.1:{port}/health", timeout=30)
         with tempfile.TemporaryDirectory() as logs:
@@ -88,8 +135,8 @@ def main() -> None:
             finally:
                 stop_openjev(server)
     finally:
-        fake.terminate()
-        fake.wait()
+        backend.terminate()
+        backend.join()
 
 
 if __name__ == "__main__":
