@@ -1,5 +1,6 @@
 """The command line mirrors the settings: one flag per OPENJEV_* variable, flags over environment."""
 
+import json
 import os
 import subprocess
 import sys
@@ -33,3 +34,22 @@ def test_flags_override_the_environment(serve_openjev, fake_sglang, qwen_tokeniz
     assert httpx.post(f"{server.url}/v1/systemone", json=body, headers=headers).status_code == 200
     too_many = {**body, "questions": {f"q{i}": question for i in range(4)}}
     assert httpx.post(f"{server.url}/v1/systemone", json=too_many, headers=headers).status_code == 422
+
+
+def test_a_tokenizer_without_enough_single_token_labels_stops_the_server(tmp_path, fake_sglang):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["[UNK]", "<s>", "</s>", "Answer", ":", "Yes", "No", *"ABCDEFGHIJKLMNOPQRSTUVWXYZ"]
+    tokenizer = Tokenizer(models.WordLevel({word: i for i, word in enumerate(words)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.add_special_tokens(["<s>", "</s>"])
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    template = "{% for m in messages %}<s>{{ m.role }}\n{{ m.content }}</s>\n{% endfor %}<s>assistant\n"
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": template, "eos_token": "</s>"}))
+    process = subprocess.run(
+        [sys.executable, "-m", "openjev", "serve", "--connect", fake_sglang.url, "--tokenizer", str(tmp_path),
+         "--port", "0"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert process.returncode == 1
+    assert "yields only 26 single-token option labels" in process.stderr

@@ -42,7 +42,7 @@ def candidate_labels() -> Iterator[str]:
 def single_token_id(chat: ChatTokenizer, context_ids: list[int], context: str, label: str) -> int | None:
     """The label's token id when it is exactly one token at the end of `context`, else None."""
     ids = chat.encode(context + label)
-    if len(ids) == len(context_ids) + 1 and ids[: len(context_ids)] == context_ids:
+    if len(ids) == len(context_ids) + 1 and ids[: len(context_ids)] == context_ids and ids[-1] != chat.unknown_token_id:
         return ids[-1]
     return None
 

@@ -85,6 +85,12 @@ class ChatTokenizer:
         )
 
     @property
+    def unknown_token_id(self) -> int | None:
+        """The id text maps to when the vocabulary lacks it; never a usable answer label."""
+        unknown = getattr(self.tokenizer.model, "unk_token", None)
+        return self.tokenizer.token_to_id(unknown) if unknown else None
+
+    @property
     def vocab_size(self) -> int:
         return self.tokenizer.get_vocab_size(with_added_tokens=True)
 
