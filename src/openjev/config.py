@@ -110,6 +110,3 @@ class Settings(BaseSettings):
     # Operations.
     profile: str | None = Field(None, description="Free-form deployment profile name, reported by /health.")
     log_level: str = Field("info", description="Log level of openjev and uvicorn.")
-
-    def public_model_name(self, fallback: str) -> str:
-        return self.served_model_name or fallback

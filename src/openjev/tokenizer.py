@@ -90,10 +90,6 @@ class ChatTokenizer:
         unknown = getattr(self.tokenizer.model, "unk_token", None)
         return self.tokenizer.token_to_id(unknown) if unknown else None
 
-    @property
-    def vocab_size(self) -> int:
-        return self.tokenizer.get_vocab_size(with_added_tokens=True)
-
     def render(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True) -> str:
         """Render a conversation, with thinking disabled where the template supports the switch."""
         try:
@@ -115,6 +111,3 @@ class ChatTokenizer:
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         return [encoding.ids for encoding in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
-
-    def token_id(self, token: str) -> int | None:
-        return self.tokenizer.token_to_id(token)

@@ -132,7 +132,6 @@ class SGLangBackend(Backend):
         self._client = self._pools[0]
         self.model_info: dict[str, Any] = {}
         self._context_length: int | None = None
-        self.startup_seconds: float | None = None
 
     # -- readout ----------------------------------------------------------------------------------
 
@@ -192,8 +191,7 @@ class SGLangBackend(Backend):
                 raise BackendUnavailable(f"SGLang at {self.base_url} was not ready within {self.startup_timeout:g}s")
             await asyncio.sleep(_PROBE_INTERVAL)
         await self._read_model_facts()
-        self.startup_seconds = time.monotonic() - started
-        log.info("SGLang at %s is ready (%.1fs)", self.base_url, self.startup_seconds)
+        log.info("SGLang at %s is ready (%.1fs)", self.base_url, time.monotonic() - started)
 
     async def _health_ok(self) -> bool:
         try:
