@@ -216,6 +216,24 @@ def test_assets_and_non_text_chat_parts_are_refused_by_name(client):
     assert ["body", "assets"] in loc_of(multipart)
 
 
+def test_non_standard_json_numbers_are_refused(client):
+    for literal in ("NaN", "Infinity", "-Infinity", "1e999"):
+        content = '{"model": "jev-latest", "state": "x", "questions": {"q": {"type": "score", "criteria": [L, 1]}}}'
+        response = client.post(
+            "/v1/systemone", content=content.replace("L", literal), headers={"content-type": "application/json"}
+        )
+        assert response.status_code == 422, (literal, response.text)
+        assert response.json()["detail"][0]["type"] == "json_invalid"
+
+
+def test_pathologically_nested_json_is_400_not_500(client):
+    state = "[" * 100_000 + "]" * 100_000
+    head = '{"model": "jev-latest", "questions": {"q": {"type": "noul", "instructions": "x"}}, "state": '
+    content = head + state + "}"
+    response = client.post("/v1/systemone", content=content, headers={"content-type": "application/json"})
+    assert response.status_code == 400 and response.json()["detail"]["error_type"] == "invalid_body"
+
+
 def test_bodies_that_are_not_json_get_4xx(client):
     for content, content_type in [(b"{not json", "application/json"), (b"hello", "text/plain"), (b"", None)]:
         headers = {"content-type": content_type} if content_type else {}

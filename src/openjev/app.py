@@ -17,9 +17,10 @@ import datetime as dt
 import hmac
 import json
 import logging
+import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -27,6 +28,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -72,6 +74,40 @@ def validation_entry(error: Any) -> dict[str, Any]:
             key: value if isinstance(value, int | float | str) else str(value) for key, value in error["ctx"].items()
         }
     return entry
+
+
+def _refuse_constant(token: str) -> Any:
+    raise json.JSONDecodeError(f"{token} is not valid JSON", token, 0)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise json.JSONDecodeError(f"{text} overflows a JSON number", text, 0)
+    return value
+
+
+class StrictJSONRequest(Request):
+    """Standard JSON only: NaN, Infinity and numbers that overflow are a 422 `json_invalid`.
+
+    Python's parser accepts them, and a non-finite number in, say, a score level would otherwise
+    come back in `legend`, which JSON cannot carry.
+    """
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = json.loads(await self.body(), parse_constant=_refuse_constant, parse_float=_finite_float)
+        return self._json
+
+
+class StrictJSONRoute(APIRoute):
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict(request: Request) -> Response:
+            return await handler(StrictJSONRequest(request.scope, request.receive))
+
+        return strict
 
 
 class ApiError(Exception):
@@ -277,6 +313,7 @@ def create_app(
         docs_url="/docs",
         redoc_url=None,
     )
+    app.router.route_class = StrictJSONRoute
 
     # -- errors -----------------------------------------------------------------------------------
 
@@ -292,7 +329,9 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
-        error_type = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
+        error_type = {400: "invalid_body", 404: "not_found", 405: "method_not_allowed"}.get(
+            error.status_code, "http_error"
+        )
         return error_response(error.status_code, error_type, str(error.detail), getattr(error, "headers", None))
 
     @app.exception_handler(RequestValidationError)
