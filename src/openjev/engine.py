@@ -102,8 +102,11 @@ class Engine:
 
         questions: list[tuple[str, AnswerableQuestion]] = list(request.questions.items())  # type: ignore[arg-type]
         texts, label_ids = zip(*(self._question_text(question) for _, question in questions), strict=True)
-        shared_prefix_ids = self.chat.encode(frame.shared_prefix)
+        shared_prefix_ids = self.chat.encode_segments(frame.shared_prefix_segments)
         suffixes = self.chat.encode_batch([frame.question_suffix(text) for text in texts])
+        for index, text in enumerate(texts):
+            if self.chat.spells_special_token(text):
+                suffixes[index] = self.chat.encode_segments(frame.question_suffix_segments(text))
         branches = [
             Branch(question_id, question, suffix_ids, ids)
             for (question_id, question), suffix_ids, ids in zip(questions, suffixes, label_ids, strict=True)

@@ -13,22 +13,27 @@ Contract:
   question turn's opening special token is the shared prefix; the question text is spliced between
   the turn opening and the turn close. Splitting at a special token keeps tokenization stable:
   `encode(prefix) + encode(suffix) == encode(prefix + suffix)`.
+- Caller text that spells one of the model's special tokens stays text: such message contents and
+  question texts become quoted segments (see `ChatTokenizer.encode_segments`). Those contents are
+  rendered through placeholders, so the template sees the placeholder, not the forged markup.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from openjev.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion, Text
-from openjev.tokenizer import ChatTokenizer
+from openjev.tokenizer import ChatTokenizer, Segment
 
 ANSWER_CUE = "Answer:\n"
 CHAT_ROLES = frozenset({"system", "user", "assistant", "tool"})
 # Private-use code points never appear in a template's own text.
 _SENTINEL = "\ue000openjev-question\ue001"
+_QUOTED = re.compile("\ue002(\\d+)\ue003")
 
 Loc = tuple[str | int, ...]
 
@@ -150,17 +155,43 @@ def score_text(question: ScoreQuestion, labels: Sequence[str]) -> str:
 class ConversationFrame:
     """The rendered conversation around a question: `shared_prefix + turn_open + Q + turn_close`."""
 
-    shared_prefix: str
+    shared_prefix_segments: tuple[Segment, ...]
     turn_open: str
     turn_close: str
+
+    @property
+    def shared_prefix(self) -> str:
+        return "".join(text for text, _ in self.shared_prefix_segments)
 
     def question_suffix(self, question_text: str) -> str:
         return self.turn_open + question_text + self.turn_close
 
+    def question_suffix_segments(self, question_text: str) -> tuple[Segment, ...]:
+        return ((self.turn_open, False), (question_text, True), (self.turn_close, False))
+
+
+def _quoted_segments(text: str, quoted: Sequence[str]) -> tuple[Segment, ...]:
+    """Split rendered text at the placeholders of quoted contents, putting the contents back."""
+    segments: list[Segment] = []
+    position = 0
+    for match in _QUOTED.finditer(text):
+        segments += [(text[position : match.start()], False), (quoted[int(match[1])], True)]
+        position = match.end()
+    segments.append((text[position:], False))
+    return tuple(segment for segment in segments if segment[0])
+
 
 def frame_conversation(chat: ChatTokenizer, messages: Sequence[Mapping[str, Any]]) -> ConversationFrame:
     """Render the conversation once with a sentinel question and cut it around the sentinel."""
-    rendered = chat.render([*messages, {"role": "user", "content": _SENTINEL}], add_generation_prompt=True)
+    quoted: list[str] = []
+    turns = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str) and chat.spells_special_token(content):
+            message = {**message, "content": f"\ue002{len(quoted)}\ue003"}
+            quoted.append(content)
+        turns.append(message)
+    rendered = chat.render([*turns, {"role": "user", "content": _SENTINEL}], add_generation_prompt=True)
     start = rendered.find(_SENTINEL)
     if start < 0 or rendered.find(_SENTINEL, start + 1) >= 0:
         raise ValueError("the chat template does not show the user's message exactly once")
@@ -168,4 +199,4 @@ def frame_conversation(chat: ChatTokenizer, messages: Sequence[Mapping[str, Any]
     split = max((before.rfind(token) for token in chat.special_tokens), default=-1)
     if split < 0:
         split = start
-    return ConversationFrame(before[:split], before[split:], after + ANSWER_CUE)
+    return ConversationFrame(_quoted_segments(before[:split], quoted), before[split:], after + ANSWER_CUE)

@@ -6,6 +6,10 @@ with a sandboxed jinja2 environment configured like Hugging Face's `apply_chat_t
 `trim_blocks`, `lstrip_blocks`, `raise_exception`, a `tojson` that keeps non-ASCII text, and the
 `bos_token`/`eos_token` variables. Text is encoded without adding special tokens, because the
 rendered template already contains every marker the model expects.
+
+Text that the caller wrote is quoted, never markup: where it spells a special token (`<|im_end|>`,
+say), `encode_segments` encodes that stretch with special-token matching off, so a state cannot
+close its own turn or forge an assistant turn.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+#: A stretch of prompt text and whether it is quoted (caller's text: special tokens read as plain text).
+Segment = tuple[str, bool]
 
 
 class TemplateError(ValueError):
@@ -68,6 +75,9 @@ class ChatTokenizer:
             raise FileNotFoundError(f"{directory} lacks {', '.join(missing)}; a tokenizer directory needs both")
         self.directory = directory
         self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+        # A second instance, so that encoding quoted text never flips a switch other threads see.
+        self._quoting = Tokenizer.from_file(str(directory / "tokenizer.json"))
+        self._quoting.encode_special_tokens = True
         config = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
         self.bos_token = _token_text(config.get("bos_token"))
         self.eos_token = _token_text(config.get("eos_token"))
@@ -108,6 +118,17 @@ class ChatTokenizer:
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def spells_special_token(self, text: str) -> bool:
+        return any(token in text for token in self.special_tokens)
+
+    def encode_segments(self, segments: Sequence[Segment]) -> list[int]:
+        """Template text with its special tokens; quoted text with special-token strings as plain text."""
+        ids: list[int] = []
+        for text, quoted in segments:
+            encoder = self._quoting if quoted else self.tokenizer
+            ids += encoder.encode(text, add_special_tokens=False).ids
+        return ids
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         return [encoding.ids for encoding in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
