@@ -83,6 +83,8 @@ class FakeSGLang:
     requests: list[dict[str, Any]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     aborted: list[str] = field(default_factory=list)
+    #: The cached_tokens each rid was answered with (also in Rust mode, which does not send it).
+    cached_tokens: dict[str, int] = field(default_factory=dict)
     max_in_flight: int = 0
     host: str = "127.0.0.1"
     port: int = field(default_factory=free_port)
@@ -325,7 +327,7 @@ class FakeSGLang:
             if aborted
             else {"type": "length", "length": 1}
         )
-        cached = self._cached_tokens(prompt)
+        cached = self.cached_tokens[rid] = self._cached_tokens(prompt)
         if self.rust_frontend:
             meta: dict[str, Any] = {
                 "completion_tokens": 1,

@@ -99,7 +99,9 @@ def test_backend_calls_follow_the_sglang_contract(stack, client):
         assert branch["input_ids"][: len(prefix)] == prefix and len(branch["input_ids"]) > len(prefix)
     assert sorted(len(branch["token_ids_logprob"]) for branch in branches) == [2, 2]
     assert response.json()["usage"]["input_tokens"] == sum(len(call["input_ids"]) for call in calls)
+    # The header sums what SGLang reported for the question readouts (not the warm-up).
     cached = int(response.headers["x-openjev-cached-tokens"])
+    assert cached == sum(fake.cached_tokens[call["rid"]] for call in branches)
     assert cached >= 2 * len(prefix)
     timing = response.headers["server-timing"]
     assert re.fullmatch(r"prep;dur=[\d.]+, prefill;dur=[\d.]+, branches;dur=[\d.]+", timing)
@@ -334,7 +336,12 @@ def test_models_limits_health_docs(client):
     operation = schema["paths"]["/v1/systemone"]["post"]
     assert {"401", "404", "413", "422", "503", "529"} <= set(operation["responses"])
     assert schema["components"]["schemas"]["SystemOneRequest"]["examples"]
-    assert "openjev_requests_total" in client.get("/metrics").text
+    # Every answer counts, the body layer's refusals included.
+    client.post("/v1/systemone", content=b"x", headers={"content-encoding": "br"})
+    post(client, request_with({"q": {"type": "noul"}}))
+    exposition = client.get("/metrics").text
+    for status in ("200", "415", "422"):
+        assert f'openjev_requests_total{{status="{status}"}}' in exposition
     missing = client.get("/v2/nothing")
     assert missing.status_code == 404 and missing.json()["detail"]["error_type"] == "not_found"
 

@@ -29,6 +29,7 @@ from openjev import model_source
 from openjev.backends.base import BackendUnavailable, ReadoutCall
 from openjev.backends.embedded import CacheEntry, EmbeddedBackend, PrefixCache
 from openjev.model_source import ModelSourceError, PackagedModel, ResolvedModel, resolve_model
+from openjev.tokenizer import chat_template_source
 
 pytestmark = pytest.mark.embedded
 
@@ -326,13 +327,10 @@ def test_easy_question(backend: EmbeddedBackend, test_model: ResolvedModel, toke
 
     (Letter multiple choice is near chance for this model, e.g. A 0.40 / B 0.27 / C 0.30 with B right.)
     """
-    import jinja2
+    from openjev.tokenizer import ChatTokenizer
 
-    config = json.loads((test_model.path / "tokenizer_config.json").read_text())
-    template = jinja2.Environment(trim_blocks=True, lstrip_blocks=True).from_string(config["chat_template"])
-    prompt = template.render(
-        messages=[{"role": "user", "content": "What is the capital of France? Answer in one word."}],
-        add_generation_prompt=True,
+    prompt = ChatTokenizer(test_model.path).render(
+        [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
     )
     options = ["Berlin", "Paris", "London"]
     logprobs = readout(backend, encode(tokenizer, prompt), label_ids(tokenizer, options)).logprobs
@@ -346,7 +344,7 @@ def test_easy_question(backend: EmbeddedBackend, test_model: ResolvedModel, toke
 def test_converted_directory_is_a_complete_local_model(test_model: ResolvedModel) -> None:
     for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
         assert (test_model.path / name).is_file()
-    assert json.loads((test_model.path / "tokenizer_config.json").read_text())["chat_template"]
+    assert chat_template_source(test_model.path).strip()
     assert test_model.name == "Qwen/Qwen2.5-Coder-0.5B-Instruct-AWQ"
     # The converted directory works as a local Hugging Face directory and still reports the real model.
     again = resolve_model(str(test_model.path))

@@ -38,14 +38,13 @@ from openjev.backends.base import Backend, BackendError, BackendUnavailable
 from openjev.config import COMPAT_MODEL_ALIAS, DEFAULT_SERVED_MODEL_NAME, Settings
 from openjev.engine import Engine, Evaluation
 from openjev.http_body import BodyDecoder
-from openjev.labels import build_label_set
-from openjev.prompts import frame_conversation
 from openjev.schema import (
     ErrorResponse,
     ModelList,
     SystemOneRequest,
     SystemOneResponse,
     ValidationErrorResponse,
+    error_body,
 )
 from openjev.tokenizer import ChatTokenizer
 from openjev.tokenizer_source import resolve_tokenizer_dir
@@ -122,7 +121,7 @@ class ApiError(Exception):
 
 
 def error_response(status: int, error_type: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"detail": {"error_type": error_type, "message": message}}, status_code=status, headers=headers)
+    return JSONResponse(error_body(error_type, message), status_code=status, headers=headers)
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -162,12 +161,33 @@ class RequestIdMiddleware:
         await self.app(scope, receive, send_with_id)
 
 
+class StatusMetricsMiddleware:
+    """Counts every `/v1/systemone` response by status, whichever layer answered it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/v1/systemone":
+            await self.app(scope, receive, send)
+            return
+
+        async def counting_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                metrics.REQUESTS.labels(str(message["status"])).inc()
+            await send(message)
+
+        await self.app(scope, receive, counting_send)
+
+
 @dataclass(frozen=True, slots=True)
 class Runtime:
     """Everything that exists only once the backend is ready."""
 
     engine: Engine
     served_model_name: str
+    #: What the request's `model` may say: the compatibility alias, the served name, configured aliases.
+    accepted_models: frozenset[str]
     startup_seconds: float
 
 
@@ -274,15 +294,10 @@ def create_app(
                 settings.revision,
             )
             chat = await asyncio.to_thread(ChatTokenizer, tokenizer_dir)
-            answer_context = frame_conversation(chat, [{"role": "user", "content": "?"}]).turn_close
-            labels = await asyncio.to_thread(
-                build_label_set,
-                chat,
-                answer_context,
-                max(settings.max_choice_options, settings.max_score_levels),
-            )
+            engine = await asyncio.to_thread(Engine, settings, chat, backend)
             served = settings.served_model_name or backend.model_name or DEFAULT_SERVED_MODEL_NAME
-            state["runtime"] = Runtime(Engine(settings, chat, labels, backend), served, time.monotonic() - started)
+            accepted = frozenset({COMPAT_MODEL_ALIAS, served, *settings.model_aliases})
+            state["runtime"] = Runtime(engine, served, accepted, time.monotonic() - started)
             log.info("openjev is ready: serving %s (startup %.1fs)", served, time.monotonic() - started)
         except Exception as error:
             state["startup_error"] = error
@@ -383,35 +398,20 @@ def create_app(
         summary="Answer typed questions about a state",
     )
     async def system_one(body: SystemOneRequest, request: Request, ready: Ready) -> Response:
-        accepted = {COMPAT_MODEL_ALIAS, ready.served_model_name, *settings.model_aliases}
-        if body.model not in accepted:
+        if body.model not in ready.accepted_models:
             raise ApiError(
                 404,
                 "model_not_found",
-                f"model {body.model!r} is not served here; use one of {sorted(accepted)}",
+                f"model {body.model!r} is not served here; use one of {sorted(ready.accepted_models)}",
             )
         started = time.perf_counter()
-        status = 500
         try:
             with admission.slot():
                 prepared = await asyncio.to_thread(ready.engine.prepare, body)
                 prepared_at = time.perf_counter()
                 evaluation: Evaluation = await run_while_connected(request, ready.engine.evaluate(prepared))
-            status = 200
-        except ApiError as error:
-            status = error.status
-            raise
-        except RequestValidationError:
-            status = 422
-            raise
-        except BackendError as error:
-            status = error.status_code
-            raise
         except ClientDisconnected:
-            status = 499
             return Response(status_code=499)
-        finally:
-            metrics.REQUESTS.labels(str(status)).inc()
 
         metrics.REQUEST_SECONDS.observe(time.perf_counter() - started)
         metrics.INPUT_TOKENS.inc(evaluation.input_tokens)
@@ -509,7 +509,8 @@ def create_app(
 
     app.state.openjev = state
     app.state.admission = admission
-    # Outermost first: ids on every response, then bounded/decoded bodies.
+    # Outermost first: ids on every response, status counts, then bounded/decoded bodies.
     app.add_middleware(BodyDecoder, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(StatusMetricsMiddleware)
     app.add_middleware(RequestIdMiddleware)
     return app

@@ -23,7 +23,7 @@ from typing import Any
 
 from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall
 from openjev.config import Settings
-from openjev.labels import LabelSet
+from openjev.labels import build_label_set
 from openjev.prompts import (
     PromptInputError,
     choice_text,
@@ -72,10 +72,14 @@ def new_rid() -> str:
 
 
 class Engine:
-    def __init__(self, settings: Settings, chat: ChatTokenizer, labels: LabelSet, backend: Backend) -> None:
+    """Built once the backend is ready (its context length is known); checks the labels on creation."""
+
+    def __init__(self, settings: Settings, chat: ChatTokenizer, backend: Backend) -> None:
         self.settings = settings
         self.chat = chat
-        self.labels = labels
+        # Labels are checked where they are read: right after the answer cue of a question turn.
+        answer_context = frame_conversation(chat, [{"role": "user", "content": "?"}]).turn_close
+        self.labels = build_label_set(chat, answer_context, max(settings.max_choice_options, settings.max_score_levels))
         self.backend = backend
         context = backend.context_length
         self.max_branch_tokens = min(settings.max_input_tokens, context) if context else settings.max_input_tokens

@@ -14,22 +14,31 @@ Downstream sees the decoded body, no Content-Encoding and a matching Content-Len
 from __future__ import annotations
 
 import io
-import json
 import zlib
 from typing import Any
 
 import zstandard
 from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from openjev.schema import error_body
+from openjev.validation import ASSETS_REFUSED
 
 
 class BodyError(Exception):
-    def __init__(self, status: int, error_type: str, message: str, body: Any = None) -> None:
+    def __init__(self, status: int, error_type: str, message: str) -> None:
         super().__init__(message)
         self.status = status
-        self.error_type = error_type
-        self.message = message
-        self.body = body if body is not None else {"detail": {"error_type": error_type, "message": message}}
+        self.body: Any = error_body(error_type, message)
+
+
+class AssetsRefused(BodyError):
+    """A multipart body carries image assets: the same 422 as an `assets` field."""
+
+    def __init__(self) -> None:
+        super().__init__(422, ASSETS_REFUSED.type, ASSETS_REFUSED.msg)
+        self.body = {"detail": [ASSETS_REFUSED.as_error()]}
 
 
 def _too_large(limit: int, what: str) -> BodyError:
@@ -97,7 +106,7 @@ class BodyDecoder:
         try:
             body = await self._read(scope, receive)
         except BodyError as error:
-            await _send_json(send, error.status, error.body)
+            await JSONResponse(error.body, status_code=error.status)(scope, receive, send)
             return
         headers = [
             (name, value) for name, value in scope["headers"] if name not in (b"content-encoding", b"content-length")
@@ -121,20 +130,7 @@ class BodyDecoder:
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise _too_large(limit, "size declared in Content-Length")
         if headers.get("content-type", "").lower().startswith("multipart/form-data"):
-            raise BodyError(
-                422,
-                "unsupported",
-                "image assets need a vision model; this deployment reads text only",
-                {
-                    "detail": [
-                        {
-                            "loc": ["body", "assets"],
-                            "msg": "image assets need a vision model; this deployment reads text only",
-                            "type": "unsupported",
-                        }
-                    ]
-                },
-            )
+            raise AssetsRefused
         encodings = parse_encodings(headers.get("content-encoding"))
         chunks: list[bytes] = []
         size = 0
@@ -150,18 +146,3 @@ class BodyDecoder:
             if not message.get("more_body", False):
                 break
         return decode_body(b"".join(chunks), encodings, limit)
-
-
-async def _send_json(send: Send, status: int, body: Any) -> None:
-    payload = json.dumps(body).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(payload)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": payload})

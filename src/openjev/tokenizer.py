@@ -52,16 +52,19 @@ def _token_text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _load_template_source(directory: Path, config: Mapping[str, Any]) -> str:
+def chat_template_source(directory: Path) -> str:
+    """The model's chat template: `chat_template.jinja` (as transformers 5 saves it), else the
+    `chat_template` of `tokenizer_config.json`; ValueError when there is none."""
     jinja_file = directory / "chat_template.jinja"
     if jinja_file.is_file():
         return jinja_file.read_text(encoding="utf-8")
+    config = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
     template = config.get("chat_template")
     if isinstance(template, list):  # named templates: [{"name": "default", "template": ...}, ...]
         named = {entry.get("name"): entry.get("template") for entry in template if isinstance(entry, Mapping)}
         template = named.get("default")
     if not isinstance(template, str) or not template.strip():
-        raise ValueError(f"{directory} has no chat template (tokenizer_config.json `chat_template`)")
+        raise ValueError(f"{directory} has no chat template (chat_template.jinja or tokenizer_config.json)")
     return template
 
 
@@ -85,7 +88,7 @@ class ChatTokenizer:
         env.filters["tojson"] = _tojson
         env.globals["raise_exception"] = _raise_exception
         env.globals["strftime_now"] = _strftime_now
-        self._template = env.from_string(_load_template_source(directory, config))
+        self._template = env.from_string(chat_template_source(directory))
         self.special_tokens: tuple[str, ...] = tuple(
             sorted(
                 (token.content for token in self.tokenizer.get_added_tokens_decoder().values() if token.special),

@@ -35,6 +35,10 @@ def reject(issues: Sequence[Issue]) -> RequestValidationError:
     return RequestValidationError([issue.as_error() for issue in issues])
 
 
+#: Image assets arrive as an `assets` field or as a multipart body; both are refused the same way.
+ASSETS_REFUSED = Issue(("assets",), "image assets need a vision model; this deployment reads text only", "unsupported")
+
+
 def _present(value: Any) -> bool:
     return value is not None and value != ""
 
@@ -42,13 +46,7 @@ def _present(value: Any) -> bool:
 def check_request(request: SystemOneRequest, settings: Settings) -> list[Issue]:
     issues: list[Issue] = []
     if request.assets is not None:
-        issues.append(
-            Issue(
-                ("assets",),
-                "image assets need a vision model; this deployment reads text only",
-                "unsupported",
-            )
-        )
+        issues.append(ASSETS_REFUSED)
     if len(request.questions) > settings.max_questions:
         issues.append(
             Issue(
