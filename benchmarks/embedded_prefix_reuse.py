@@ -1,13 +1,13 @@
 """Benchmark: does prefix reuse make 8 questions cost about as much as 1 on the embedded CPU backend?
 
-Drives `EmbeddedBackend` the way openjev's engine does: one warm-up readout of the shared chat state,
-then one readout per question (prefix + question suffix), submitted concurrently. For 1 and N questions
-over a ~2000-token chat state it times the whole request with prefix reuse on and off (off:
-`prefix_cache_bytes=0`, so every question prefills the whole prompt), then a repeat of the N-question
-request over the same state with reworded questions (its warm-up hits the cache). Reuse-on figures are
+Runs real Jev requests through openjev's own engine (the prompt layer, labels, warm-up and concurrent
+branches the API uses) on `EmbeddedBackend`, without HTTP. For 1 and N questions over a ~2000-token
+chat state it times the backend phase of a request with prefix reuse on and off (off:
+`prefix_cache_bytes=0`, so every question prefills the whole prompt), then the N-question request
+again over the same state with reworded questions (its warm-up hits the cache). Reuse-on figures are
 the best of `--repeats` runs, each over a new state. Goal: N questions <= 1.5x one question with reuse on.
 
-    python benchmarks/embedded_prefix_reuse.py [--model packaged:qwen2.5-coder-1.5b] [--questions 8]
+    uv run python benchmarks/embedded_prefix_reuse.py [--model packaged:qwen2.5-coder-1.5b] [--questions 8]
 
 Needs the `cpu` extra and the model (the packaged default converts on first use, about a minute).
 Timings on shared or small VMs are noisy: run it on an otherwise idle machine.
@@ -17,154 +17,127 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import jinja2
-from tokenizers import Tokenizer
-
-from openjev.backends.base import LabelLogprobs, ReadoutCall
 from openjev.backends.embedded import EmbeddedBackend
+from openjev.config import Settings
+from openjev.engine import Engine, Evaluation, PreparedRequest
 from openjev.model_source import DEFAULT_MODEL
+from openjev.schema import SystemOneRequest
+from openjev.tokenizer import ChatTokenizer
 
-QUESTIONS = [
-    ("Did the customer ask for a refund? A: yes B: no C: unclear", "A"),
-    ("What is the main topic? A: a damaged delivery B: a login problem C: pricing", "A"),
-    ("Was the agent rude at any point? A: yes B: no C: unclear", "B"),
-    ("Did the customer mention a tracking number? A: yes B: no C: unclear", "A"),
-    ("Is the customer a business? A: yes B: no C: unclear", "C"),
-    ("Which item was damaged? A: a blender B: a laptop C: a sofa", "A"),
-    ("Did the agent promise a replacement? A: yes B: no C: unclear", "A"),
-    ("How does the customer feel? A: frustrated B: delighted C: indifferent", "A"),
-]
+THREE_WAY = {"yes": None, "no": None, "unclear": None}
+# (question, the option a careful reader picks)
+QUESTIONS: list[tuple[dict[str, Any], str]] = [
+    ({"type": "choice", "instructions": "Did the customer ask for a refund?", "criteria": THREE_WAY}, "yes"),
+    ({"type": "choice", "instructions": "What is the main topic?",
+      "criteria": {"damage": "A damaged delivery", "login": "A login problem", "pricing": "Pricing"}}, "damage"),
+    ({"type": "choice", "instructions": "Was the agent rude at any point?", "criteria": THREE_WAY}, "no"),
+    ({"type": "choice", "instructions": "Did the customer mention a tracking number?", "criteria": THREE_WAY}, "yes"),
+    ({"type": "choice", "instructions": "Is the customer a business?", "criteria": THREE_WAY}, "unclear"),
+    ({"type": "choice", "instructions": "Which item was damaged?",
+      "criteria": {"blender": "A blender", "laptop": "A laptop", "sofa": "A sofa"}}, "blender"),
+    ({"type": "choice", "instructions": "Did the agent promise a replacement?", "criteria": THREE_WAY}, "yes"),
+    ({"type": "choice", "instructions": "How does the customer feel?",
+      "criteria": {"frustrated": None, "delighted": None, "indifferent": None}}, "frustrated"),
+]  # fmt: skip
 
 
-class Chat:
-    """Renders prompts with the model's own chat template, as openjev's prompt layer does."""
+def jev_request(state: list[dict[str, str]], count: int, lead: str = "") -> SystemOneRequest:
+    questions = {f"q{i}": {**question, "instructions": lead + question["instructions"]}
+                 for i, (question, _) in enumerate(QUESTIONS[:count])}  # fmt: skip
+    return SystemOneRequest.model_validate({"model": "jev-latest", "state": state, "questions": questions})
 
-    def __init__(self, model_dir: Path) -> None:
-        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        template = json.loads((model_dir / "tokenizer_config.json").read_text())["chat_template"]
-        self.template = jinja2.Environment(trim_blocks=True, lstrip_blocks=True).from_string(template)
-        self.labels = [self.tokenizer.encode(label).ids[0] for label in (" A", " B", " C")]
 
-    def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text).ids
-
-    def state_prefix(self, marker: str, target_tokens: int) -> list[int]:
-        """A support conversation of about `target_tokens` tokens, up to where the question goes."""
-        turns: list[str] = []
-        while True:
-            n = len(turns) // 2
-            turns += [
-                f"Customer: Hi, this is {marker}. My order #{4711 + n} (a blender) arrived with a cracked jar "
-                f"and the box was crushed. Tracking number ZX{9000 + n} says it was dropped twice. I want "
-                "my money back or a replacement, whichever is faster.",
-                f"Agent: I am sorry about order #{4711 + n}. I have opened a damage claim and will ship a "
-                "replacement blender today; you will get a confirmation email within the hour.",
-            ]
-            user = "Here is a support conversation:\n\n" + "\n".join(turns)
-            prompt = self.template.render(
-                messages=[
-                    {"role": "system", "content": "You answer questions about conversations."},
-                    {"role": "user", "content": user + "\n\nQUESTION_GOES_HERE"},
-                ],
-                add_generation_prompt=True,
-            )
-            prefix = prompt[: prompt.index("QUESTION_GOES_HERE")]
-            ids = self.encode(prefix)
-            if len(ids) >= target_tokens:
-                return ids
-
-    def question_suffix(self, question: str) -> list[int]:
-        # The prompt layer tokenizes the question part on its own, after the shared prefix.
-        return self.encode(f"Question: {question}<|im_end|>\n<|im_start|>assistant\nAnswer:")
+def support_chat(engine: Engine, marker: str, target_tokens: int) -> list[dict[str, str]]:
+    """A support conversation whose shared prefix is about `target_tokens` tokens, unique per `marker`."""
+    turns = [{"role": "system", "content": f"Support chat {marker}."}]
+    while len(engine.prepare(jev_request(turns, 1)).shared_prefix_ids) < target_tokens:
+        n = len(turns) // 2
+        turns += [
+            {"role": "user", "content": f"Hi, this is {marker}. My order #{4711 + n} (a blender) arrived with a "
+             f"cracked jar and the box was crushed. Tracking number ZX{9000 + n} says it was dropped twice. "
+             "I want my money back or a replacement, whichever is faster."},
+            {"role": "assistant", "content": f"I am sorry about order #{4711 + n}. I have opened a damage claim "
+             "and will ship a replacement blender today; you will get a confirmation email within the hour."},
+        ]  # fmt: skip
+    return turns
 
 
 @dataclass(frozen=True)
 class Timing:
-    warm_up: float
-    branches: float
-    results: list[LabelLogprobs]
+    prepared: PreparedRequest
+    evaluation: Evaluation
 
     @property
     def total(self) -> float:
-        return self.warm_up + self.branches
+        return self.evaluation.prefill_seconds + self.evaluation.branches_seconds
 
     def describe(self) -> str:
-        cached = sorted({r.cached_tokens for r in self.results})
         return (
-            f"{self.total:6.2f}s (warm-up {self.warm_up:5.2f}s + branches {self.branches:5.2f}s)  "
-            f"branch cached_tokens {cached}"
+            f"{self.total:6.2f}s (warm-up {self.evaluation.prefill_seconds:5.2f}s + branches "
+            f"{self.evaluation.branches_seconds:5.2f}s)  branch cached tokens {self.evaluation.cached_tokens}"
         )
 
 
-async def request(backend: EmbeddedBackend, chat: Chat, prefix: list[int], n: int, lead: str = "") -> Timing:
-    """One openjev-style request: the warm-up readout, then `n` branch readouts concurrently."""
-    started = time.perf_counter()
-    await backend.readout(ReadoutCall("warm-up", prefix, chat.labels[:1]))
-    warmed = time.perf_counter()
-    branches = [
-        backend.readout(ReadoutCall(f"q{i}", prefix + chat.question_suffix(lead + question), chat.labels))
-        for i, (question, _) in enumerate(QUESTIONS[:n])
-    ]
-    results = list(await asyncio.gather(*branches))
-    return Timing(warmed - started, time.perf_counter() - warmed, results)
+async def request(engine: Engine, state: list[dict[str, str]], count: int, lead: str = "") -> Timing:
+    prepared = engine.prepare(jev_request(state, count, lead))
+    return Timing(prepared, await engine.evaluate(prepared))
 
 
-async def measure(args: argparse.Namespace, chat: Chat | None, reuse: bool) -> tuple[Chat, dict[str, float]]:
+async def measure(args: argparse.Namespace, reuse: bool) -> dict[str, float]:
     backend = EmbeddedBackend(
         args.model, cache_dir=args.cache_dir, dtype=args.dtype, prefix_cache_bytes=(1 << 30) if reuse else 0
     )
     started = time.perf_counter()
     await backend.start()
     assert backend.tokenizer_dir is not None
-    chat = chat or Chat(backend.tokenizer_dir)
+    # The reuse-off baseline runs for minutes: no request timeout here.
+    engine = Engine(Settings(request_timeout=24 * 3600), ChatTokenizer(backend.tokenizer_dir), backend)
     print(
         f"\n== reuse {'on' if reuse else 'off'}: {backend.model_name}, {backend.dtype}, {backend.threads} threads, "
         f"start {time.perf_counter() - started:.1f}s, load average {os.getloadavg()[0]:.1f}"
     )
     # First-call overheads (kernel setup for long prompts) do not belong to any measurement.
-    await request(backend, chat, chat.state_prefix(f"init-{reuse}", args.prefix_tokens), 1)
+    await request(engine, support_chat(engine, f"init-{reuse}", args.prefix_tokens), 1)
 
-    # The baseline without reuse takes minutes per run: it is measured once.
     repeats = args.repeats if reuse else 1
     timings: dict[str, float] = {}
-    for n in (1, args.questions):
+    for count in (1, args.questions):
         runs: list[Timing] = []
         for run in range(repeats):
-            prefix = chat.state_prefix(f"run-{reuse}-{n}-{run}", args.prefix_tokens)  # a new state: nothing cached
-            runs.append(await request(backend, chat, prefix, n))
-            print(f"{n:>2} question(s) over a new {len(prefix)}-token state: {runs[-1].describe()}")
-        timings[f"{n}q"] = min(timing.total for timing in runs)
-        if n == args.questions:
-            answers = "".join("ABC"[max(range(3), key=lambda i: r.logprobs[i])] for r in runs[-1].results)
-            expected = "".join(answer for _, answer in QUESTIONS[:n])
-            print(f"   answers {answers} (expected about {expected})")
+            state = support_chat(engine, f"run-{reuse}-{count}-{run}", args.prefix_tokens)  # new: nothing cached
+            runs.append(await request(engine, state, count))
+            prefix = len(runs[-1].prepared.shared_prefix_ids)
+            print(f"{count:>2} question(s) over a new {prefix}-token state: {runs[-1].describe()}")
+        timings[f"{count}q"] = min(timing.total for timing in runs)
+        if count == args.questions:
+            answers = runs[-1].evaluation.answers
+            right = sum(answers[f"q{i}"]["choice"] == expected for i, (_, expected) in enumerate(QUESTIONS[:count]))
+            print(f"   {right}/{count} answers as a careful reader would give them")
             if reuse:
                 # The same state again with reworded questions: the warm-up is answered from the cache.
-                timing = await request(backend, chat, prefix, n, lead="Once more: ")
+                timing = await request(engine, state, count, lead="Once more: ")
                 timings["repeat"] = timing.total
-                print(f"{n:>2} new question(s) over the same state: {timing.describe()}")
+                print(f"{count:>2} new question(s) over the same state: {timing.describe()}")
     health = await backend.health()
     print(f"   prefix cache: {health.detail['prefix_cache']}; load average {os.getloadavg()[0]:.1f}")
     await backend.aclose()
-    return chat, timings
+    return timings
 
 
 async def main(args: argparse.Namespace) -> None:
-    chat, on = await measure(args, None, reuse=True)
-    _, off = await measure(args, chat, reuse=False)
+    on = await measure(args, reuse=True)
+    off = await measure(args, reuse=False)
     n = args.questions
     ratio = on[f"{n}q"] / on["1q"]
-    print(f"\n== summary (seconds per request, warm-up included; reuse on: best of {args.repeats})")
-    print(
-        f"reuse on : 1q {on['1q']:6.2f}   {n}q {on[f'{n}q']:6.2f}   {n}q again over the same state {on['repeat']:6.2f}"
-    )
+    print(f"\n== summary (seconds of backend work per request, warm-up included; reuse on: best of {args.repeats})")
+    print(f"reuse on : 1q {on['1q']:6.2f}   {n}q {on[f'{n}q']:6.2f}   {n}q again, same state {on['repeat']:6.2f}")
     print(f"reuse off: 1q {off['1q']:6.2f}   {n}q {off[f'{n}q']:6.2f}")
     print(f"{n}q / 1q with reuse on: {ratio:.2f}x (goal <= 1.5x: {'met' if ratio <= 1.5 else 'NOT met'})")
     print(f"{n}q speed-up from reuse: {off[f'{n}q'] / on[f'{n}q']:.1f}x")
