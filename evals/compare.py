@@ -1,0 +1,76 @@
+"""Paired comparison of two runs of one suite: accuracy(B) - accuracy(A) with a bootstrap 95% interval.
+
+Usage: uv run evals/compare.py RUN_A RUN_B
+
+Contract: both directories are read as evals/report.py reads them. Runs are compared only when they
+share the suite, protocol and dataset sha256 and answered exactly the same items (errors or a
+different --limit make the item sets differ); otherwise the comparison is refused (exit 2). The
+interval comes from metrics.paired_bootstrap: 10,000 draws over the 2x2 right/wrong table, seed 0,
+so the same two runs always print the same figures.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+if __package__ in {None, ""}:  # run as a script (`uv run evals/compare.py`): make the `evals` package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evals import metrics
+from evals.report import read_run
+
+DRAWS = 10_000
+SEED = 0
+
+
+class Incomparable(ValueError):
+    """The two runs did not ask the same items the same way."""
+
+
+def compare(run_a: Path, run_b: Path) -> metrics.PairedComparison:
+    meta_a, answered_a, _ = read_run(run_a)
+    meta_b, answered_b, _ = read_run(run_b)
+    for key in ("suite", "protocol", "dataset_sha256"):
+        if meta_a[key] != meta_b[key]:
+            raise Incomparable(f"the runs differ in {key}: {meta_a[key]!r} and {meta_b[key]!r}")
+    ids_a = [record["id"] for record in answered_a]
+    ids_b = [record["id"] for record in answered_b]
+    if ids_a != ids_b:
+        only_a, only_b = len(set(ids_a) - set(ids_b)), len(set(ids_b) - set(ids_a))
+        raise Incomparable(f"the runs answered different items: {only_a} only in A, {only_b} only in B")
+    return metrics.paired_bootstrap(
+        [record["choice"] == record["gold"] for record in answered_a],
+        [record["choice"] == record["gold"] for record in answered_b],
+        draws=DRAWS,
+        seed=SEED,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if len(arguments) != 2:
+        print("usage: uv run evals/compare.py RUN_A RUN_B", file=sys.stderr)
+        return 2
+    try:
+        result = compare(Path(arguments[0]), Path(arguments[1]))
+    except Incomparable as error:
+        print(f"refused: {error}", file=sys.stderr)
+        return 2
+    low, high = result.ci95
+    print(f"n = {result.n} paired items")
+    print(f"A {arguments[0]}: {result.accuracy_a:.1%}")
+    print(f"B {arguments[1]}: {result.accuracy_b:.1%}")
+    print(
+        f"B - A: {result.difference * 100:+.1f} points (95% CI {low * 100:+.1f} to {high * 100:+.1f}; paired bootstrap)"
+    )
+    print(
+        f"both right {result.both_right}, only A right {result.only_a_right}, "
+        f"only B right {result.only_b_right}, both wrong {result.both_wrong}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

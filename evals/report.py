@@ -1,0 +1,212 @@
+"""Score a run directory: DIR/report.json, DIR/report.md and DIR/reliability.png.
+
+Usage: uv run evals/report.py DIR
+
+Contract: reads only DIR/run.json and DIR/results.jsonl (written by evals/run.py), takes each item's
+latest line, scores the answered items in suite order and counts the errors apart. report.json has
+at least `suite`, `n`, `errors`, `accuracy`, `accuracy_ci95`, `nll`, `brier`, `ece` and
+`dataset_sha256`, and also the per-subject accuracies, chance and always-A baselines, the
+reliability bins, mean top probability - accuracy, automate@1/5/10% error, the predicted and gold
+letter histograms, latency percentiles and token usage. Metric definitions: evals/metrics.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+if __package__ in {None, ""}:  # run as a script (`uv run evals/report.py`): make the `evals` package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evals import metrics
+
+AUTOMATE_TARGETS = (0.01, 0.05, 0.10)
+ECE_BINS = 10
+
+
+def read_results(directory: Path) -> list[dict[str, Any]]:
+    """The latest line for each item id, in suite order; a line cut short by a crash is skipped."""
+    path = directory / "results.jsonl"
+    latest: dict[str, dict[str, Any]] = {}
+    if path.is_file():
+        for line in path.read_text().split("\n"):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            latest[record["id"]] = record
+    return sorted(latest.values(), key=lambda record: record["position"])
+
+
+def read_run(directory: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """run.json, the answered lines and the error lines of a run directory."""
+    meta = json.loads((directory / "run.json").read_text())
+    records = read_results(directory)
+    return meta, [r for r in records if "error" not in r], [r for r in records if "error" in r]
+
+
+def interval(successes: int, n: int) -> list[float]:
+    return list(metrics.wilson_interval(successes, n))
+
+
+def build_report(meta: dict[str, Any], answered: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]) -> dict:
+    """The report of a run's answered items (at least one)."""
+    n = len(answered)
+    if n == 0:
+        raise ValueError("no answered items to report on")
+    correct = [record["choice"] == record["gold"] for record in answered]
+    top = [max(record["probabilities"].values()) for record in answered]
+    right = sum(correct)
+    accuracy = right / n
+    subjects: dict[str, list[bool]] = {}
+    for record, ok in zip(answered, correct, strict=True):
+        subjects.setdefault(record["subject"], []).append(ok)
+    latencies = [record["latency_s"] for record in answered]
+    usage = [record.get("usage") or {} for record in answered]
+    tokens = {key: sum(entry.get(key, 0) for entry in usage) for key in ("input_tokens", "output_tokens")}
+    automate = {}
+    for target in AUTOMATE_TARGETS:
+        result = metrics.automate_at(top, correct, target)
+        automate[f"{target:.0%}"] = {"coverage": result.coverage, "threshold": result.threshold}
+    return {
+        "suite": meta["suite"],
+        "description": meta.get("description"),
+        "url": meta["url"],
+        "protocol": meta["protocol"],
+        "dataset_sha256": meta["dataset_sha256"],
+        "models": sorted({str(record.get("model")) for record in answered}),
+        "n": n,
+        "errors": len(errors),
+        "accuracy": accuracy,
+        "accuracy_ci95": interval(right, n),
+        "baselines": {
+            "chance": sum(1 / len(record["probabilities"]) for record in answered) / n,
+            "always_A": sum(record["gold"] == "A" for record in answered) / n,
+        },
+        "per_subject": {
+            subject: {
+                "n": len(flags),
+                "accuracy": sum(flags) / len(flags),
+                "accuracy_ci95": interval(sum(flags), len(flags)),
+            }
+            for subject, flags in sorted(subjects.items())
+        },
+        "nll": metrics.nll([record["probabilities"].get(record["gold"], 0.0) for record in answered]),
+        "brier": metrics.brier([record["probabilities"] for record in answered], [r["gold"] for r in answered]),
+        "ece": metrics.ece(top, correct, ECE_BINS),
+        "reliability": [vars(group) for group in metrics.equal_mass_bins(top, correct, ECE_BINS)],
+        "mean_top_probability": sum(top) / n,
+        "overconfidence": sum(top) / n - accuracy,
+        "automate": automate,
+        "letters": {
+            "predicted": dict(sorted(Counter(record["choice"] for record in answered).items())),
+            "gold": dict(sorted(Counter(record["gold"] for record in answered).items())),
+        },
+        "latency_s": {
+            "p50": metrics.quantile(latencies, 0.5),
+            "p95": metrics.quantile(latencies, 0.95),
+            "mean": sum(latencies) / n,
+        },
+        "usage": {**tokens, **{f"mean_{key}": value / n for key, value in tokens.items()}},
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    low, high = report["accuracy_ci95"]
+    lines = [
+        f"# {report['suite']}: {report['accuracy']:.1%} ({low:.1%}-{high:.1%})",
+        "",
+        f"- server: {report['url']}, answering model(s): {', '.join(report['models'])}",
+        f"- items: {report['n']} answered, {report['errors']} errors; {report['description']}",
+        f"- dataset sha256: `{report['dataset_sha256']}`; protocol `{report['protocol']['name']}`",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        f"| accuracy (95% Wilson) | {report['accuracy']:.1%} ({low:.1%}-{high:.1%}) |",
+        f"| chance / always A | {report['baselines']['chance']:.1%} / {report['baselines']['always_A']:.1%} |",
+        f"| NLL (nats) | {report['nll']:.3f} |",
+        f"| Brier (multiclass) | {report['brier']:.3f} |",
+        f"| ECE (10 equal-mass bins) | {report['ece']:.3f} |",
+        f"| mean top probability - accuracy | {report['overconfidence']:+.3f} |",
+        f"| latency p50 / p95 | {report['latency_s']['p50']:.2f} s / {report['latency_s']['p95']:.2f} s |",
+        f"| tokens per item, input / output | {report['usage']['mean_input_tokens']:.0f} / "
+        f"{report['usage']['mean_output_tokens']:.1f} |",
+        "",
+        "## Automation: answer only when the top probability is at least the threshold",
+        "",
+        "| error at most | coverage | threshold |",
+        "|---|---|---|",
+    ]
+    for target, result in report["automate"].items():
+        threshold = "-" if result["threshold"] is None else f"{result['threshold']:.4f}"
+        lines.append(f"| {target} | {result['coverage']:.1%} | {threshold} |")
+    letters = sorted(set(report["letters"]["predicted"]) | set(report["letters"]["gold"]))
+    lines += ["", "## Label bias: predicted against gold letters", "", "| letter | predicted | gold |", "|---|---|---|"]
+    lines += [
+        f"| {letter} | {report['letters']['predicted'].get(letter, 0)} | {report['letters']['gold'].get(letter, 0)} |"
+        for letter in letters
+    ]
+    lines += ["", "## Per subject", "", "| subject | n | accuracy (95% Wilson) |", "|---|---|---|"]
+    for subject, row in report["per_subject"].items():
+        lines.append(
+            f"| {subject} | {row['n']} | {row['accuracy']:.1%} "
+            f"({row['accuracy_ci95'][0]:.1%}-{row['accuracy_ci95'][1]:.1%}) |"
+        )
+    lines += ["", "![reliability diagram](reliability.png)", ""]
+    return "\n".join(lines)
+
+
+def plot_reliability(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    bins = report["reliability"]
+    figure, axes = pyplot.subplots(figsize=(5, 5))
+    axes.plot([0, 1], [0, 1], linestyle="--", color="grey", label="perfect calibration")
+    axes.plot(
+        [group["confidence"] for group in bins],
+        [group["accuracy"] for group in bins],
+        marker="o",
+        label=f"{len(bins)} equal-mass bins",
+    )
+    axes.set(
+        xlim=(0, 1),
+        ylim=(0, 1),
+        xlabel="mean top probability",
+        ylabel="accuracy",
+        title=f"{report['suite']}, n={report['n']}: ECE {report['ece']:.3f}",
+    )
+    axes.legend(loc="upper left")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    pyplot.close(figure)
+
+
+def write_report(directory: Path) -> dict[str, Any]:
+    report = build_report(*read_run(directory))
+    (directory / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    (directory / "report.md").write_text(render_markdown(report))
+    plot_reliability(report, directory / "reliability.png")
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if len(arguments) != 1:
+        print("usage: uv run evals/report.py DIR", file=sys.stderr)
+        return 2
+    report = write_report(Path(arguments[0]))
+    print(f"{report['suite']}: n={report['n']}, accuracy {report['accuracy']:.1%}, written to {arguments[0]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

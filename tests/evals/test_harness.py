@@ -1,0 +1,105 @@
+"""The harness end to end against a real openjev on the fake SGLang, and its retry and contract checks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from evals import compare, report, run, suites
+from tests.conftest import RunningOpenJev
+
+
+def test_retry_delay_reads_the_headers() -> None:
+    assert run.retry_delay(httpx.Headers({"retry-after-ms": "250", "retry-after": "3"})) == 0.25
+    assert run.retry_delay(httpx.Headers({"retry-after": "3"})) == 3.0
+    assert run.retry_delay(httpx.Headers({"retry-after": "Wed, 21 Oct 2026 07:28:00 GMT"})) == 1.0
+    assert run.retry_delay(httpx.Headers({"retry-after": "3600"})) == run.MAX_RETRY_WAIT_S
+
+
+def test_overload_and_not_ready_are_retried() -> None:
+    statuses = iter([529, 503, 200])
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(next(statuses), headers={"retry-after-ms": "1"})
+
+    async def send() -> tuple[httpx.Response, int, float]:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="http://jev") as client:
+            return await run.send_with_retry(lambda: client.post("/v1/systemone"))
+
+    response, attempts, _ = asyncio.run(send())
+    assert (response.status_code, attempts) == (200, 3)
+
+
+def test_an_answer_that_breaks_the_contract_is_refused() -> None:
+    item = suites.Item(id="x", row=0, subject="s", question="q", options=("one", "two"), gold="A")
+    good = {"type": "choice", "choice": "B", "probabilities": {"A": 0.4, "B": 0.6}, "confidence": 0.2}
+    assert run.read_answer({"model": "m", "answers": {"answer": good}}, item)["choice"] == "B"
+    for broken in (
+        {**good, "choice": "C"},
+        {**good, "probabilities": {"A": 1.0}},
+        {**good, "probabilities": {"A": 0.4, "B": 0.5, "C": 0.1}},
+        {**good, "type": "score"},
+    ):
+        with pytest.raises(ValueError):
+            run.read_answer({"answers": {"answer": broken}}, item)
+
+
+def read_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_run_on_three_items_resumes_reports_and_compares(openjev_on_fake: RunningOpenJev, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    first = run.main(["mmlu-pro-matched", "--url", openjev_on_fake.url, "--limit", "3", "--out", str(out)])
+    assert first == 0
+    matched = suites.load_suite("mmlu-pro-matched").items
+    lines = read_lines(out / "results.jsonl")
+    assert [(line["position"], line["id"]) for line in lines] == [(i, matched[i].id) for i in range(3)]
+    for line, item in zip(lines, matched, strict=False):
+        assert line["gold"] == item.gold
+        assert list(line["probabilities"]) == list(item.letters)
+        assert line["choice"] in item.letters
+        assert line["usage"]["output_tokens"] == 2
+        assert line["latency_s"] > 0
+
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["suite"] == "mmlu-pro-matched"
+    assert meta["protocol"] == suites.PROTOCOL
+    assert meta["dataset_sha256"] == suites.MMLU_PRO_TEST_SHA256
+    assert "jev-latest" in run.model_names(meta["server_models"])
+    assert meta["openjev_version"]
+
+    summary = json.loads((out / "report.json").read_text())
+    assert summary["suite"] == "mmlu-pro-matched"
+    assert summary["n"] == 3
+    assert summary["errors"] == 0
+    assert summary["accuracy"] == sum(line["choice"] == line["gold"] for line in lines) / 3
+    assert summary["dataset_sha256"] == suites.MMLU_PRO_TEST_SHA256
+    for key in ("accuracy_ci95", "nll", "brier", "ece", "per_subject", "baselines", "automate", "letters"):
+        assert key in summary
+    assert (out / "reliability.png").read_bytes().startswith(b"\x89PNG")
+    assert "mmlu-pro-matched" in (out / "report.md").read_text()
+
+    # Resuming with a larger limit asks only the new item; the three answers stay as they were.
+    assert run.main(["mmlu-pro-matched", "--url", openjev_on_fake.url, "--limit", "4", "--out", str(out)]) == 0
+    resumed = read_lines(out / "results.jsonl")
+    assert resumed[:3] == lines
+    assert [line["id"] for line in resumed] == [item.id for item in matched[:4]]
+    assert [session["asked"] for session in json.loads((out / "run.json").read_text())["sessions"]] == [3, 1]
+    # report.py rebuilds the same figures from the directory alone.
+    assert report.main([str(out)]) == 0
+    assert json.loads((out / "report.json").read_text())["n"] == 4
+
+    # The same DIR cannot be reused for another suite.
+    assert run.main(["mmlu-pro-dev", "--url", openjev_on_fake.url, "--limit", "1", "--out", str(out)]) == 2
+
+    # Compared with itself: no difference. With a run of other items: refused.
+    assert compare.main([str(out), str(out)]) == 0
+    assert compare.compare(out, out).difference == 0
+    other = tmp_path / "other"
+    assert run.main(["mmlu-pro-matched", "--url", openjev_on_fake.url, "--limit", "3", "--out", str(other)]) == 0
+    assert compare.main([str(out), str(other)]) == 2
