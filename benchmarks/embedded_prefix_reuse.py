@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from openjev.backends.embedded import EmbeddedBackend
+from openjev.backends.embedded.model_source import DEFAULT_MODEL
 from openjev.config import Settings
 from openjev.engine import Engine, Evaluation, PreparedRequest
-from openjev.model_source import DEFAULT_MODEL
 from openjev.schema import SystemOneRequest
 from openjev.tokenizer import ChatTokenizer
 

@@ -23,8 +23,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from openjev.backends.supervised import free_port
 from tests.conftest import fetch_qwen_tokenizer, launch_openjev, stop_openjev, wait_for
-from tests.fake_sglang import free_port
 
 STATE = [
     {"role": "system", "content": "You are a support assistant."},

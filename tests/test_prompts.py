@@ -2,10 +2,10 @@
 
 import pytest
 
+from openjev.errors import RequestRejected
 from openjev.labels import build_label_set, candidate_labels
 from openjev.prompts import (
     ANSWER_CUE,
-    PromptInputError,
     choice_text,
     frame_conversation,
     noul_text,
@@ -82,12 +82,12 @@ def test_object_with_messages_and_other_keys_stays_whole():
 
 
 def test_non_text_parts_and_unknown_roles_are_refused_with_location():
-    with pytest.raises(PromptInputError) as image:
+    with pytest.raises(RequestRejected) as image:
         state_messages([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}])
-    assert image.value.loc == ("state", 0, "content", 0, "type")
-    with pytest.raises(PromptInputError) as role:
+    assert image.value.issues[0].loc == ("state", 0, "content", 0, "type")
+    with pytest.raises(RequestRejected) as role:
         state_messages({"messages": [{"role": "user", "content": "a"}, {"role": "wizard", "content": "b"}]})
-    assert role.value.loc == ("state", "messages", 1, "role")
+    assert role.value.issues[0].loc == ("state", "messages", 1, "role")
 
 
 def test_option_lines_and_null_descriptions():

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
+from openjev.backends.supervised import free_port
 from openjev.smoke import CHECKS, SUPPORT_TICKET, run_smoke
 from tests.conftest import ServeOpenJev
-from tests.fake_sglang import FakeSGLang, Logprobs, free_port
+from tests.fake_sglang import FakeSGLang, Logprobs
 
 ROOT = Path(__file__).resolve().parents[1]
 

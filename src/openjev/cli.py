@@ -24,28 +24,6 @@ def load_settings(**flags: Any) -> Settings:
     return Settings(**{name: value for name, value in flags.items() if value is not None})
 
 
-def build_backend(settings: Settings, on_fatal: Callable[[BaseException], None]) -> Any:
-    if settings.connect and settings.sglang_python:
-        raise typer.BadParameter("use either --connect or --sglang-python, not both")
-    if settings.connect:
-        from openjev.backends.sglang import SGLangBackend
-
-        return SGLangBackend(
-            settings.connect,
-            api_key=settings.backend_api_key.get_secret_value() if settings.backend_api_key else None,
-            request_timeout=settings.request_timeout,
-            startup_timeout=settings.backend_startup_timeout,
-            max_connections=settings.max_concurrent_branches,
-        )
-    if settings.sglang_python:
-        from openjev.supervisor import SupervisedSGLangBackend
-
-        return SupervisedSGLangBackend(settings, on_fatal=on_fatal)
-    from openjev.backends.embedded import EmbeddedBackend
-
-    return EmbeddedBackend.from_settings(settings)
-
-
 def _flag_type(annotation: Any) -> Any:
     """The type typer parses for a settings field: secrets are typed in as plain strings."""
     arguments = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
@@ -72,7 +50,8 @@ def serve(**flags: Any) -> None:
     settings = load_settings(**flags)
     import uvicorn
 
-    from openjev.app import create_app
+    from openjev.api import create_app
+    from openjev.backends import build_backend
 
     logging.basicConfig(
         level=settings.log_level.upper(),
@@ -89,7 +68,10 @@ def serve(**flags: Any) -> None:
         if server is not None:
             server.should_exit = True
 
-    backend = build_backend(settings, on_fatal)
+    try:
+        backend = build_backend(settings, on_fatal)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from error
     api = create_app(settings, backend, on_fatal=on_fatal)
     config = uvicorn.Config(
         api,
@@ -118,7 +100,7 @@ def serve(**flags: Any) -> None:
 @app.command()
 def schema() -> None:
     """Print the OpenAPI schema (no model, GPU or network needed)."""
-    from openjev.app import create_app
+    from openjev.api import create_app
     from openjev.backends.base import Backend, LabelLogprobs, ReadoutCall
 
     class _NoBackend(Backend):

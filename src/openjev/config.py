@@ -110,3 +110,8 @@ class Settings(BaseSettings):
     # Operations.
     profile: str | None = Field(None, description="Free-form deployment profile name, reported by /health.")
     log_level: str = Field("info", description="Log level of openjev and uvicorn.")
+
+
+def served_model_name(settings: Settings, backend_model_name: str | None) -> str:
+    """The public model id: OPENJEV_SERVED_MODEL_NAME, else the backend's own, else the SGLang default."""
+    return settings.served_model_name or backend_model_name or DEFAULT_SERVED_MODEL_NAME

@@ -10,7 +10,7 @@
    process shares `OPENJEV_MAX_CONCURRENT_BRANCHES` slots. The first failure cancels the siblings
    (each backend aborts its own cancelled work); the whole backend phase is bounded by
    OPENJEV_REQUEST_TIMEOUT.
-3. Readout: `readout.py` turns each question's label logprobs into its answer.
+3. Answer: `answers.py` turns each question's label logprobs into its typed answer.
 """
 
 from __future__ import annotations
@@ -21,21 +21,15 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from openjev.answers import NonFiniteLogprob, choice_answer, noul_answer, score_answer
 from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall
 from openjev.config import Settings
+from openjev.errors import Issue, RequestRejected
 from openjev.labels import build_label_set
-from openjev.prompts import (
-    PromptInputError,
-    choice_text,
-    frame_conversation,
-    noul_text,
-    score_text,
-    state_messages,
-)
-from openjev.readout import NonFiniteLogprob, choice_answer, noul_answer, score_answer
+from openjev.prompts import choice_text, frame_conversation, noul_text, score_text, state_messages
 from openjev.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion, SystemOneRequest
 from openjev.tokenizer import ChatTokenizer, TemplateError
-from openjev.validation import Issue, check_request, reject
+from openjev.validation import check_request
 
 AnswerableQuestion = NoulQuestion | ChoiceQuestion | ScoreQuestion
 
@@ -95,14 +89,11 @@ class Engine:
     def prepare(self, request: SystemOneRequest) -> PreparedRequest:
         issues = check_request(request, self.settings)
         if issues:
-            raise reject(issues)
+            raise RequestRejected(issues)
         try:
-            messages = state_messages(request.state)
-            frame = frame_conversation(self.chat, messages)
-        except PromptInputError as error:
-            raise reject([Issue(error.loc, error.message, error.kind)]) from error
+            frame = frame_conversation(self.chat, state_messages(request.state))
         except TemplateError as error:
-            raise reject([Issue(("state",), str(error))]) from error
+            raise RequestRejected([Issue(("state",), str(error))]) from error
 
         questions: list[tuple[str, AnswerableQuestion]] = list(request.questions.items())  # type: ignore[arg-type]
         texts, label_ids = zip(*(self._question_text(question) for _, question in questions), strict=True)
@@ -155,11 +146,11 @@ class Engine:
                 )
             )
         if issues:
-            raise reject(issues)
+            raise RequestRejected(issues)
 
     # -- 2. evaluate ------------------------------------------------------------------------------
 
-    async def _readout(self, input_ids: list[int], label_token_ids: tuple[int, ...]) -> LabelLogprobs:
+    async def _call_backend(self, input_ids: list[int], label_token_ids: tuple[int, ...]) -> LabelLogprobs:
         async with self._backend_slots:
             return await self.backend.readout(ReadoutCall(new_rid(), input_ids, label_token_ids))
 
@@ -169,12 +160,12 @@ class Engine:
             async with asyncio.timeout(self.settings.request_timeout):
                 started = time.perf_counter()
                 # Any non-empty id list works: every call must carry one (SGLang #34719).
-                warm = await self._readout(prefix, prepared.branches[0].label_token_ids[:1])
+                warm = await self._call_backend(prefix, prepared.branches[0].label_token_ids[:1])
                 warmed = time.perf_counter()
                 try:
                     async with asyncio.TaskGroup() as group:
                         tasks = [
-                            group.create_task(self._readout(prefix + branch.suffix_ids, branch.label_token_ids))
+                            group.create_task(self._call_backend(prefix + branch.suffix_ids, branch.label_token_ids))
                             for branch in prepared.branches
                         ]
                 except* BackendError as failures:

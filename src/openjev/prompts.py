@@ -26,7 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from openjev.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion, Text
+from openjev.errors import Issue, Loc, RequestRejected
+from openjev.schema import ChoiceQuestion, FreeForm, NoulQuestion, ScoreQuestion
 from openjev.tokenizer import ChatTokenizer, Segment
 
 ANSWER_CUE = "Answer:\n"
@@ -35,21 +36,14 @@ CHAT_ROLES = frozenset({"system", "user", "assistant", "tool"})
 _SENTINEL = "\ue000openjev-question\ue001"
 _QUOTED = re.compile("\ue002(\\d+)\ue003")
 
-Loc = tuple[str | int, ...]
+
+def _refuse(loc: Loc, message: str) -> RequestRejected:
+    """A part of the request that cannot be shown to the model."""
+    return RequestRejected([Issue(loc, message)])
 
 
-class PromptInputError(ValueError):
-    """A part of the request cannot be shown to the model; `loc` names it below the body."""
-
-    def __init__(self, loc: Loc, message: str, kind: str = "value_error") -> None:
-        super().__init__(message)
-        self.loc = loc
-        self.message = message
-        self.kind = kind
-
-
-def render_value(value: Text) -> str:
-    """Text stays as sent; JSON objects and arrays are serialized intact, non-ASCII kept."""
+def render_value(value: FreeForm) -> str:
+    """A string stays as sent; JSON objects and arrays are serialized intact, non-ASCII kept."""
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, indent=2)
@@ -75,17 +69,17 @@ def _message_text(content: Any, loc: Loc) -> str:
             if part_type == "text" and isinstance(part.get("text"), str):
                 texts.append(part["text"])
             elif part_type is not None and part_type != "text":
-                raise PromptInputError(
+                raise _refuse(
                     (*loc, index, "type"),
                     f"content part type {part_type!r} is not supported: this deployment reads text only",
                 )
             else:
-                raise PromptInputError((*loc, index), "a content part must be {'type': 'text', 'text': str}")
+                raise _refuse((*loc, index), "a content part must be {'type': 'text', 'text': str}")
         return "\n".join(texts)
-    raise PromptInputError(loc, "message content must be a string, a list of text parts, or null")
+    raise _refuse(loc, "message content must be a string, a list of text parts, or null")
 
 
-def state_messages(state: Text) -> list[dict[str, Any]]:
+def state_messages(state: FreeForm) -> list[dict[str, Any]]:
     """The state as chat turns."""
     messages_loc: Loc = ("state",)
     raw: Any = None
@@ -99,7 +93,7 @@ def state_messages(state: Text) -> list[dict[str, Any]]:
     for index, message in enumerate(raw):
         role = message.get("role")
         if role not in CHAT_ROLES:
-            raise PromptInputError(
+            raise _refuse(
                 (*messages_loc, index, "role"),
                 f"role must be one of {', '.join(sorted(CHAT_ROLES))}, got {role!r}",
             )
@@ -109,7 +103,7 @@ def state_messages(state: Text) -> list[dict[str, Any]]:
     return messages
 
 
-def _option_line(label: str, value: Text) -> str:
+def _option_line(label: str, value: FreeForm) -> str:
     return f"{label}: {render_value(value)}"
 
 

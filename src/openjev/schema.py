@@ -3,8 +3,7 @@
 Field names, optionality and value types follow TypeSafe's published schema (the `typesafe-sdk`
 wire models). Static shape errors come from pydantic and reach the client as FastAPI's 422
 `{"detail": [{"loc", "msg", "type"}]}`; limits that depend on settings are checked in
-`validation.py` and reported in the same shape. Fields the official schema does not define are
-prefixed `x_` on the way out.
+`validation.py` and reported in the same shape.
 """
 
 from __future__ import annotations
@@ -13,8 +12,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-#: A free-form value that the model reads: text, or JSON that is serialized intact.
-Text = str | dict[str, Any] | list[Any]
+from openjev.examples import support_ticket
+
+#: A free-form value that the model reads: text, or a JSON object or array that is serialized intact.
+FreeForm = str | dict[str, Any] | list[Any]
 
 QuestionId = Annotated[str, StringConstraints(min_length=1)]
 OptionName = Annotated[str, StringConstraints(min_length=1)]
@@ -28,71 +29,45 @@ class _Question(BaseModel):
 class NoulCriteria(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    true: Text | None = Field(None, description="What counts as a yes answer.")
-    false: Text | None = Field(None, description="What counts as a no answer.")
+    true: FreeForm | None = Field(None, description="What counts as a yes answer.")
+    false: FreeForm | None = Field(None, description="What counts as a no answer.")
 
 
 class NoulQuestion(_Question):
     type: Literal["noul"]
-    instructions: Text | None = Field(None, description="The yes/no question or statement to evaluate.")
+    instructions: FreeForm | None = Field(None, description="The yes/no question or statement to evaluate.")
     criteria: NoulCriteria | None = Field(None, description="What counts as yes and as no; either side optional.")
 
 
 class ChoiceQuestion(_Question):
     type: Literal["choice"]
-    instructions: Text | None = Field(None, description="What to decide when choosing an option.")
-    criteria: dict[OptionName, Text | None] = Field(
+    instructions: FreeForm | None = Field(None, description="What to decide when choosing an option.")
+    criteria: dict[OptionName, FreeForm | None] = Field(
         ..., description="Option names and when each applies; a null description lets the name speak."
     )
 
 
 class ScoreQuestion(_Question):
     type: Literal["score"]
-    instructions: Text | None = Field(None, description="What to rate.")
-    criteria: list[Text] = Field(..., description="Level descriptions, low to high; level i scores i.")
+    instructions: FreeForm | None = Field(None, description="What to rate.")
+    criteria: list[FreeForm] = Field(..., description="Level descriptions, low to high; level i scores i.")
 
 
 class BoxQuestion(_Question):
     """Accepted by the parser only so that it can be refused with a precise message."""
 
     type: Literal["box"]
-    instructions: Text | None = None
+    instructions: FreeForm | None = None
 
 
 Question = Annotated[NoulQuestion | ChoiceQuestion | ScoreQuestion | BoxQuestion, Field(discriminator="type")]
 
 
 class SystemOneRequest(BaseModel):
-    model_config = ConfigDict(
-        extra="ignore",
-        json_schema_extra={
-            "examples": [
-                {
-                    "model": "jev-latest",
-                    "state": [
-                        {"role": "system", "content": "You are a support assistant."},
-                        {"role": "user", "content": "I was charged twice. Please refund the duplicate."},
-                    ],
-                    "questions": {
-                        "refund": {"type": "noul", "instructions": "Does the user request a refund?"},
-                        "department": {
-                            "type": "choice",
-                            "instructions": "Which department should handle this?",
-                            "criteria": {"billing": "Payments and refunds", "technical": "Software bugs"},
-                        },
-                        "urgency": {
-                            "type": "score",
-                            "instructions": "How urgent is the request?",
-                            "criteria": ["Routine", "Urgent", "Emergency"],
-                        },
-                    },
-                }
-            ]
-        },
-    )
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [support_ticket()]})
 
     model: str = Field(..., description="`jev-latest`, the served model name, or a configured alias.")
-    state: Text = Field(..., description="The content every question refers to: text, JSON, or chat messages.")
+    state: FreeForm = Field(..., description="The content every question refers to: text, JSON, or chat messages.")
     questions: dict[QuestionId, Question] = Field(
         ..., min_length=1, description="Questions keyed by a name you choose; answers use the same names."
     )
@@ -116,7 +91,7 @@ class ChoiceAnswer(BaseModel):
 class ScoreAnswer(BaseModel):
     type: Literal["score"] = "score"
     score: float = Field(..., description="Expected level: sum of i * p_i.")
-    legend: dict[str, Text] = Field(..., description="Level index to the request's level description.")
+    legend: dict[str, FreeForm] = Field(..., description="Level index to the request's level description.")
     probabilities: dict[str, float] = Field(..., description="Probability of each level; sums to 1.")
     confidence: float = Field(..., ge=0, le=1)
 

@@ -33,40 +33,15 @@ from typing import Any, Literal
 import httpx
 
 from openjev.config import COMPAT_MODEL_ALIAS
+from openjev.examples import support_ticket
 
 SYSTEM_ONE = "/v1/systemone"
 SUM_TOLERANCE = 1e-3
 BACKOFF_FIRST, BACKOFF_FACTOR, BACKOFF_MAX = 0.5, 1.5, 10.0
 STARTUP_STATUSES = frozenset({503, 529})
 
-#: examples/request.json: the request every deployment must get right.
-SUPPORT_TICKET: dict[str, Any] = {
-    "model": COMPAT_MODEL_ALIAS,
-    "state": [
-        {"role": "system", "content": "You are a support assistant."},
-        {
-            "role": "user",
-            "content": "I was charged twice for my subscription this month. Please refund the duplicate charge.",
-        },
-    ],
-    "questions": {
-        "refund": {"type": "noul", "instructions": "Does the user request a refund?"},
-        "department": {
-            "type": "choice",
-            "instructions": "Which department should handle this?",
-            "criteria": {
-                "billing": "Payments, charges and refunds",
-                "technical": "Software bugs and outages",
-                "sales": "New purchases and upgrades",
-            },
-        },
-        "urgency": {
-            "type": "score",
-            "instructions": "How urgent is the request?",
-            "criteria": ["Routine", "Urgent", "Emergency"],
-        },
-    },
-}
+#: The request every deployment must get right.
+SUPPORT_TICKET: dict[str, Any] = support_ticket()
 
 Status = Literal["passed", "failed", "skipped"]
 STATUSES: tuple[Status, ...] = ("passed", "failed", "skipped")

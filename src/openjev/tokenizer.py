@@ -2,9 +2,11 @@
 
 The directory holds `tokenizer.json` (read by the Rust `tokenizers` library) and
 `tokenizer_config.json` whose `chat_template` (or a `chat_template.jinja` file beside it) is rendered
-with a sandboxed jinja2 environment configured like Hugging Face's `apply_chat_template`:
-`trim_blocks`, `lstrip_blocks`, `raise_exception`, a `tojson` that keeps non-ASCII text, and the
-`bos_token`/`eos_token` variables. Text is encoded without adding special tokens, because the
+with a sandboxed jinja2 environment built like transformers' chat-template environment: `trim_blocks`,
+`lstrip_blocks`, loop controls (`{% break %}`, `{% continue %}`), the `{% generation %}` block (its
+body rendered as is), `raise_exception`, `strftime_now`, a `tojson` that keeps non-ASCII text and
+takes `indent`, `separators` and `sort_keys`, and the `bos_token`/`eos_token` variables (tested
+against transformers' own renderer). Text is encoded without adding special tokens, because the
 rendered template already contains every marker the model expects.
 
 Text that the caller wrote is quoted, never markup: where it spells a special token (`<|im_end|>`,
@@ -21,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.ext
+from jinja2 import nodes
+from jinja2.parser import Parser
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
@@ -38,8 +43,27 @@ def _raise_exception(message: str) -> None:
     raise TemplateError(message)
 
 
-def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, **_: Any) -> str:
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent)
+def _tojson(
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    # Jinja's own tojson escapes HTML characters, which a prompt must not get.
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+class _GenerationBlock(jinja2.ext.Extension):
+    """`{% generation %}...{% endgeneration %}` marks assistant text for training masks; rendering
+    shows its body unchanged."""
+
+    tags = frozenset({"generation"})
+
+    def parse(self, parser: Parser) -> nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return nodes.Scope(body, lineno=lineno)
 
 
 def _strftime_now(fmt: str) -> str:
@@ -84,7 +108,9 @@ class ChatTokenizer:
         config = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
         self.bos_token = _token_text(config.get("bos_token"))
         self.eos_token = _token_text(config.get("eos_token"))
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, undefined=jinja2.Undefined)
+        env = ImmutableSandboxedEnvironment(
+            trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationBlock, jinja2.ext.loopcontrols]
+        )
         env.filters["tojson"] = _tojson
         env.globals["raise_exception"] = _raise_exception
         env.globals["strftime_now"] = _strftime_now

@@ -1,39 +1,17 @@
-"""Request checks that depend on settings, reported exactly like FastAPI's own 422 errors.
+"""Request checks that depend on settings, each an `Issue` naming the offending field.
 
 Pydantic already enforced the static shape (types, required fields, non-empty ids). These checks
-add the limits an operator configures and the semantic rules of the contract, each naming the
-offending field in `loc` (always starting with "body"). All of them run before any backend work.
+add the limits an operator configures and the semantic rules of the contract. All of them run
+before any tokenization or backend work; the HTTP layer reports them like FastAPI's own 422s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from fastapi.exceptions import RequestValidationError
-
 from openjev.config import Settings
+from openjev.errors import Issue
 from openjev.schema import BoxQuestion, ChoiceQuestion, NoulQuestion, ScoreQuestion, SystemOneRequest
-
-
-@dataclass(frozen=True, slots=True)
-class Issue:
-    loc: tuple[str | int, ...]
-    msg: str
-    type: str = "value_error"
-    ctx: dict[str, Any] | None = None
-
-    def as_error(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"loc": ("body", *self.loc), "msg": self.msg, "type": self.type}
-        if self.ctx is not None:
-            error["ctx"] = self.ctx
-        return error
-
-
-def reject(issues: Sequence[Issue]) -> RequestValidationError:
-    return RequestValidationError([issue.as_error() for issue in issues])
-
 
 #: Image assets arrive as an `assets` field or as a multipart body; both are refused the same way.
 ASSETS_REFUSED = Issue(("assets",), "image assets need a vision model; this deployment reads text only", "unsupported")

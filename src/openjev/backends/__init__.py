@@ -1,1 +1,30 @@
-"""Backends answer one question: the log-probabilities of some label tokens after a prompt."""
+"""Backends: where label logprobs come from. `build_backend` picks one from the settings.
+
+- `sglang.SGLangBackend`: a running SGLang server (`--connect`);
+- `supervised.SupervisedSGLangBackend`: an SGLang server openjev launches and stops (`--sglang-python`);
+- `embedded.EmbeddedBackend`: a model in this process, on the CPU (the default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from openjev.backends.base import Backend
+from openjev.config import Settings
+
+
+def build_backend(settings: Settings, on_fatal: Callable[[BaseException], None]) -> Backend:
+    """The backend the settings ask for; `on_fatal` is told when a supervised SGLang dies."""
+    if settings.connect and settings.sglang_python:
+        raise ValueError("use either --connect or --sglang-python, not both")
+    if settings.connect:
+        from openjev.backends.sglang import SGLangBackend, client_options
+
+        return SGLangBackend(settings.connect, **client_options(settings))
+    if settings.sglang_python:
+        from openjev.backends.supervised import SupervisedSGLangBackend
+
+        return SupervisedSGLangBackend(settings, on_fatal=on_fatal)
+    from openjev.backends.embedded import EmbeddedBackend
+
+    return EmbeddedBackend.from_settings(settings)

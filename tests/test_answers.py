@@ -4,8 +4,7 @@ import math
 
 import pytest
 
-from openjev.config import ConfidenceMode
-from openjev.readout import (
+from openjev.answers import (
     NonFiniteLogprob,
     argmax_first,
     choice_answer,
@@ -16,6 +15,7 @@ from openjev.readout import (
     score_answer,
     score_confidence,
 )
+from openjev.config import ConfidenceMode
 
 
 def test_renormalise_matches_softmax_and_is_stable_for_huge_magnitudes():

@@ -15,7 +15,8 @@ model, so a repeated warm-up costs nothing.
 Precision. In bf16/fp16 the output head still runs in fp32, so label probabilities are not rounded to
 bf16 logit steps. Reuse and a full prefill then agree to ~0.1 logp in bf16 and ~1e-5 in fp32.
 
-Threading. All model work runs on one dedicated worker thread fed through a single-worker executor,
+Threading. The model loads on a daemon thread (shutting down never waits for a first-start
+conversion). All readouts run on one dedicated worker thread fed through a single-worker executor,
 so the event loop never blocks and calls run one at a time in arrival order. Cancelling the awaiting
 task drops a call that has not started; a running one stops at the next decoder layer (a forward
 pre-hook checks its flag), and the cancellation propagates once it has stopped.
@@ -35,8 +36,8 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,106 +50,21 @@ from openjev.backends.base import (
     LabelLogprobs,
     ReadoutCall,
 )
-from openjev.model_source import CPU_EXTRA_HINT, ResolvedModel, auto_dtype, normalize_dtype, resolve_model
+from openjev.backends.embedded.conversion import CPU_EXTRA_HINT
+from openjev.backends.embedded.model_source import (
+    ResolvedModel,
+    auto_dtype,
+    normalize_dtype,
+    resolve_model,
+)
+from openjev.backends.embedded.prefix_cache import CacheEntry, PrefixCache, state_nbytes
 
 if TYPE_CHECKING:
-    import torch
-
     from openjev.config import Settings
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_PREFIX_CACHE_BYTES = 1 << 30
-
-
-@dataclass(slots=True)
-class CacheEntry:
-    """The model state after some prompt: its KV cache and its final-position log-softmax."""
-
-    kv: Any  # transformers.DynamicCache; never mutated once stored (callers run on a deep copy)
-    logprobs: torch.Tensor
-    nbytes: int
-    #: Set once another call reused this entry; reused entries are evicted after unreused ones.
-    reused: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class PrefixCacheStats:
-    entries: int
-    bytes: int
-    capacity_bytes: int
-    hits: int
-    misses: int
-    evictions: int
-
-
-class PrefixCache:
-    """A byte-bounded store of `CacheEntry`s keyed by the token-id tuple they cover.
-
-    Every computed prompt is stored, because the backend cannot tell a warm-up prefix from a question
-    branch, and a prompt that extends an older prefix (a conversation that grew) becomes the prefix of
-    the next branches. To keep branches from pushing prefixes out, eviction is segmented: entries never
-    reused go first (oldest first), then reused ones in least-recently-used order. An entry larger than
-    the whole capacity is not stored, so a capacity of 0 disables reuse.
-    """
-
-    def __init__(self, capacity_bytes: int) -> None:
-        self.capacity_bytes = max(0, capacity_bytes)
-        self._entries: OrderedDict[tuple[int, ...], CacheEntry] = OrderedDict()
-        self._bytes = 0
-        self._hits = 0
-        self._misses = 0
-        self._evictions = 0
-        # The worker thread mutates the cache while health() reads the stats on the event loop thread.
-        self._lock = threading.Lock()
-
-    def longest_prefix(self, ids: tuple[int, ...]) -> tuple[int, CacheEntry] | None:
-        """The longest entry whose key is a prefix of `ids` (or equals it), as (key length, entry)."""
-        with self._lock:
-            best: tuple[int, ...] = ()
-            for key in self._entries:
-                # Cheap checks first: the slice comparison copies up to len(key) ids.
-                if len(best) < len(key) <= len(ids) and ids[len(key) - 1] == key[-1] and ids[: len(key)] == key:
-                    best = key
-            if not best:
-                self._misses += 1
-                return None
-            self._hits += 1
-            entry = self._entries[best]
-            entry.reused = True
-            self._entries.move_to_end(best)
-            return len(best), entry
-
-    def put(self, key: tuple[int, ...], entry: CacheEntry) -> None:
-        with self._lock:
-            if entry.nbytes > self.capacity_bytes:
-                return
-            if (old := self._entries.pop(key, None)) is not None:
-                self._bytes -= old.nbytes
-            while self._bytes + entry.nbytes > self.capacity_bytes:
-                victim = next((k for k, e in self._entries.items() if not e.reused), None)
-                if victim is None:
-                    victim = next(iter(self._entries))
-                self._bytes -= self._entries.pop(victim).nbytes
-                self._evictions += 1
-            self._entries[key] = entry
-            self._bytes += entry.nbytes
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._bytes = 0
-
-    def stats(self) -> PrefixCacheStats:
-        with self._lock:
-            return PrefixCacheStats(
-                entries=len(self._entries),
-                bytes=self._bytes,
-                capacity_bytes=self.capacity_bytes,
-                hits=self._hits,
-                misses=self._misses,
-                evictions=self._evictions,
-            )
 
 
 class _Abandoned(Exception):
@@ -164,7 +80,7 @@ class _Job:
 class EmbeddedBackend(Backend):
     """Label readout with a transformers causal LM on the CPU, with prefix KV-cache reuse.
 
-    `local_model` is what `openjev.model_source.resolve_model` accepts (None: the packaged default);
+    `local_model` is what `model_source.resolve_model` accepts (None: the packaged default);
     `start()` resolves it (converting a GGUF on first use) and loads it on the worker thread, so
     `model_name`, `tokenizer_dir` and `context_length` are known once `start()` returns. `dtype`
     defaults to `auto_dtype()` (bfloat16 on CPUs with native bf16 matmuls, else float32); `threads`
@@ -228,8 +144,13 @@ class EmbeddedBackend(Backend):
         if self._state != "created":
             return
         self._state = "starting"
+        loaded: Future[None] = Future()
+        # A daemon thread of its own, not the worker: a first start converts the model for about a
+        # minute, and stopping meanwhile must not wait for that. The conversion is atomic, and what a
+        # stopped one leaves behind is removed on the next start.
+        threading.Thread(target=_fulfil, args=(loaded, self._load), name="openjev-embedded-load", daemon=True).start()
         try:
-            await asyncio.get_running_loop().run_in_executor(self._executor, self._load)
+            await asyncio.wrap_future(loaded)
         except BaseException as exc:
             self._state, self._error = "failed", f"{type(exc).__name__}: {exc}"
             if isinstance(exc, BackendError | asyncio.CancelledError):
@@ -337,7 +258,7 @@ class EmbeddedBackend(Backend):
             return None
         self._running = job
         try:
-            return self._readout(job.call)
+            return self._forward(job.call)
         except _Abandoned:
             return None
         except BackendError:
@@ -354,7 +275,7 @@ class EmbeddedBackend(Backend):
         if job is not None and job.cancelled:
             raise _Abandoned
 
-    def _readout(self, call: ReadoutCall) -> LabelLogprobs:
+    def _forward(self, call: ReadoutCall) -> LabelLogprobs:
         torch = self._torch
         ids = tuple(call.input_ids)
         labels = list(call.label_token_ids)
@@ -379,13 +300,22 @@ class EmbeddedBackend(Backend):
                     **{self._cache_kwarg: kv},
                 )
                 logprobs = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
-            self.prefix_cache.put(ids, CacheEntry(kv=kv, logprobs=logprobs, nbytes=_nbytes(kv, logprobs)))
+            self.prefix_cache.put(ids, CacheEntry(kv=kv, logprobs=logprobs, nbytes=state_nbytes(kv, logprobs)))
         self._readouts += 1
         return LabelLogprobs(
             logprobs=tuple(logprobs[labels].tolist()),
             prompt_tokens=len(ids),
             cached_tokens=reused,
         )
+
+
+def _fulfil(future: Future[None], work: Callable[[], None]) -> None:
+    try:
+        work()
+    except BaseException as exc:
+        future.set_exception(exc)
+    else:
+        future.set_result(None)
 
 
 def _usable_cores() -> int:
@@ -409,13 +339,3 @@ def _float32_head(torch: Any, lm: Any) -> None:
     if getattr(head, "bias", None) is not None:
         head.bias = torch.nn.Parameter(head.bias.detach().float(), requires_grad=False)
     head.register_forward_pre_hook(lambda _module, args: (args[0].float(), *args[1:]))
-
-
-def _nbytes(kv: Any, logprobs: torch.Tensor) -> int:
-    """Bytes held by a DynamicCache's key/value tensors plus the stored distribution."""
-    total = logprobs.numel() * logprobs.element_size()
-    for layer in kv.layers:
-        for tensor in (getattr(layer, "keys", None), getattr(layer, "values", None)):
-            if tensor is not None:
-                total += tensor.numel() * tensor.element_size()
-    return total

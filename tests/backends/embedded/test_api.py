@@ -6,17 +6,16 @@ through prefix reuse.
 """
 
 import importlib.util
-import json
-from pathlib import Path
 
 import httpx
 import pytest
 
+from openjev.examples import support_ticket
 from tests.conftest import launch_openjev, stop_openjev
 
 pytestmark = pytest.mark.embedded
 
-EXAMPLE = json.loads((Path(__file__).parent.parent / "examples" / "request.json").read_text())
+EXAMPLE = support_ticket()
 
 
 def _skip_reason() -> str | None:

@@ -9,6 +9,7 @@ import pytest
 import typesafe_sdk
 from typesafe_sdk import Noul, RetryPolicy, TypeSafeClient
 
+from tests.conftest import eventually
 from tests.fake_sglang import FakeSGLang
 
 NOUL = {"type": "noul", "instructions": "Is this urgent?"}
@@ -17,15 +18,6 @@ CHOICE = {"type": "choice", "criteria": {"a": None, "b": None, "c": None}}
 
 def body(questions, state="The server room is flooding."):
     return {"model": "jev-latest", "state": state, "questions": questions}
-
-
-def wait_until(condition, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
 
 
 def error_of(response, status, error_type):
@@ -51,7 +43,7 @@ def test_overload_gets_529_with_retry_after_and_nothing_queues(connect, fake_sgl
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         futures = [pool.submit(httpx.post, f"{server.url}/v1/systemone", json=body({"q": NOUL}), timeout=30)]
         futures.append(pool.submit(httpx.post, f"{server.url}/v1/systemone", json=body({"q": NOUL}), timeout=30))
-        assert wait_until(lambda: fake_sglang.in_flight == 2)
+        assert eventually(lambda: fake_sglang.in_flight == 2)
         refused = httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL}), timeout=30)
         statuses = sorted(future.result().status_code for future in futures)
     assert statuses == [200, 200]
@@ -70,7 +62,7 @@ def test_backend_timeout_is_504_and_the_call_is_aborted(connect, fake_sglang):
     response = httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL}), timeout=30)
     assert time.monotonic() - started < 5
     error_of(response, 504, "backend_timeout")
-    assert wait_until(lambda: fake_sglang.in_flight == 0)
+    assert eventually(lambda: fake_sglang.in_flight == 0)
     assert fake_sglang.aborted, "the timed-out call must be aborted in SGLang"
 
 
@@ -85,7 +77,7 @@ def test_one_failing_branch_cancels_and_aborts_its_siblings(connect, fake_sglang
     response = httpx.post(f"{server.url}/v1/systemone", json=body({f"q{i}": NOUL for i in range(4)}), timeout=30)
     assert time.monotonic() - started < 5
     error_of(response, 502, "backend_error")
-    assert wait_until(lambda: fake_sglang.in_flight == 0)
+    assert eventually(lambda: fake_sglang.in_flight == 0)
     branch_rids = {call["body"]["rid"] for call in fake_sglang.generate_calls[before + 1 :]}
     failed_rid = fake_sglang.generate_calls[before + 1]["body"]["rid"]
     assert set(fake_sglang.aborted) == branch_rids - {failed_rid}
@@ -96,7 +88,7 @@ def test_client_disconnect_aborts_everything_in_flight(connect, fake_sglang):
     fake_sglang.generate_delay = 10
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL}), timeout=0.5)
-    assert wait_until(lambda: fake_sglang.in_flight == 0, timeout=5)
+    assert eventually(lambda: fake_sglang.in_flight == 0, timeout=5)
     assert len(fake_sglang.aborted) == 1
     assert httpx.get(f"{server.url}/health").json()["in_flight"] == 0
 
@@ -131,7 +123,7 @@ def test_not_ready_backend_gets_503_until_it_is(connect, serve_openjev, qwen_tok
         assert waiting.headers["retry-after"]
         assert httpx.get(f"{server.url}/health/live").status_code == 200
         fake.finish_starting()
-        assert wait_until(lambda: httpx.get(f"{server.url}/health").status_code == 200, timeout=15)
+        assert eventually(lambda: httpx.get(f"{server.url}/health").status_code == 200, timeout=15)
         assert httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL})).status_code == 200
         # No readout reached the fake while it was starting, except readiness probes it refused.
         assert fake.violations == []
@@ -148,7 +140,7 @@ def test_rust_frontend_reports_no_cached_tokens_and_aborts_by_disconnect(connect
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL}), timeout=0.5)
         # No /abort_request route: closing the connection is the abort.
-        assert wait_until(lambda: fake.in_flight == 0, timeout=15)
+        assert eventually(lambda: fake.in_flight == 0, timeout=15)
         assert fake.violations == []
 
 

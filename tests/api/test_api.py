@@ -4,17 +4,17 @@ import copy
 import json
 import math
 import re
-from pathlib import Path
 
 import httpx
 import pytest
 import typesafe_sdk
 from typesafe_sdk import Choice, Noul, RetryPolicy, Score, TypeSafeClient
 
+from openjev.examples import support_ticket
 from tests.conftest import gzip_compress, launch_openjev, stop_openjev, zstd_compress
 from tests.fake_sglang import FakeSGLang
 
-EXAMPLE = json.loads((Path(__file__).parent.parent / "examples" / "request.json").read_text())
+EXAMPLE = support_ticket()
 
 
 @pytest.fixture(scope="module")

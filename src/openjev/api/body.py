@@ -15,34 +15,22 @@ from __future__ import annotations
 
 import io
 import zlib
-from typing import Any
 
 import zstandard
 from starlette.datastructures import Headers
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from openjev.schema import error_body
+from openjev.api.errors import HttpError, error_response
+from openjev.errors import OpenJevError, RequestRejected
 from openjev.validation import ASSETS_REFUSED
 
 
-class BodyError(Exception):
-    def __init__(self, status: int, error_type: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.body: Any = error_body(error_type, message)
+def _too_large(limit: int, what: str) -> HttpError:
+    return HttpError(413, "request_too_large", f"the request body {what} is over the limit of {limit} bytes")
 
 
-class AssetsRefused(BodyError):
-    """A multipart body carries image assets: the same 422 as an `assets` field."""
-
-    def __init__(self) -> None:
-        super().__init__(422, ASSETS_REFUSED.type, ASSETS_REFUSED.msg)
-        self.body = {"detail": [ASSETS_REFUSED.as_error()]}
-
-
-def _too_large(limit: int, what: str) -> BodyError:
-    return BodyError(413, "request_too_large", f"the request body {what} is over the limit of {limit} bytes")
+def _undecodable(message: str) -> HttpError:
+    return HttpError(400, "invalid_body", message)
 
 
 def _gunzip(data: bytes, limit: int) -> bytes:
@@ -52,9 +40,9 @@ def _gunzip(data: bytes, limit: int) -> bytes:
         if len(out) > limit:
             raise _too_large(limit, "decompressed")
         if not decoder.eof:
-            raise BodyError(400, "invalid_body", "the gzip body is truncated")
+            raise _undecodable("the gzip body is truncated")
     except zlib.error as error:
-        raise BodyError(400, "invalid_body", f"the gzip body does not decode: {error}") from error
+        raise _undecodable(f"the gzip body does not decode: {error}") from error
     return out
 
 
@@ -63,7 +51,7 @@ def _unzstd(data: bytes, limit: int) -> bytes:
         with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True) as reader:
             out = reader.read(limit + 1)
     except zstandard.ZstdError as error:
-        raise BodyError(400, "invalid_body", f"the zstd body does not decode: {error}") from error
+        raise _undecodable(f"the zstd body does not decode: {error}") from error
     if len(out) > limit:
         raise _too_large(limit, "decompressed")
     return out
@@ -86,7 +74,7 @@ def parse_encodings(header: str | None) -> list[str]:
     codings = [coding for coding in codings if coding != "identity"]
     unknown = [coding for coding in codings if coding not in DECODERS]
     if unknown:
-        raise BodyError(
+        raise HttpError(
             415,
             "unsupported_media_type",
             f"Content-Encoding {', '.join(unknown)} is not supported; use gzip or zstd",
@@ -95,9 +83,10 @@ def parse_encodings(header: str | None) -> list[str]:
 
 
 class BodyDecoder:
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, retry_after: int) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.retry_after = retry_after
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in {"POST", "PUT", "PATCH"}:
@@ -105,8 +94,8 @@ class BodyDecoder:
             return
         try:
             body = await self._read(scope, receive)
-        except BodyError as error:
-            await JSONResponse(error.body, status_code=error.status)(scope, receive, send)
+        except OpenJevError as error:
+            await error_response(error, self.retry_after)(scope, receive, send)
             return
         headers = [
             (name, value) for name, value in scope["headers"] if name not in (b"content-encoding", b"content-length")
@@ -130,14 +119,14 @@ class BodyDecoder:
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise _too_large(limit, "size declared in Content-Length")
         if headers.get("content-type", "").lower().startswith("multipart/form-data"):
-            raise AssetsRefused
+            raise RequestRejected([ASSETS_REFUSED])
         encodings = parse_encodings(headers.get("content-encoding"))
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                raise BodyError(400, "invalid_body", "the client disconnected while sending the body")
+                raise _undecodable("the client disconnected while sending the body")
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:

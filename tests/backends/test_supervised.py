@@ -15,12 +15,13 @@ from typing import Any
 import httpx
 import pytest
 
+from openjev.backends.supervised import redacted, sglang_command, sglang_environment
 from openjev.config import Frontend, Settings
-from openjev.supervisor import redacted, sglang_command, sglang_environment
-from tests.conftest import RunningOpenJev, ServeOpenJev, wait_for
+from openjev.examples import support_ticket
+from tests.conftest import RunningOpenJev, ServeOpenJev, eventually, wait_for
 
-STAND_IN = Path(__file__).resolve().parent / "stand_in_sglang.py"
-EXAMPLE = json.loads((Path(__file__).resolve().parents[1] / "examples" / "request.json").read_text())
+STAND_IN = Path(__file__).resolve().parents[1] / "stand_in_sglang.py"
+EXAMPLE = support_ticket()
 
 
 def process_gone(pid: int) -> bool:
@@ -36,15 +37,6 @@ def process_gone(pid: int) -> bool:
             return True
         return False
     return fields[0] == "Z"
-
-
-def eventually(condition: Any, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return bool(condition())
 
 
 def exit_code(server: RunningOpenJev, timeout: float) -> int:

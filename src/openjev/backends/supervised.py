@@ -36,8 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from openjev.backends.base import BackendError
-from openjev.backends.sglang import SGLangBackend
-from openjev.config import DEFAULT_SERVED_MODEL_NAME, Frontend, Settings
+from openjev.backends.sglang import SGLangBackend, client_options
+from openjev.config import Frontend, Settings, served_model_name
 from openjev.tokenizer_source import resolve_tokenizer_dir
 
 log = logging.getLogger("openjev.supervisor")
@@ -48,10 +48,6 @@ LOG_PREFIX = "[sglang] "
 _MAX_LOG_LINE = 1 << 20
 _LOG_DRAIN_SECONDS = 5.0
 _GROUP_POLL_SECONDS = 0.1
-
-
-def served_model_name(settings: Settings) -> str:
-    return settings.served_model_name or DEFAULT_SERVED_MODEL_NAME
 
 
 def sglang_command(settings: Settings, port: int, tokenizer_dir: Path) -> list[str]:
@@ -66,7 +62,7 @@ def sglang_command(settings: Settings, port: int, tokenizer_dir: Path) -> list[s
         # A local directory: the Rust frontend cannot resolve a revision-pinned hub name itself, and
         # the API reads exactly the same tokenizer and chat template.
         "--tokenizer-path", str(tokenizer_dir),
-        "--served-model-name", served_model_name(settings),
+        "--served-model-name", served_model_name(settings, None),
         # Only the API process talks to SGLang: its generation and admin routes stay private.
         "--host", "127.0.0.1",
         "--port", str(port),
@@ -100,7 +96,8 @@ def redacted(command: list[str]) -> list[str]:
     return ["REDACTED" if index and command[index - 1] == "--api-key" else part for index, part in enumerate(command)]
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -137,14 +134,8 @@ class SupervisedSGLangBackend(SGLangBackend):
 
     def __init__(self, settings: Settings, *, on_fatal: Callable[[BaseException], None]) -> None:
         self.settings = settings
-        self.port = _free_port()
-        super().__init__(
-            f"http://127.0.0.1:{self.port}",
-            api_key=settings.backend_api_key.get_secret_value() if settings.backend_api_key else None,
-            request_timeout=settings.request_timeout,
-            startup_timeout=settings.backend_startup_timeout,
-            max_connections=settings.max_concurrent_branches,
-        )
+        self.port = free_port()
+        super().__init__(f"http://127.0.0.1:{self.port}", **client_options(settings))
         self._on_fatal = on_fatal
         self._tokenizer_dir: Path | None = None
         self._process: asyncio.subprocess.Process | None = None
@@ -159,7 +150,7 @@ class SupervisedSGLangBackend(SGLangBackend):
 
     @property
     def model_name(self) -> str:
-        return served_model_name(self.settings)
+        return served_model_name(self.settings, None)
 
     async def start(self) -> None:
         # SGLang has no tokenizer of its own to offer yet: explicit directory, else the hub's files.
@@ -232,6 +223,8 @@ class SupervisedSGLangBackend(SGLangBackend):
         self._stopping = True
         if self._watch_task is not None:
             self._watch_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch_task
         if self._process is not None and self._exited is not None:
             await self._stop_process_group(self._process.pid, self._exited)
         if self._log_task is not None:

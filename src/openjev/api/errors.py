@@ -1,0 +1,134 @@
+"""Errors on the wire: every openjev error class mapped to its HTTP status, in this one place.
+
+Bodies (as TypeSafe's API and SDK expect):
+- `RequestRejected` and FastAPI's own validation failures: 422
+  `{"detail": [{"loc": ["body", ...], "msg", "type"}]}`;
+- every other error: `{"detail": {"error_type", "message"}}` with the status below; 503 and 529
+  carry `Retry-After` (seconds) and `retry-after-ms`.
+
+`HttpError` is for what only exists over HTTP (authentication, bodies that do not decode, unknown
+routes); everything the core raises keeps its own class and gets its status from `STATUS`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from openjev.backends.base import BackendError, BackendTimeout, BackendUnavailable
+from openjev.errors import ModelNotFound, NotReady, OpenJevError, Overloaded, RequestRejected
+from openjev.schema import ErrorResponse, ValidationErrorResponse, error_body
+
+log = logging.getLogger("openjev")
+
+QUESTION_TYPES = frozenset({"noul", "choice", "score", "box"})
+
+
+class HttpError(OpenJevError):
+    """An error of the HTTP layer itself, with its status and extra headers."""
+
+    def __init__(self, status: int, error_type: str, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+        self.headers = headers or {}
+
+
+#: Status of each core error class; the most specific class in an error's MRO wins.
+STATUS: dict[type[OpenJevError], int] = {
+    RequestRejected: 422,
+    ModelNotFound: 404,
+    Overloaded: 529,
+    NotReady: 503,
+    BackendUnavailable: 503,
+    BackendTimeout: 504,
+    BackendError: 502,
+}
+RETRY_STATUSES = frozenset({503, 529})
+
+
+def retry_after_headers(seconds: int) -> dict[str, str]:
+    return {"Retry-After": str(seconds), "retry-after-ms": str(seconds * 1000)}
+
+
+def status_of(error: OpenJevError) -> int:
+    if isinstance(error, HttpError):
+        return error.status
+    return next((STATUS[cls] for cls in type(error).__mro__ if cls in STATUS), 500)
+
+
+def error_response(error: OpenJevError, retry_after: int) -> JSONResponse:
+    """The one way any openjev error becomes a response."""
+    status = status_of(error)
+    if isinstance(error, RequestRejected):
+        return JSONResponse({"detail": [validation_entry(issue.as_error()) for issue in error.issues]}, status)
+    headers = dict(error.headers) if isinstance(error, HttpError) else {}
+    if status in RETRY_STATUSES:
+        headers.update(retry_after_headers(retry_after))
+    return JSONResponse(error_body(error.error_type, error.message), status, headers=headers or None)
+
+
+def validation_entry(error: Any) -> dict[str, Any]:
+    """A 422 entry with `loc` pointing at the field as the contract names it.
+
+    Pydantic adds the discriminator tag after a question id (`questions.q.choice.criteria`); the
+    contract's locations omit it (`questions.q.criteria`). The offending input is not echoed back:
+    it can be megabytes.
+    """
+    loc = list(error["loc"])
+    if len(loc) >= 4 and loc[:2] == ["body", "questions"] and loc[3] in QUESTION_TYPES:
+        del loc[3]
+    entry = {"loc": loc, "msg": error["msg"], "type": error["type"]}
+    if error.get("ctx"):
+        entry["ctx"] = {
+            key: value if isinstance(value, int | float | str) else str(value) for key, value in error["ctx"].items()
+        }
+    return entry
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorResponse, "description": "Missing or wrong API key (`authentication_error`)."},
+    404: {"model": ErrorResponse, "description": "Unknown model (`model_not_found`)."},
+    413: {"model": ErrorResponse, "description": "Body over the size limit, before or after decompression."},
+    415: {"model": ErrorResponse, "description": "Unsupported Content-Encoding."},
+    422: {"model": ValidationErrorResponse, "description": "Validation failure, token budgets included."},
+    502: {"model": ErrorResponse, "description": "The backend failed."},
+    503: {"model": ErrorResponse, "description": "The backend is not ready; see Retry-After."},
+    504: {"model": ErrorResponse, "description": "The backend did not answer within the request timeout."},
+    529: {"model": ErrorResponse, "description": "Too many evaluations in progress; see Retry-After."},
+}
+
+_STARLETTE_TYPES = {400: "invalid_body", 404: "not_found", 405: "method_not_allowed"}
+
+
+def install_error_handlers(app: FastAPI, retry_after: int) -> None:
+    async def openjev_error(_: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, OpenJevError)
+        if isinstance(error, BackendError):
+            log.warning("backend failure (%s): %s", error.error_type, error)
+        return error_response(error, retry_after)
+
+    async def http_error(_: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, StarletteHTTPException)
+        error_type = _STARLETTE_TYPES.get(error.status_code, "http_error")
+        return error_response(
+            HttpError(error.status_code, error_type, str(error.detail), getattr(error, "headers", None)), retry_after
+        )
+
+    async def invalid(_: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, RequestValidationError)
+        return JSONResponse({"detail": [validation_entry(entry) for entry in error.errors()]}, status_code=422)
+
+    async def unexpected(_: Request, error: Exception) -> JSONResponse:
+        log.exception("unexpected error")
+        return error_response(HttpError(500, "internal_error", "openjev failed unexpectedly"), retry_after)
+
+    app.add_exception_handler(OpenJevError, openjev_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(Exception, unexpected)

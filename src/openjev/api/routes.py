@@ -1,0 +1,222 @@
+"""The routes. Each is a plain function; its dependencies (the service, auth, readiness) are explicit.
+
+`POST /v1/systemone` runs one evaluation: model check, admission (529 when full), preparation on a
+worker thread, then the backend work, cancelled (and aborted in the backend) if the client leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hmac
+import json
+import time
+from collections.abc import Awaitable
+from typing import Annotated, Any, TypeVar
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.types import Receive
+
+from openjev import __version__, metrics
+from openjev.api.docs import REFERENCE_PAGE
+from openjev.api.errors import ERROR_RESPONSES, HttpError, retry_after_headers
+from openjev.api.middleware import SYSTEM_ONE_PATH
+from openjev.api.strict_json import StrictJSONRoute
+from openjev.config import COMPAT_MODEL_ALIAS
+from openjev.engine import Evaluation
+from openjev.schema import ModelList, SystemOneRequest, SystemOneResponse
+from openjev.service import Runtime, Service
+
+T = TypeVar("T")
+
+
+def get_service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+ServiceDep = Annotated[Service, Depends(get_service)]
+
+
+def require_api_key(request: Request, service: ServiceDep) -> None:
+    key = service.settings.api_key
+    if key is None:
+        return
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), key.get_secret_value().encode()):
+        raise HttpError(
+            401,
+            "authentication_error",
+            "missing API key" if not header else "invalid API key",
+            {"WWW-Authenticate": "Bearer"},
+        )
+
+
+def ready_runtime(service: ServiceDep) -> Runtime:
+    return service.runtime()
+
+
+RuntimeDep = Annotated[Runtime, Depends(ready_runtime)]
+AUTHORIZED = [Depends(require_api_key)]
+
+router = APIRouter(route_class=StrictJSONRoute)
+
+
+class ClientDisconnected(Exception):
+    pass
+
+
+async def _wait_for_disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def run_while_connected(request: Request, work: Awaitable[T]) -> T:
+    """Run `work` unless the client goes away first; either way no task outlives this call."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_wait_for_disconnect(request.receive))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            return task.result()
+        raise ClientDisconnected
+    finally:
+        for pending in (task, watcher):
+            pending.cancel()
+        await asyncio.gather(task, watcher, return_exceptions=True)
+
+
+def server_timing(prep: float, evaluation: Evaluation) -> str:
+    return ", ".join(
+        f"{name};dur={seconds * 1000:.2f}"
+        for name, seconds in (
+            ("prep", prep),
+            ("prefill", evaluation.prefill_seconds),
+            ("branches", evaluation.branches_seconds),
+        )
+    )
+
+
+def answer_response(served_model_name: str, evaluation: Evaluation, prep_seconds: float) -> Response:
+    """The 200 answer with openjev's headers; the metrics of a finished evaluation are counted here."""
+    metrics.INPUT_TOKENS.inc(evaluation.input_tokens)
+    for answer in evaluation.answers.values():
+        metrics.QUESTIONS.labels(answer["type"]).inc()
+    headers = {
+        "x-openjev-prefix-tokens": str(evaluation.prefix_tokens),
+        "Server-Timing": server_timing(prep_seconds, evaluation),
+    }
+    if evaluation.cached_tokens is not None:
+        headers["x-openjev-cached-tokens"] = str(evaluation.cached_tokens)
+        metrics.CACHED_TOKENS.inc(evaluation.cached_tokens)
+    payload = {
+        "model": served_model_name,
+        "answers": evaluation.answers,
+        "usage": {"input_tokens": evaluation.input_tokens, "output_tokens": evaluation.output_tokens},
+    }
+    return Response(
+        json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")),
+        media_type="application/json",
+        headers=headers,
+    )
+
+
+@router.post(
+    SYSTEM_ONE_PATH,
+    response_model=SystemOneResponse,
+    responses=ERROR_RESPONSES,
+    dependencies=AUTHORIZED,
+    summary="Answer typed questions about a state",
+)
+async def system_one(body: SystemOneRequest, request: Request, service: ServiceDep, runtime: RuntimeDep) -> Response:
+    runtime.check_model(body.model)
+    started = time.perf_counter()
+    try:
+        with service.admit():
+            prepared = await asyncio.to_thread(runtime.engine.prepare, body)
+            prepared_at = time.perf_counter()
+            evaluation = await run_while_connected(request, runtime.engine.evaluate(prepared))
+    except ClientDisconnected:
+        return Response(status_code=499)
+    metrics.REQUEST_SECONDS.observe(time.perf_counter() - started)
+    return answer_response(runtime.served_model_name, evaluation, prepared_at - started)
+
+
+@router.get("/v1/models", response_model=ModelList, dependencies=AUTHORIZED, summary="List model names")
+async def list_models(service: ServiceDep) -> dict[str, Any]:
+    served, aliases = service.model_names()
+    released = service.settings.model_release_date or dt.date.today().isoformat()
+    names = [
+        (COMPAT_MODEL_ALIAS, f"Alias of {served or 'the served model'}."),
+        *([(served, "The model that answers, by first-token readout.")] if served else []),
+        *((alias, f"Alias of {served}.") for alias in aliases),
+    ]
+    created = int(service.started_wall)
+    return {
+        "models": [{"name": name, "description": text, "release_date": released} for name, text in names],
+        "object": "list",
+        "data": [{"id": name, "object": "model", "created": created, "owned_by": "openjev"} for name, _ in names],
+    }
+
+
+@router.get("/v1/limits", dependencies=AUTHORIZED, summary="Every admission limit of this server")
+async def limits(service: ServiceDep) -> dict[str, Any]:
+    settings, current = service.settings, service.current
+    return {
+        "max_questions": settings.max_questions,
+        "max_choice_options": settings.max_choice_options,
+        "max_score_levels": settings.max_score_levels,
+        "max_body_bytes": settings.max_body_bytes,
+        "max_input_tokens": current.engine.max_branch_tokens if current else settings.max_input_tokens,
+        "max_total_input_tokens": settings.max_total_input_tokens,
+        "max_concurrent_requests": settings.max_concurrent_requests,
+        "max_concurrent_branches": settings.max_concurrent_branches,
+        "request_timeout_seconds": settings.request_timeout,
+        "backend_context_length": service.backend.context_length,
+    }
+
+
+@router.get("/health", summary="Ready when the backend is", responses={503: {"description": "Not ready."}})
+async def health(service: ServiceDep) -> JSONResponse:
+    current = service.current
+    backend_health = await service.backend.health() if current else None
+    ready = current is not None and backend_health is not None and backend_health.ready
+    if ready:
+        status = "ok"
+    elif service.startup_error is not None:
+        status = "failed"
+    else:
+        status = "starting" if current is None else "unavailable"
+    body = {
+        "status": status,
+        "ready": ready,
+        "model": current.served_model_name if current else None,
+        "backend": {"kind": service.backend.kind, **(backend_health.detail if backend_health else {})},
+        "startup_seconds": current.startup_seconds if current else None,
+        "uptime_seconds": time.monotonic() - service.started_at,
+        "in_flight": service.active_evaluations,
+        "profile": service.settings.profile,
+        "version": __version__,
+    }
+    if service.startup_error is not None:
+        body["error"] = service.startup_error
+    headers = None if ready else retry_after_headers(service.settings.retry_after)
+    return JSONResponse(body, status_code=200 if ready else 503, headers=headers)
+
+
+@router.get("/health/live", summary="The API process is alive")
+async def live() -> dict[str, str]:
+    return {"status": "alive"}
+
+
+@router.get("/metrics", include_in_schema=False)
+async def prometheus_metrics() -> Response:
+    return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/", include_in_schema=False)
+async def reference() -> HTMLResponse:
+    return HTMLResponse(REFERENCE_PAGE)

@@ -1,0 +1,167 @@
+"""Turning a GGUF into a model directory the embedded backend loads in seconds, once and atomically.
+
+transformers dequantizes a GGUF on every load (20-80 s); `convert_gguf` does it once and saves config,
+safetensors weights, tokenizer and chat template under the cache directory, keyed by the GGUF's sha256
+and the dtype. Everything is written into `<target>.partial-<pid>` and renamed into place at the end,
+so a crash (or a shutdown that does not wait) never leaves a half-written model behind: leftovers of
+dead processes are removed the next time.
+
+Only the conversion itself needs the `cpu` extra (torch, transformers, and gguf, which transformers'
+GGUF loader imports); checking an existing directory does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from openjev.tokenizer import chat_template_source
+
+logger = logging.getLogger(__name__)
+
+#: Written into every directory this module produces, so re-resolving it reports the real model.
+METADATA_FILE = "openjev-model.json"
+CPU_EXTRA_HINT = (
+    "the embedded CPU backend needs the `cpu` extra: `uv sync --extra cpu` in a checkout, "
+    "or `pip install 'openjev[cpu]'`; or serve SGLang with --connect or --sglang-python"
+)
+CHUNK_BYTES = 8 << 20
+_PID_SUFFIX = re.compile(r"-(\d+)(?:\.gguf)?$")
+
+
+class ModelSourceError(RuntimeError):
+    """The configured model cannot be found, verified or converted; the message says what to do."""
+
+
+def check_model_dir(path: Path) -> None:
+    """Raise ModelSourceError unless `path` holds what both the backend and the prompt layer read."""
+    missing = [
+        name for name in ("config.json", "tokenizer.json", "tokenizer_config.json") if not (path / name).is_file()
+    ]
+    if not any(path.glob("*.safetensors")):
+        missing.append("*.safetensors weights")
+    if missing:
+        raise ModelSourceError(f"{path} is not a usable model directory: missing {', '.join(missing)}")
+    try:
+        chat_template_source(path)
+    except ValueError as exc:
+        raise ModelSourceError(f"{path} has no chat template; openjev needs one to build prompts") from exc
+
+
+def converted_dir(cache: Path, gguf_sha256: str, dtype: str) -> Path:
+    return cache / "models" / f"{gguf_sha256}-{dtype}"
+
+
+def convert_gguf(gguf: Path, target: Path, *, dtype: str, name: str, source: str, gguf_sha256: str) -> None:
+    """Convert `gguf` into a safetensors model directory at `target`, atomically.
+
+    Everything is written into `<target>.partial-<pid>` next to the target and renamed into place at
+    the end; on any failure the partial directory is removed. Partial directories left by a killed
+    process are removed the next time.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale(target.parent, f"{target.name}.partial-*")
+    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir()
+    started = time.monotonic()
+    logger.info("converting %s to %s safetensors in %s (once; about a minute)", source, dtype, target)
+    try:
+        _write_converted(gguf, partial, dtype)
+        meta = {"name": name, "source": source, "gguf_sha256": gguf_sha256, "dtype": dtype}
+        (partial / METADATA_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+        try:
+            os.rename(partial, target)
+        except OSError:
+            # Another process finished the same conversion first; its copy is as good as ours.
+            if not target.is_dir():
+                raise
+            shutil.rmtree(partial, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    logger.info("conversion finished in %.1f s", time.monotonic() - started)
+
+
+def _write_converted(gguf: Path, out: Path, dtype: str) -> None:
+    """Dequantize `gguf` with transformers and save config, safetensors weights and tokenizer in `out`."""
+    try:
+        import safetensors.torch
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise ModelSourceError(f"converting a GGUF: {CPU_EXTRA_HINT} ({exc})") from exc
+
+    started = time.monotonic()
+
+    def step(what: str) -> None:
+        logger.info("converting: %s (%.1f s)", what, time.monotonic() - started)
+
+    step("loading and dequantizing the GGUF weights")
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=getattr(torch, dtype))
+    step("saving safetensors")
+    # save_pretrained refuses GGUF-loaded models ("quantized with gguf and is not serializable"); after
+    # dequantization the weights are plain tensors, so drop the marker and save config and weights directly.
+    if hasattr(model.config, "quantization_config"):
+        delattr(model.config, "quantization_config")
+    model.config.save_pretrained(out)
+    safetensors.torch.save_model(model, str(out / "model.safetensors"))
+    # Release the dequantized weights (GBs) before the caller loads the converted copy.
+    del model
+    gc.collect()
+    step("extracting the tokenizer and chat template")
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    tokenizer.save_pretrained(out)
+    check_model_dir(out)
+    step("done")
+
+
+def _remove_stale(directory: Path, pattern: str) -> None:
+    """Remove leftovers matching `pattern` (names ending in `-<pid>[.gguf]`) of processes that died."""
+    for leftover in directory.glob(pattern):
+        match = _PID_SUFFIX.search(leftover.name)
+        if match and not _pid_alive(int(match.group(1))):
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        pass
+    return True
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    started = time.monotonic()
+    with path.open("rb") as src:
+        while chunk := src.read(CHUNK_BYTES):
+            digest.update(chunk)
+    logger.info("sha256 of %s: %s (%.1f s)", path, digest.hexdigest(), time.monotonic() - started)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def assembly_file(cache: Path) -> Iterator[Path]:
+    """A scratch GGUF path in the cache (not /tmp, which may be a small tmpfs), removed afterwards."""
+    _remove_stale(cache, ".assembling-*.gguf")
+    path = cache / f".assembling-{os.getpid()}.gguf"
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)

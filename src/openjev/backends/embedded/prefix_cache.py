@@ -1,0 +1,115 @@
+"""A byte-bounded store of model states after prompts, for prefix KV reuse in the embedded backend.
+
+Keys are the token-id tuples the states cover; `longest_prefix(ids)` finds the longest stored prompt
+that starts `ids`. Thread-safe: the model's worker thread writes while `/health` reads the stats.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(slots=True)
+class CacheEntry:
+    """The model state after some prompt: its KV cache and its final-position log-softmax."""
+
+    kv: Any  # transformers.DynamicCache; never mutated once stored (callers run on a deep copy)
+    logprobs: torch.Tensor
+    nbytes: int
+    #: Set once another call reused this entry; reused entries are evicted after unreused ones.
+    reused: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixCacheStats:
+    entries: int
+    bytes: int
+    capacity_bytes: int
+    hits: int
+    misses: int
+    evictions: int
+
+
+class PrefixCache:
+    """A byte-bounded store of `CacheEntry`s keyed by the token-id tuple they cover.
+
+    Every computed prompt is stored, because the backend cannot tell a warm-up prefix from a question
+    branch, and a prompt that extends an older prefix (a conversation that grew) becomes the prefix of
+    the next branches. To keep branches from pushing prefixes out, eviction is segmented: entries never
+    reused go first (oldest first), then reused ones in least-recently-used order. An entry larger than
+    the whole capacity is not stored, so a capacity of 0 disables reuse.
+    """
+
+    def __init__(self, capacity_bytes: int) -> None:
+        self.capacity_bytes = max(0, capacity_bytes)
+        self._entries: OrderedDict[tuple[int, ...], CacheEntry] = OrderedDict()
+        self._bytes = 0
+        self._hits = 0
+        self._misses = 0
+        self._evictions = 0
+        # The worker thread mutates the cache while health() reads the stats on the event loop thread.
+        self._lock = threading.Lock()
+
+    def longest_prefix(self, ids: tuple[int, ...]) -> tuple[int, CacheEntry] | None:
+        """The longest entry whose key is a prefix of `ids` (or equals it), as (key length, entry)."""
+        with self._lock:
+            best: tuple[int, ...] = ()
+            for key in self._entries:
+                # Cheap checks first: the slice comparison copies up to len(key) ids.
+                if len(best) < len(key) <= len(ids) and ids[len(key) - 1] == key[-1] and ids[: len(key)] == key:
+                    best = key
+            if not best:
+                self._misses += 1
+                return None
+            self._hits += 1
+            entry = self._entries[best]
+            entry.reused = True
+            self._entries.move_to_end(best)
+            return len(best), entry
+
+    def put(self, key: tuple[int, ...], entry: CacheEntry) -> None:
+        with self._lock:
+            if entry.nbytes > self.capacity_bytes:
+                return
+            if (old := self._entries.pop(key, None)) is not None:
+                self._bytes -= old.nbytes
+            while self._bytes + entry.nbytes > self.capacity_bytes:
+                victim = next((k for k, e in self._entries.items() if not e.reused), None)
+                if victim is None:
+                    victim = next(iter(self._entries))
+                self._bytes -= self._entries.pop(victim).nbytes
+                self._evictions += 1
+            self._entries[key] = entry
+            self._bytes += entry.nbytes
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+    def stats(self) -> PrefixCacheStats:
+        with self._lock:
+            return PrefixCacheStats(
+                entries=len(self._entries),
+                bytes=self._bytes,
+                capacity_bytes=self.capacity_bytes,
+                hits=self._hits,
+                misses=self._misses,
+                evictions=self._evictions,
+            )
+
+
+def state_nbytes(kv: Any, logprobs: torch.Tensor) -> int:
+    """Bytes held by a DynamicCache's key/value tensors plus the stored distribution."""
+    total = logprobs.numel() * logprobs.element_size()
+    for layer in kv.layers:
+        for tensor in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+            if tensor is not None:
+                total += tensor.numel() * tensor.element_size()
+    return total

