@@ -49,6 +49,10 @@ _REMEMBERED_PROMPTS = 64
 Logprobs = Callable[[Sequence[int], Sequence[int]], list[float]]
 
 
+def _error(message: str, status: int = 400) -> JSONResponse:
+    return JSONResponse({"error": {"message": message}}, status_code=status)
+
+
 def hashed_logprobs(input_ids: Sequence[int], token_ids: Sequence[int]) -> list[float]:
     """Deterministic pseudo log-probabilities in [-11, -1], a function of the prompt and the id."""
     digest = hashlib.blake2b(repr(tuple(input_ids)).encode(), digest_size=8).digest()
@@ -215,6 +219,38 @@ class FakeSGLang:
         # What a real server does: the scheduler dies or the request 500s.
         return JSONResponse({"object": "error", "message": message, "code": 500}, status_code=500)
 
+    def _refuse(self, body: dict[str, Any]) -> Response | None:
+        """The answer a real SGLang gives to a request it refuses (or a violation); None when it is fine."""
+        params = body.get("sampling_params") or {}
+        unknown = set(params) - KNOWN_SAMPLING_PARAMS
+        if unknown:
+            return self._violation(f"unknown sampling_params keys {sorted(unknown)} (TypeError -> 500 in SGLang)")
+        if not body.get("token_ids_logprob"):
+            return self._violation("a request without token_ids_logprob can crash the scheduler (#34719)")
+        if body.get("logprob_start_len", -1) != -1:
+            return self._violation("logprob_start_len >= 0 computes prompt logprobs and caps prefix caching")
+        if not body.get("return_logprob"):
+            return self._violation("return_logprob must be true with token_ids_logprob")
+        input_ids = body.get("input_ids")
+        if not input_ids or ("text" in body) == ("input_ids" in body):
+            return _error("Either text or input_ids should be provided.")
+        prompts = input_ids if isinstance(input_ids[0], list) else [input_ids]
+        for prompt in prompts:
+            if not prompt:
+                return _error("input_ids cannot be empty.")
+            if any(not isinstance(t, int) or not 0 <= t < VOCAB_SIZE for t in prompt):
+                return _error("input_ids contain out-of-vocabulary ids")
+            if len(prompt) + params.get("max_new_tokens", 128) > self.context_length:
+                return _error(
+                    f"The input ({len(prompt)} tokens) is longer than the model's context "
+                    f"length ({self.context_length} tokens)."
+                )
+        token_ids = body["token_ids_logprob"]
+        for ids in token_ids if isinstance(token_ids[0], list) else [token_ids]:
+            if any(not isinstance(t, int) or not 0 <= t < VOCAB_SIZE for t in ids):
+                return _error(f"token_ids_logprob contains out-of-vocabulary token id {ids}")
+        return None
+
     async def _generate(self, request: Request) -> Response:
         denied = self._unauthorized(request)
         if denied:
@@ -226,21 +262,11 @@ class FakeSGLang:
         if time.monotonic() < self._ready_at:
             return JSONResponse({"error": {"message": "server is starting"}}, status_code=503)
 
-        params = body.get("sampling_params") or {}
-        unknown = set(params) - KNOWN_SAMPLING_PARAMS
-        if unknown:
-            return self._violation(f"unknown sampling_params keys {sorted(unknown)} (TypeError -> 500 in SGLang)")
-        if not body.get("token_ids_logprob"):
-            return self._violation("a request without token_ids_logprob can crash the scheduler (#34719)")
-        if body.get("logprob_start_len", -1) != -1:
-            return self._violation("logprob_start_len >= 0 computes prompt logprobs and caps prefix caching")
-        if not body.get("return_logprob"):
-            return self._violation("return_logprob must be true with token_ids_logprob")
-
-        input_ids = body.get("input_ids")
-        if input_ids is None or ("text" in body) == ("input_ids" in body):
-            return JSONResponse({"error": {"message": "Either text or input_ids should be provided."}}, status_code=400)
-        batch = bool(input_ids) and isinstance(input_ids[0], list)
+        refused = self._refuse(body)
+        if refused is not None:
+            return refused
+        input_ids = body["input_ids"]
+        batch = isinstance(input_ids[0], list)
         prompts: list[list[int]] = input_ids if batch else [input_ids]
         rids = body.get("rid")
         if batch:
@@ -249,31 +275,10 @@ class FakeSGLang:
         else:
             rid_list = [rids or uuid.uuid4().hex]
         token_ids = body["token_ids_logprob"]
-        for prompt in prompts:
-            if not prompt:
-                return JSONResponse({"error": {"message": "input_ids cannot be empty."}}, status_code=400)
-            if any(not isinstance(t, int) or not 0 <= t < VOCAB_SIZE for t in prompt):
-                return JSONResponse({"error": {"message": "input_ids contain out-of-vocabulary ids"}}, status_code=400)
-            if len(prompt) + params.get("max_new_tokens", 128) > self.context_length:
-                return JSONResponse(
-                    {
-                        "error": {
-                            "message": f"The input ({len(prompt)} tokens) is longer than the model's context "
-                            f"length ({self.context_length} tokens)."
-                        }
-                    },
-                    status_code=400,
-                )
-        ids_lists = token_ids if token_ids and isinstance(token_ids[0], list) else [token_ids] * len(prompts)
-        for ids in ids_lists:
-            if any(not isinstance(t, int) or not 0 <= t < VOCAB_SIZE for t in ids):
-                return JSONResponse(
-                    {"error": {"message": f"token_ids_logprob contains out-of-vocabulary token id {ids}"}},
-                    status_code=400,
-                )
+        ids_lists = token_ids if isinstance(token_ids[0], list) else [token_ids] * len(prompts)
         for rid in rid_list:
             if rid in self._in_flight:
-                return JSONResponse({"error": {"message": f"Duplicate request ID detected: {rid}"}}, status_code=400)
+                return _error(f"Duplicate request ID detected: {rid}")
 
         events = {rid: asyncio.Event() for rid in rid_list}
         self._in_flight.update(events)

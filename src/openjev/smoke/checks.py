@@ -1,0 +1,148 @@
+"""The smoke checks. Each takes a `Probe`, returns a one-line summary, or raises `CheckFailed` /
+`CheckSkipped`; `CHECKS` lists them in the order they run."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import httpx
+
+from openjev.smoke.probe import (
+    SUPPORT_TICKET,
+    CheckFailed,
+    CheckSkipped,
+    Probe,
+    answers_of,
+    describe_error,
+    error_detail,
+    read_choice,
+    read_score,
+    read_unit,
+)
+
+
+def _ticket_sanity(refund: float, department: str) -> str:
+    if refund <= 0.5:
+        raise CheckFailed(f"semantic sanity: refund = {refund:.3f}, but the user plainly asks for a refund")
+    if department != "billing":
+        raise CheckFailed(f"semantic sanity: department = {department!r}, but a double charge is for billing")
+    return f"refund {refund:.3f}, department billing"
+
+
+def check_example(probe: Probe) -> str:
+    body = {**SUPPORT_TICKET, "model": probe.model}
+    answers = answers_of(probe.post(body), body["questions"])
+    questions = body["questions"]
+    refund = read_unit("refund", answers["refund"].get("noul"))
+    read_choice("department", answers["department"], list(questions["department"]["criteria"]))
+    urgency = read_score("urgency", answers["urgency"], questions["urgency"]["criteria"])
+    return f"{_ticket_sanity(refund, answers['department']['choice'])}, urgency {urgency:.2f}"
+
+
+def _topics(count: int) -> dict[str, str]:
+    return {f"topic-{index:03d}": f"Questions about product line number {index}" for index in range(count)}
+
+
+def check_choice_255(probe: Probe) -> str:
+    options = _topics(255)
+    questions = {"topic": {"type": "choice", "instructions": "Which product line is this about?", "criteria": options}}
+    answers = answers_of(probe.post(probe.request(questions, "My product line 42 device broke.")), questions)
+    read_choice("topic", answers["topic"], list(options))
+    return f"255 options answered, choice {answers['topic']['choice']}"
+
+
+def _expect_422(response: httpx.Response, what: str) -> str:
+    if response.status_code != 422:
+        raise CheckFailed(f"{what} must be rejected with 422, got {describe_error(response)}")
+    detail = error_detail(response)
+    if not isinstance(detail, list) or not detail:
+        raise CheckFailed(f"a 422 must carry a list of validation errors, got {detail!r}")
+    return f"rejected: {detail[0].get('msg')}"
+
+
+def check_choice_256_rejected(probe: Probe) -> str:
+    questions = {"topic": {"type": "choice", "criteria": _topics(256)}}
+    return _expect_422(probe.post(probe.request(questions)), "a choice with 256 options")
+
+
+def check_questions_65_rejected(probe: Probe) -> str:
+    questions = {f"q{index}": {"type": "noul", "instructions": f"Is {index} even?"} for index in range(65)}
+    return _expect_422(probe.post(probe.request(questions)), "a request with 65 questions")
+
+
+SCORE_LEVELS = [f"{level}: {'very ' * (level // 3)}{'calm' if level < 5 else 'angry'}" for level in range(10)]
+
+
+def check_score_10(probe: Probe) -> str:
+    questions = {"anger": {"type": "score", "instructions": "How angry is the writer?", "criteria": SCORE_LEVELS}}
+    answers = answers_of(
+        probe.post(probe.request(questions, "This is the third time the app lost my work!")), questions
+    )
+    return f"score {read_score('anger', answers['anger'], SCORE_LEVELS):.2f} over 10 levels"
+
+
+def check_sdk(probe: Probe) -> str:
+    try:
+        import typesafe_sdk
+    except ImportError as error:
+        raise CheckSkipped("typesafe-sdk is not installed (pip install 'typesafe-sdk[zstd]')") from error
+    # Options make the body larger than 1 KiB, so the SDK compresses it.
+    questions = {
+        **copy.deepcopy(SUPPORT_TICKET["questions"]),
+        "topic": {"type": "choice", "instructions": "Which product line?", "criteria": _topics(26)},
+    }
+    try:
+        client = typesafe_sdk.TypeSafeClient(
+            base_url=probe.url, api_key=probe.api_key or "unused", model=probe.model,
+            compression="zstd", timeout=probe.request_timeout,
+        )  # fmt: skip
+        compression = "zstd"
+    except typesafe_sdk.TypeSafeError:  # zstd unavailable on this Python: still check parsing
+        client = typesafe_sdk.TypeSafeClient(
+            base_url=probe.url, api_key=probe.api_key or "unused", model=probe.model,
+            compression=False, timeout=probe.request_timeout,
+        )  # fmt: skip
+        compression = "uncompressed (zstd unavailable here)"
+    with client:
+        try:
+            result = client.system_one(state=SUPPORT_TICKET["state"], questions=questions)
+        except typesafe_sdk.TypeSafeError as error:
+            raise CheckFailed(f"the SDK failed: {type(error).__name__}: {error}") from error
+    if not isinstance(result, typesafe_sdk.SystemOneResponse):
+        raise CheckFailed(f"the SDK returned {type(result).__name__}")
+    refund = read_unit("refund", result.nouls["refund"].noul)
+    topic = result.choices["topic"].choice
+    if topic not in questions["topic"]["criteria"]:
+        raise CheckFailed(f"the SDK parsed choice {topic!r}, not one of the options")
+    read_unit("urgency confidence", result.scores["urgency"].confidence)
+    return f"parsed by typesafe-sdk {typesafe_sdk.__version__} ({compression}); " + _ticket_sanity(
+        refund, result.choices["department"].choice
+    )
+
+
+def check_auth(probe: Probe) -> str:
+    if not probe.api_key:
+        raise CheckSkipped("no API key given")
+    body = {**SUPPORT_TICKET, "model": probe.model}
+    for what, headers in (("no key", {}), ("a wrong key", {"Authorization": "Bearer wrong-" + probe.api_key})):
+        response = probe.post(body, headers=headers)
+        detail = error_detail(response)
+        if (
+            response.status_code != 401
+            or not isinstance(detail, dict)
+            or detail.get("error_type") != "authentication_error"
+        ):
+            raise CheckFailed(f"a request with {what} must get 401 authentication_error: {describe_error(response)}")
+    return "401 without a key and with a wrong key"
+
+
+CHECKS: list[tuple[str, Callable[[Probe], str]]] = [
+    ("example", check_example),
+    ("choice_255", check_choice_255),
+    ("choice_256_rejected", check_choice_256_rejected),
+    ("questions_65_rejected", check_questions_65_rejected),
+    ("score_10", check_score_10),
+    ("sdk", check_sdk),
+    ("auth", check_auth),
+]
