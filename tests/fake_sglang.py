@@ -1,6 +1,6 @@
 """A protocol-faithful fake SGLang server for tests (never used by production code).
 
-It follows ../shared/reference/sglang-protocol.md: `/generate` single and batch forms with the
+It follows SGLang's native HTTP API: `/generate` single and batch forms with the
 Python server's `meta_info` (or the Rust frontend's reduced one), 400 `{"error": {"message"}}` for
 bad input, `/health` 503 while starting then 200, `/model_info`, `/v1/models` with `max_model_len`,
 `/abort_request` (200 with an empty body; the aborted request resolves with finish_reason abort),

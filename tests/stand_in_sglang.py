@@ -1,4 +1,6 @@
-"""A stand-in SGLang interpreter for supervisor tests: `python stand_in_sglang.py -m sglang.launch_server FLAGS`.
+"""A stand-in SGLang interpreter for the supervised-backend tests.
+
+Run as `python stand_in_sglang.py -m sglang.launch_server FLAGS`.
 
 It accepts exactly the `launch_server` flags openjev may pass (anything else exits 2, as SGLang's
 argparse would), records how it was started, and serves `tests.fake_sglang.FakeSGLang` on

@@ -4,10 +4,11 @@ The directory holds `tokenizer.json` (read by the Rust `tokenizers` library) and
 `tokenizer_config.json` whose `chat_template` (or a `chat_template.jinja` file beside it) is rendered
 with a sandboxed jinja2 environment built like transformers' chat-template environment: `trim_blocks`,
 `lstrip_blocks`, loop controls (`{% break %}`, `{% continue %}`), the `{% generation %}` block (its
-body rendered as is), `raise_exception`, `strftime_now`, a `tojson` that keeps non-ASCII text and
-takes `indent`, `separators` and `sort_keys`, and the `bos_token`/`eos_token` variables (tested
-against transformers' own renderer). Text is encoded without adding special tokens, because the
-rendered template already contains every marker the model expects.
+body rendered as is), `raise_exception`, `strftime_now`, `dict`, a `namespace` that refuses
+underscore names, a `tojson` that keeps non-ASCII text and takes `indent`, `separators` and
+`sort_keys`, and the `bos_token`/`eos_token` variables (tested against transformers' own renderer).
+Text is encoded without adding special tokens, because the rendered template already contains every
+marker the model expects.
 
 Text that the caller wrote is quoted, never markup: where it spells a special token (`<|im_end|>`,
 say), `encode_segments` encodes that stretch with special-token matching off, so a state cannot
@@ -24,6 +25,7 @@ from typing import Any
 
 import jinja2
 import jinja2.ext
+import jinja2.utils
 from jinja2 import nodes
 from jinja2.parser import Parser
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -52,6 +54,25 @@ def _tojson(
 ) -> str:
     # Jinja's own tojson escapes HTML characters, which a prompt must not get.
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+class _Namespace(jinja2.utils.Namespace):
+    """`namespace(...)` that refuses underscore names, so a template cannot reach CPython internals."""
+
+    def __init__(*args: Any, **kwargs: Any) -> None:
+        self, attrs = args[0], dict(*args[1:], **kwargs)
+        for name in attrs:
+            _Namespace._check_name(name)
+        jinja2.utils.Namespace.__init__(self, attrs)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        _Namespace._check_name(name)
+        jinja2.utils.Namespace.__setitem__(self, name, value)
+
+    @staticmethod
+    def _check_name(name: object) -> None:
+        if isinstance(name, str) and name.startswith("_"):
+            raise jinja2.exceptions.SecurityError(f"chat templates cannot set the attribute {name!r}")
 
 
 class _GenerationBlock(jinja2.ext.Extension):
@@ -112,6 +133,8 @@ class ChatTokenizer:
             trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationBlock, jinja2.ext.loopcontrols]
         )
         env.filters["tojson"] = _tojson
+        env.globals["dict"] = dict
+        env.globals["namespace"] = _Namespace
         env.globals["raise_exception"] = _raise_exception
         env.globals["strftime_now"] = _strftime_now
         self._template = env.from_string(chat_template_source(directory))

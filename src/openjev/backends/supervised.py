@@ -40,7 +40,7 @@ from openjev.backends.sglang import SGLangBackend, client_options
 from openjev.config import Frontend, Settings, served_model_name
 from openjev.tokenizer_source import resolve_tokenizer_dir
 
-log = logging.getLogger("openjev.supervisor")
+log = logging.getLogger("openjev.supervised")
 process_log = logging.getLogger("openjev.sglang.process")
 
 LOG_PREFIX = "[sglang] "

@@ -1,0 +1,155 @@
+"""The routes in-process (FastAPI's TestClient runs the lifespan): readiness, start-up failure,
+admission, model names and the error mapping, on an instant in-process backend."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from openjev.api import create_app
+from openjev.api.errors import STATUS, HttpError, status_of
+from openjev.backends.base import Backend, BackendError, BackendTimeout, BackendUnavailable, LabelLogprobs, ReadoutCall
+from openjev.config import Settings
+from openjev.errors import ModelNotFound, NotReady, OpenJevError, Overloaded, RequestRejected
+from openjev.examples import support_ticket
+from tests.fake_sglang import hashed_logprobs
+
+
+class InstantBackend(Backend):
+    """Answers every readout at once with the fake SGLang's deterministic logprobs."""
+
+    kind = "instant"
+
+    def __init__(self, *, start_gate: threading.Event | None = None, start_error: Exception | None = None) -> None:
+        self.start_gate = start_gate
+        self.start_error = start_error
+        self.calls: list[ReadoutCall] = []
+
+    async def start(self) -> None:
+        if self.start_gate is not None:
+            await asyncio.to_thread(self.start_gate.wait)
+        if self.start_error is not None:
+            raise self.start_error
+
+    async def readout(self, call: ReadoutCall) -> LabelLogprobs:
+        self.calls.append(call)
+        return LabelLogprobs(tuple(hashed_logprobs(call.input_ids, call.label_token_ids)), len(call.input_ids), None)
+
+
+def settings_for(tokenizer_dir: Path, **overrides: object) -> Settings:
+    return Settings(tokenizer=tokenizer_dir, **overrides)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def ready_client(qwen_tokenizer_dir: Path) -> Iterator[tuple[TestClient, InstantBackend]]:
+    backend = InstantBackend()
+    with TestClient(create_app(settings_for(qwen_tokenizer_dir), backend)) as client:
+        assert _eventually_ready(client)
+        yield client, backend
+
+
+def _eventually_ready(client: TestClient, attempts: int = 200) -> bool:
+    for _ in range(attempts):
+        if client.get("/health").status_code == 200:
+            return True
+        threading.Event().wait(0.02)
+    return False
+
+
+def test_example_is_answered_with_one_backend_call_per_question_plus_warm_up(ready_client) -> None:
+    client, backend = ready_client
+    response = client.post("/v1/systemone", json=support_ticket())
+    assert response.status_code == 200, response.text
+    answers = response.json()["answers"]
+    assert {name: answer["type"] for name, answer in answers.items()} == {
+        "refund": "noul",
+        "department": "choice",
+        "urgency": "score",
+    }
+    assert len(backend.calls) == 4 and response.json()["usage"]["output_tokens"] == 4
+    prefix = backend.calls[0].input_ids
+    assert all(list(call.input_ids[: len(prefix)]) == list(prefix) for call in backend.calls[1:])
+    assert response.headers["x-openjev-prefix-tokens"] == str(len(prefix))
+    assert "x-openjev-cached-tokens" not in response.headers  # the backend reports none
+
+
+def test_not_ready_answers_503_with_retry_after_and_liveness_stays_up(qwen_tokenizer_dir: Path) -> None:
+    gate = threading.Event()
+    with TestClient(create_app(settings_for(qwen_tokenizer_dir), InstantBackend(start_gate=gate))) as client:
+        assert client.get("/health/live").status_code == 200
+        health = client.get("/health")
+        assert health.status_code == 503 and health.json()["status"] == "starting"
+        refused = client.post("/v1/systemone", json=support_ticket())
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+        assert refused.json()["detail"]["error_type"] == "backend_unavailable"
+        assert client.get("/v1/limits").json()["max_input_tokens"] == 32768
+        gate.set()
+        assert _eventually_ready(client)
+
+
+def test_startup_failure_is_reported_and_handed_to_on_fatal(qwen_tokenizer_dir: Path) -> None:
+    fatal: list[BaseException] = []
+    backend = InstantBackend(start_error=BackendError("weights missing"))
+    with TestClient(create_app(settings_for(qwen_tokenizer_dir), backend, on_fatal=fatal.append)) as client:
+        for _ in range(200):
+            if fatal:
+                break
+            threading.Event().wait(0.02)
+        health = client.get("/health").json()
+    assert [str(error) for error in fatal] == ["weights missing"]
+    assert (health["status"], health["error"]) == ("failed", "weights missing")
+
+
+def test_admission_refuses_past_the_limit(qwen_tokenizer_dir: Path) -> None:
+    app = create_app(settings_for(qwen_tokenizer_dir, max_concurrent_requests=1), InstantBackend())
+    with TestClient(app) as client:
+        assert _eventually_ready(client)
+        with app.state.service.admit():
+            refused = client.post("/v1/systemone", json=support_ticket())
+            assert client.get("/health").json()["in_flight"] == 1
+        assert refused.status_code == 529
+        assert (refused.headers["retry-after"], refused.headers["retry-after-ms"]) == ("1", "1000")
+        assert client.post("/v1/systemone", json=support_ticket()).status_code == 200
+
+
+def test_model_names(ready_client) -> None:
+    client, _ = ready_client
+    names = [entry["name"] for entry in client.get("/v1/models").json()["models"]]
+    assert names == ["jev-latest", "Qwen/Qwen3.6-35B-A3B"]
+    wrong = client.post("/v1/systemone", json={**support_ticket(), "model": "gpt-5"})
+    assert wrong.status_code == 404 and wrong.json()["detail"]["error_type"] == "model_not_found"
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (RequestRejected([]), 422),
+        (ModelNotFound("m"), 404),
+        (NotReady("n"), 503),
+        (Overloaded("o"), 529),
+        (BackendError("b"), 502),
+        (BackendUnavailable("u"), 503),
+        (BackendTimeout("t"), 504),
+        (HttpError(413, "request_too_large", "big"), 413),
+        (OpenJevError("anything else"), 500),
+    ],
+)
+def test_every_error_class_has_one_status(error: OpenJevError, status: int) -> None:
+    assert status_of(error) == status
+
+
+def test_status_table_covers_every_core_error_class() -> None:
+    assert set(STATUS) == {
+        RequestRejected,
+        ModelNotFound,
+        NotReady,
+        Overloaded,
+        BackendError,
+        BackendUnavailable,
+        BackendTimeout,
+    }

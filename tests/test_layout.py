@@ -1,0 +1,119 @@
+"""The shape of the code base: short functions, short files, layered imports with no cycles.
+
+Layers, lowest first; a module may import its own layer and those below, never one above, and the
+core (everything below `api`) never imports a web framework.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "src" / "openjev"
+
+LAYERS: list[tuple[str, ...]] = [
+    ("errors", "config", "examples", "metrics"),
+    ("schema", "tokenizer", "tokenizer_source"),
+    ("validation", "prompts", "labels", "answers"),
+    ("backends",),
+    ("engine",),
+    ("service",),
+    ("api",),
+    ("smoke", "cli", "__main__", "__init__"),
+]
+WEB_FRAMEWORKS = ("fastapi", "starlette", "uvicorn")
+MAX_FUNCTION_LINES = 60
+MAX_FILE_LINES = 400
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SOURCE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(module: str) -> int:
+    top = module.split(".")[1] if module.count(".") else "__init__"
+    return next(index for index, names in enumerate(LAYERS) if top in names)
+
+
+def imports_of(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def source_modules() -> dict[str, set[str]]:
+    modules = {module_name(path): imports_of(path) for path in SOURCE.rglob("*.py")}
+    return {
+        name: {dep for dep in deps if dep in modules and dep not in (name, "openjev")} for name, deps in modules.items()
+    } | {f"{name}#all": deps for name, deps in modules.items()}
+
+
+def python_files() -> list[Path]:
+    return [
+        path
+        for folder in ("src", "tests", "benchmarks", "evals")
+        for path in (ROOT / folder).rglob("*.py")
+        if ".venv" not in path.parts
+    ] + [ROOT / "modal_app.py"]
+
+
+def test_no_function_is_longer_than_60_lines() -> None:
+    long = []
+    for path in python_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    assert long == []
+
+
+def test_no_file_is_longer_than_400_lines() -> None:
+    long = [
+        f"{path.relative_to(ROOT)} ({count} lines)"
+        for path in python_files()
+        if (count := len(path.read_text().splitlines())) > MAX_FILE_LINES
+    ]
+    assert long == []
+
+
+def test_imports_follow_the_layers_and_the_core_has_no_web_framework() -> None:
+    modules = source_modules()
+    upward = []
+    for name, deps in modules.items():
+        if name.endswith("#all"):
+            real = name.removesuffix("#all")
+            if layer_of(real) < layer_of("openjev.api"):
+                upward += [f"{real} imports {dep}" for dep in deps if dep.split(".")[0] in WEB_FRAMEWORKS]
+            continue
+        upward += [f"{name} imports {dep}" for dep in deps if layer_of(dep) > layer_of(name)]
+    assert upward == []
+
+
+def test_no_import_cycles() -> None:
+    graph = {name: deps for name, deps in source_modules().items() if not name.endswith("#all")}
+    # A package's __init__ re-exporting its own submodules is not a cycle worth reporting.
+    graph = {name: {dep for dep in deps if not dep.startswith(name + ".")} for name, deps in graph.items()}
+    cycles = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                cycles.append(" -> ".join([*trail[trail.index(dep) :], dep]))
+            elif dep not in state:
+                visit(dep, [*trail, dep])
+        state[node] = 2
+
+    for start in sorted(graph):
+        if start not in state:
+            visit(start, [start])
+    assert cycles == []

@@ -1,0 +1,81 @@
+"""The chat-template environment renders like transformers' own for the constructs chat templates use."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from openjev.tokenizer import ChatTokenizer, TemplateError
+
+TEMPLATES = {
+    "loop controls": (
+        "{% for m in messages %}{% if m.role == 'system' %}{% continue %}{% endif %}"
+        "{{ m.role }}: {{ m.content }}\n{% if loop.index > 2 %}{% break %}{% endif %}{% endfor %}"
+    ),
+    "tojson options": (
+        "{% for m in messages %}{{ m | tojson(separators=(',', ':'), sort_keys=true) }}\n"
+        "{{ m | tojson(indent=2) }}\n{{ {'é': m.content} | tojson }}\n{% endfor %}"
+    ),
+    "generation block": (
+        "{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}{{ m.content }}{% endgeneration %}"
+        "{% else %}{{ m.content }}{% endif %}\n{% endfor %}{% if add_generation_prompt %}>{% endif %}"
+    ),
+    "namespace and dict": (
+        "{% set ns = namespace(count=0) %}{% for m in messages %}{% set ns.count = ns.count + 1 %}{% endfor %}"
+        "{{ ns.count }} {{ dict(a=1) | tojson }} {{ bos_token }}|{{ eos_token }}"
+    ),
+    "trim and lstrip": (
+        "{% for m in messages %}\n    {% if m.content %}\n[{{ m.content }}]\n    {% endif %}\n{% endfor %}"
+    ),
+}
+
+MESSAGES = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": 'Ça va? <b>"quoted"</b>'},
+    {"role": "assistant", "content": "Oui."},
+    {"role": "user", "content": "And then?"},
+]
+
+
+def tokenizer_with(template: str, source_dir: Path, tmp_path: Path) -> ChatTokenizer:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    config = json.loads((source_dir / "tokenizer_config.json").read_text())
+    config["chat_template"] = template
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    (tmp_path / "tokenizer.json").write_bytes((source_dir / "tokenizer.json").read_bytes())
+    return ChatTokenizer(tmp_path)
+
+
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_renders_exactly_like_transformers(name: str, qwen_tokenizer_dir: Path, tmp_path: Path) -> None:
+    chat_template_utils = pytest.importorskip("transformers.utils.chat_template_utils")
+    template = TEMPLATES[name]
+    chat = tokenizer_with(template, qwen_tokenizer_dir, tmp_path)
+    ours = chat.render(MESSAGES, add_generation_prompt=True)
+    theirs = chat_template_utils._compile_jinja_template(template).render(
+        messages=MESSAGES,
+        add_generation_prompt=True,
+        enable_thinking=False,
+        tools=None,
+        bos_token=chat.bos_token or "",
+        eos_token=chat.eos_token or "",
+    )
+    assert ours == theirs and ours.strip()
+
+
+def test_raise_exception_and_sandbox(qwen_tokenizer_dir: Path, tmp_path: Path) -> None:
+    refusing = tokenizer_with("{{ raise_exception('roles must alternate') }}", qwen_tokenizer_dir, tmp_path / "a")
+    with pytest.raises(TemplateError, match="roles must alternate"):
+        refusing.render(MESSAGES)
+    sneaky = tokenizer_with("{% set ns = namespace(__class__=1) %}", qwen_tokenizer_dir, tmp_path / "b")
+    with pytest.raises((TemplateError, jinja2.exceptions.SecurityError)):
+        sneaky.render(MESSAGES)
+
+
+def test_the_real_qwen3_template_renders_with_thinking_off(qwen_tokenizer_dir: Path) -> None:
+    rendered = ChatTokenizer(qwen_tokenizer_dir).render(MESSAGES, add_generation_prompt=True)
+    assert rendered.startswith("<|im_start|>system\nBe brief.<|im_end|>")
+    assert rendered.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
