@@ -63,7 +63,7 @@ def test_a_run_on_three_items_resumes_reports_and_compares(openjev_on_fake: Runn
         assert line["gold"] == item.gold
         assert list(line["probabilities"]) == list(item.letters)
         assert line["choice"] in item.letters
-        assert line["usage"]["output_tokens"] == 2
+        assert set(line["usage"]) >= {"input_tokens", "output_tokens"}
         assert line["latency_s"] > 0
 
     meta = json.loads((out / "run.json").read_text())
