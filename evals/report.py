@@ -50,8 +50,26 @@ def read_run(directory: Path) -> tuple[dict[str, Any], list[dict[str, Any]], lis
     return meta, [r for r in records if "error" not in r], [r for r in records if "error" in r]
 
 
-def interval(successes: int, n: int) -> list[float]:
-    return list(metrics.wilson_interval(successes, n))
+def accuracy_of(flags: Sequence[bool]) -> dict[str, Any]:
+    """n, accuracy and its 95% Wilson interval."""
+    right = sum(flags)
+    return {
+        "n": len(flags),
+        "accuracy": right / len(flags),
+        "accuracy_ci95": list(metrics.wilson_interval(right, len(flags))),
+    }
+
+
+def per_subject(answered: Sequence[dict[str, Any]], correct: Sequence[bool]) -> dict[str, dict[str, Any]]:
+    subjects: dict[str, list[bool]] = {}
+    for record, ok in zip(answered, correct, strict=True):
+        subjects.setdefault(record["subject"], []).append(ok)
+    return {subject: accuracy_of(flags) for subject, flags in sorted(subjects.items())}
+
+
+def automation(top: Sequence[float], correct: Sequence[bool]) -> dict[str, dict[str, float | None]]:
+    results = {f"{target:.0%}": metrics.automate_at(top, correct, target) for target in AUTOMATE_TARGETS}
+    return {key: {"coverage": result.coverage, "threshold": result.threshold} for key, result in results.items()}
 
 
 def build_report(meta: dict[str, Any], answered: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]) -> dict:
@@ -61,18 +79,10 @@ def build_report(meta: dict[str, Any], answered: Sequence[dict[str, Any]], error
         raise ValueError("no answered items to report on")
     correct = [record["choice"] == record["gold"] for record in answered]
     top = [max(record["probabilities"].values()) for record in answered]
-    right = sum(correct)
-    accuracy = right / n
-    subjects: dict[str, list[bool]] = {}
-    for record, ok in zip(answered, correct, strict=True):
-        subjects.setdefault(record["subject"], []).append(ok)
+    overall = accuracy_of(correct)
     latencies = [record["latency_s"] for record in answered]
     usage = [record.get("usage") or {} for record in answered]
     tokens = {key: sum(entry.get(key, 0) for entry in usage) for key in ("input_tokens", "output_tokens")}
-    automate = {}
-    for target in AUTOMATE_TARGETS:
-        result = metrics.automate_at(top, correct, target)
-        automate[f"{target:.0%}"] = {"coverage": result.coverage, "threshold": result.threshold}
     return {
         "suite": meta["suite"],
         "description": meta.get("description"),
@@ -80,29 +90,20 @@ def build_report(meta: dict[str, Any], answered: Sequence[dict[str, Any]], error
         "protocol": meta["protocol"],
         "dataset_sha256": meta["dataset_sha256"],
         "models": sorted({str(record.get("model")) for record in answered}),
-        "n": n,
+        **overall,
         "errors": len(errors),
-        "accuracy": accuracy,
-        "accuracy_ci95": interval(right, n),
         "baselines": {
             "chance": sum(1 / len(record["probabilities"]) for record in answered) / n,
             "always_A": sum(record["gold"] == "A" for record in answered) / n,
         },
-        "per_subject": {
-            subject: {
-                "n": len(flags),
-                "accuracy": sum(flags) / len(flags),
-                "accuracy_ci95": interval(sum(flags), len(flags)),
-            }
-            for subject, flags in sorted(subjects.items())
-        },
+        "per_subject": per_subject(answered, correct),
         "nll": metrics.nll([record["probabilities"].get(record["gold"], 0.0) for record in answered]),
         "brier": metrics.brier([record["probabilities"] for record in answered], [r["gold"] for r in answered]),
         "ece": metrics.ece(top, correct, ECE_BINS),
         "reliability": [vars(group) for group in metrics.equal_mass_bins(top, correct, ECE_BINS)],
         "mean_top_probability": sum(top) / n,
-        "overconfidence": sum(top) / n - accuracy,
-        "automate": automate,
+        "overconfidence": sum(top) / n - overall["accuracy"],
+        "automate": automation(top, correct),
         "letters": {
             "predicted": dict(sorted(Counter(record["choice"] for record in answered).items())),
             "gold": dict(sorted(Counter(record["gold"] for record in answered).items())),
