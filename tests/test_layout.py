@@ -15,6 +15,7 @@ SOURCE = ROOT / "src" / "openjev"
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "config", "examples", "metrics"),
     ("schema", "tokenizer", "tokenizer_source"),
+    ("encoding",),
     ("validation", "prompts", "labels", "answers"),
     ("backends",),
     ("engine",),

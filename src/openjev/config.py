@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: The SDKs' default model name; always accepted as an alias of the served model.
@@ -78,7 +78,15 @@ class Settings(BaseSettings):
     # The HTTP server.
     host: str = Field("127.0.0.1", description="Address the API binds to.")
     port: int = Field(8000, ge=0, le=65535, description="Port the API binds to.")
-    api_key: SecretStr | None = Field(None, description="Require `Authorization: Bearer <key>` when set.")
+    api_key: SecretStr | None = Field(
+        None, description="Require `Authorization: Bearer <key>` when set; an empty key is refused at start."
+    )
+    body_read_timeout: float = Field(
+        30.0, gt=0, description="Seconds a client gets to send its whole request body; 408 past it."
+    )
+    max_concurrent_body_reads: int = Field(
+        32, ge=1, description="Request bodies being received at once; more get 529 before any byte is read."
+    )
 
     # Admission and budgets.
     max_questions: int = Field(64, ge=1, description="Questions per request.")
@@ -92,6 +100,9 @@ class Settings(BaseSettings):
         262144, ge=16, description="Input tokens submitted per request: warm-up plus every branch."
     )
     max_concurrent_requests: int = Field(16, ge=1, description="Evaluations at once; more get 529.")
+    max_concurrent_preparations: int = Field(
+        4, ge=1, description="Requests being rendered and tokenized at once (worker threads); more get 529."
+    )
     max_concurrent_branches: int = Field(64, ge=1, description="Backend calls in flight, process-wide.")
     request_timeout: float = Field(120.0, gt=0, description="Seconds for the backend work of one request.")
     retry_after: int = Field(1, ge=0, description="Seconds suggested in Retry-After on 503 and 529.")
@@ -102,6 +113,10 @@ class Settings(BaseSettings):
         ConfidenceMode.typesafe, description="`typesafe` (official definition) or `entropy` (1 - H/log n)."
     )
 
+    tokenize_cache_bytes: int = Field(
+        256 * 1024**2, ge=0, description="Bytes of tokenized text pieces kept, so a repeated text is tokenized once."
+    )
+
     # Embedded backend.
     prefix_cache_bytes: int = Field(
         1024**3, ge=0, description="Embedded backend: bytes of recent prefix KV caches kept for reuse."
@@ -110,6 +125,14 @@ class Settings(BaseSettings):
     # Operations.
     profile: str | None = Field(None, description="Free-form deployment profile name, reported by /health.")
     log_level: str = Field("info", description="Log level of openjev and uvicorn.")
+
+    @field_validator("api_key")
+    @classmethod
+    def _no_empty_api_key(cls, value: SecretStr | None) -> SecretStr | None:
+        # An empty key would make `Authorization: Bearer ` (an empty token) a valid credential.
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError("OPENJEV_API_KEY is empty: set a key, or unset it to serve without auth")
+        return value
 
 
 def served_model_name(settings: Settings, backend_model_name: str | None) -> str:

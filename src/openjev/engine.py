@@ -1,7 +1,8 @@
 """The request's journey from a validated Jev request to typed answers.
 
 1. `prepare` (CPU only): render the conversation once, tokenize the shared prefix once and each
-   question suffix on its own, pick label ids, and enforce the token budgets. Nothing is truncated:
+   question suffix on its own (each distinct text once per process: `encoding.py`), pick label ids,
+   and enforce the token budgets. Nothing is truncated:
    a prompt over a limit is a 422 naming the limit and the count.
    - per branch: prefix + suffix + 1 output token <= min(OPENJEV_MAX_INPUT_TOKENS, backend context);
    - per request: prefix (warm-up) + sum of branch prompts <= OPENJEV_MAX_TOTAL_INPUT_TOKENS.
@@ -24,6 +25,7 @@ from typing import Any
 from openjev.answers import NonFiniteLogprob, choice_answer, noul_answer, score_answer
 from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall
 from openjev.config import Settings
+from openjev.encoding import PromptEncoder
 from openjev.errors import Issue, RequestRejected
 from openjev.labels import build_label_set
 from openjev.prompts import choice_text, frame_conversation, noul_text, score_text, state_messages
@@ -74,6 +76,7 @@ class Engine:
         # Labels are checked where they are read: right after the answer cue of a question turn.
         answer_context = frame_conversation(chat, [{"role": "user", "content": "?"}]).turn_close
         self.labels = build_label_set(chat, answer_context, max(settings.max_choice_options, settings.max_score_levels))
+        self.encoder = PromptEncoder(chat, settings.tokenize_cache_bytes)
         self.backend = backend
         context = backend.context_length
         self.max_branch_tokens = min(settings.max_input_tokens, context) if context else settings.max_input_tokens
@@ -97,11 +100,12 @@ class Engine:
 
         questions: list[tuple[str, AnswerableQuestion]] = list(request.questions.items())  # type: ignore[arg-type]
         texts, label_ids = zip(*(self._question_text(question) for _, question in questions), strict=True)
-        shared_prefix_ids = self.chat.encode_segments(frame.shared_prefix_segments)
-        suffixes = self.chat.encode_batch([frame.question_suffix(text) for text in texts])
-        for index, text in enumerate(texts):
-            if self.chat.spells_special_token(text):
-                suffixes[index] = self.chat.encode_segments(frame.question_suffix_segments(text))
+        shared_prefix_ids, *suffixes = self.encoder.encode_many(
+            [
+                frame.shared_prefix_segments,
+                *(frame.question_suffix_segments(text, self.chat.spells_special_token(text)) for text in texts),
+            ]
+        )
         branches = [
             Branch(question_id, question, suffix_ids, ids)
             for (question_id, question), suffix_ids, ids in zip(questions, suffixes, label_ids, strict=True)

@@ -9,7 +9,7 @@ Contract:
   and `ANSWER_CUE`. The label is read as the very next token. Question ids and option names never
   reach the model, so renaming, adding or reordering questions cannot change any other question's
   prompt.
-- The conversation is rendered once, with a sentinel in place of the question. Everything before the
+- The conversation is rendered once, with a placeholder in place of the question. Everything before the
   question turn's opening special token is the shared prefix; the question text is spliced between
   the turn opening and the turn close. Splitting at a special token keeps tokenization stable:
   `encode(prefix) + encode(suffix) == encode(prefix + suffix)`.
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,9 +33,6 @@ from openjev.tokenizer import ChatTokenizer, Segment
 
 ANSWER_CUE = "Answer:\n"
 CHAT_ROLES = frozenset({"system", "user", "assistant", "tool"})
-# Private-use code points never appear in a template's own text.
-_SENTINEL = "\ue000openjev-question\ue001"
-_QUOTED = re.compile("\ue002(\\d+)\ue003")
 
 
 def _refuse(loc: Loc, message: str) -> RequestRejected:
@@ -160,37 +158,59 @@ class ConversationFrame:
     def question_suffix(self, question_text: str) -> str:
         return self.turn_open + question_text + self.turn_close
 
-    def question_suffix_segments(self, question_text: str) -> tuple[Segment, ...]:
-        return ((self.turn_open, False), (question_text, True), (self.turn_close, False))
+    def question_suffix_segments(self, question_text: str, quoted: bool) -> tuple[Segment, ...]:
+        """The question turn; `quoted` when the text spells a special token that must stay text."""
+        return ((self.turn_open, False), (question_text, quoted), (self.turn_close, False))
 
 
-def _quoted_segments(text: str, quoted: Sequence[str]) -> tuple[Segment, ...]:
-    """Split rendered text at the placeholders of quoted contents, putting the contents back."""
-    segments: list[Segment] = []
-    position = 0
-    for match in _QUOTED.finditer(text):
-        segments += [(text[position : match.start()], False), (quoted[int(match[1])], True)]
-        position = match.end()
-    segments.append((text[position:], False))
-    return tuple(segment for segment in segments if segment[0])
+@dataclass(frozen=True, slots=True)
+class _Markers:
+    """Placeholders for the question and for quoted contents, spelled with a random nonce that occurs
+    nowhere in the caller's messages, so no caller text can pose as one."""
+
+    question: str
+    quote_open: str
+    quote_close: str
+
+    @classmethod
+    def unused_in(cls, messages: Sequence[Mapping[str, Any]]) -> _Markers:
+        haystack = json.dumps(list(messages), ensure_ascii=False, default=str)
+        while (nonce := secrets.token_hex(8)) in haystack:
+            pass
+        return cls(f"[openjev-question-{nonce}]", f"[openjev-quote-{nonce}-", "]")
+
+    def quote(self, index: int) -> str:
+        return f"{self.quote_open}{index}{self.quote_close}"
+
+    def quoted_segments(self, text: str, quoted: Sequence[str]) -> tuple[Segment, ...]:
+        """Split rendered text at the placeholders of quoted contents, putting the contents back."""
+        pattern = re.compile(re.escape(self.quote_open) + r"(\d+)" + re.escape(self.quote_close))
+        segments: list[Segment] = []
+        position = 0
+        for match in pattern.finditer(text):
+            segments += [(text[position : match.start()], False), (quoted[int(match[1])], True)]
+            position = match.end()
+        segments.append((text[position:], False))
+        return tuple(segment for segment in segments if segment[0])
 
 
 def frame_conversation(chat: ChatTokenizer, messages: Sequence[Mapping[str, Any]]) -> ConversationFrame:
-    """Render the conversation once with a sentinel question and cut it around the sentinel."""
+    """Render the conversation once with a placeholder question and cut it around the placeholder."""
+    markers = _Markers.unused_in(messages)
     quoted: list[str] = []
     turns = []
     for message in messages:
         content = message.get("content")
         if isinstance(content, str) and chat.spells_special_token(content):
-            message = {**message, "content": f"\ue002{len(quoted)}\ue003"}
+            message = {**message, "content": markers.quote(len(quoted))}
             quoted.append(content)
         turns.append(message)
-    rendered = chat.render([*turns, {"role": "user", "content": _SENTINEL}], add_generation_prompt=True)
-    start = rendered.find(_SENTINEL)
-    if start < 0 or rendered.find(_SENTINEL, start + 1) >= 0:
+    rendered = chat.render([*turns, {"role": "user", "content": markers.question}], add_generation_prompt=True)
+    start = rendered.find(markers.question)
+    if start < 0 or rendered.find(markers.question, start + 1) >= 0:
         raise ValueError("the chat template does not show the user's message exactly once")
-    before, after = rendered[:start], rendered[start + len(_SENTINEL) :]
+    before, after = rendered[:start], rendered[start + len(markers.question) :]
     split = max((before.rfind(token) for token in chat.special_tokens), default=-1)
     if split < 0:
         split = start
-    return ConversationFrame(_quoted_segments(before[:split], quoted), before[split:], after + ANSWER_CUE)
+    return ConversationFrame(markers.quoted_segments(before[:split], quoted), before[split:], after + ANSWER_CUE)

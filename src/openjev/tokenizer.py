@@ -17,6 +17,7 @@ close its own turn or forge an assistant turn.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -177,10 +178,15 @@ class ChatTokenizer:
     def encode_segments(self, segments: Sequence[Segment]) -> list[int]:
         """Template text with its special tokens; quoted text with special-token strings as plain text."""
         ids: list[int] = []
-        for text, quoted in segments:
+        for quoted, run in itertools.groupby(segments, key=lambda segment: segment[1]):
+            # Adjacent template texts are one text: only quoting changes how a stretch is read.
+            texts = [text for text, _ in run]
             encoder = self._quoting if quoted else self.tokenizer
-            ids += encoder.encode(text, add_special_tokens=False).ids
+            for text in texts if quoted else ["".join(texts)]:
+                ids += encoder.encode(text, add_special_tokens=False).ids
         return ids
 
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return [encoding.ids for encoding in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+    def encode_batch(self, texts: Sequence[str], *, quoted: bool = False) -> list[list[int]]:
+        """Encode on every core; `quoted` texts read special-token spellings as plain text."""
+        encoder = self._quoting if quoted else self.tokenizer
+        return [encoding.ids for encoding in encoder.encode_batch(list(texts), add_special_tokens=False)]

@@ -7,10 +7,12 @@ before any tokenization or backend work; the HTTP layer reports them like FastAP
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from typing import Any
 
 from openjev.config import Settings
-from openjev.errors import Issue
+from openjev.errors import Issue, Loc
 from openjev.schema import BoxQuestion, ChoiceQuestion, NoulQuestion, ScoreQuestion, SystemOneRequest
 
 #: Image assets arrive as an `assets` field or as a multipart body; both are refused the same way.
@@ -21,8 +23,29 @@ def _present(value: Any) -> bool:
     return value is not None and value != ""
 
 
+# JSON's \ud800-style escapes can produce lone surrogates, which no tokenizer (nor UTF-8) can take.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogates(value: Any, loc: Loc) -> Iterator[Issue]:
+    """An issue for every string (dict keys included) holding a lone UTF-16 surrogate."""
+    if isinstance(value, str):
+        if _SURROGATE.search(value):
+            yield Issue(loc, "text must be valid Unicode: it holds a lone UTF-16 surrogate", "string_unicode")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if _SURROGATE.search(key):
+                # The key cannot be named in `loc`: a response cannot carry it either.
+                yield Issue(loc, "a key holds a lone UTF-16 surrogate; text must be valid Unicode", "string_unicode")
+            else:
+                yield from _surrogates(item, (*loc, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _surrogates(item, (*loc, index))
+
+
 def check_request(request: SystemOneRequest, settings: Settings) -> list[Issue]:
-    issues: list[Issue] = []
+    issues: list[Issue] = list(_surrogates(request.state, ("state",)))
     if request.assets is not None:
         issues.append(ASSETS_REFUSED)
     if len(request.questions) > settings.max_questions:
@@ -35,7 +58,11 @@ def check_request(request: SystemOneRequest, settings: Settings) -> list[Issue]:
             )
         )
     for question_id, question in request.questions.items():
+        if _SURROGATE.search(question_id):
+            issues.append(Issue(("questions",), "a question id holds a lone UTF-16 surrogate", "string_unicode"))
+            continue
         loc = ("questions", question_id)
+        issues += _surrogates(question.model_dump(include={"instructions", "criteria"}), loc)
         if isinstance(question, BoxQuestion):
             issues.append(
                 Issue(

@@ -1,0 +1,94 @@
+"""`PromptEncoder` gives exactly the ids of whole-text encoding, on the real Qwen tokenizer, and caches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from openjev.encoding import CHUNK_CHARS, PromptEncoder, TokenCache
+from openjev.tokenizer import ChatTokenizer, Segment
+
+PIECES = [
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<think>",
+    "\n",
+    "\n\n",
+    "\r\n",
+    "  ",
+    "\t",
+    " \n ",
+    "日本語",
+    "中文字符",
+    "😀",
+    "👍🏽",
+    "é",
+    "e\u0301",
+    "'s",
+    "don't",
+    "12345",
+    "x = [1, 2];",
+    "    return f(x)\n",
+]
+TEXT = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=12)), max_size=40).map("".join)
+
+
+@pytest.fixture(scope="module")
+def chat(qwen_tokenizer_dir: Path) -> ChatTokenizer:
+    return ChatTokenizer(qwen_tokenizer_dir)
+
+
+@pytest.fixture(scope="module")
+def encoder(chat: ChatTokenizer) -> PromptEncoder:
+    return PromptEncoder(chat, cache_bytes=1 << 20)
+
+
+def test_both_cuts_hold_on_the_qwen_tokenizer(encoder: PromptEncoder) -> None:
+    assert encoder.cuts_at_special_tokens and encoder.cuts_long_text
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(segments=st.lists(st.tuples(TEXT, st.booleans()), min_size=1, max_size=6))
+def test_equal_to_whole_encoding_for_any_segments(
+    chat: ChatTokenizer, encoder: PromptEncoder, segments: list[Segment]
+) -> None:
+    expected = chat.encode_segments(segments)
+    assert encoder.encode_many([segments]) == [expected]
+    assert encoder.encode_many([segments]) == [expected]  # from the cache
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(TEXT, min_size=1, max_size=400))
+def test_long_text_cut_into_chunks_equals_the_whole(chat: ChatTokenizer, encoder: PromptEncoder, lines) -> None:
+    block = "\n".join(lines) + "\nnext"
+    text = block * (1 + (3 * CHUNK_CHARS) // len(block))
+    assert len(text) > CHUNK_CHARS
+    assert encoder.encode_many([[(text, False)], [(text, True)]]) == [
+        chat.encode_segments([(text, False)]),
+        chat.encode_segments([(text, True)]),
+    ]
+
+
+def test_a_grown_conversation_tokenizes_only_the_new_message(chat: ChatTokenizer) -> None:
+    encoder = PromptEncoder(chat, cache_bytes=1 << 20)
+    turns = [f"<|im_start|>user\nmessage number {i}: {'words ' * 50}<|im_end|>\n" for i in range(40)]
+    encoder.encode_many([[("".join(turns), False)]])
+    before = encoder.cache.misses
+    grown = "".join(turns) + "<|im_start|>assistant\na new reply<|im_end|>\n"
+    assert encoder.encode_many([[(grown, False)]]) == [chat.encode(grown)]
+    assert encoder.cache.misses - before == 1
+
+
+def test_cache_is_bounded_in_bytes() -> None:
+    from array import array
+
+    cache = TokenCache(capacity_bytes=1000)
+    for index in range(50):
+        cache.put((f"text {index}", False), array("i", range(20)))
+    assert cache.bytes <= 1000
+    assert cache.get(("text 49", False)) is not None and cache.get(("text 0", False)) is None
+    TokenCache(0).put(("x", False), array("i", [1]))  # a capacity of 0 stores nothing
