@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 
 from openjev.config import COMPAT_MODEL_ALIAS, Settings
 
@@ -47,10 +47,15 @@ def settings_flags(command: Callable[..., None]) -> Callable[..., None]:
 @settings_flags
 def serve(**flags: Any) -> None:
     """Serve the API. Default backend: the embedded CPU model; --connect or --sglang-python for SGLang."""
-    settings = load_settings(**flags)
+    try:
+        settings = load_settings(**flags)
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, issue['loc']))}: {issue['msg']}" for issue in error.errors())
+        raise typer.BadParameter(problems) from None
     import uvicorn
 
     from openjev.api import create_app
+    from openjev.api.server import h11_protocol
     from openjev.backends import build_backend
 
     logging.basicConfig(
@@ -78,6 +83,9 @@ def serve(**flags: Any) -> None:
         host=settings.host,
         port=settings.port,
         loop="uvloop" if sys.platform != "win32" else "auto",
+        # Request heads get the body's deadline; idle keep-alive connections close after 5 s.
+        http=h11_protocol(settings.body_read_timeout),
+        timeout_keep_alive=5,
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=int(settings.request_timeout) + 5,
         server_header=False,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
 
 from openjev.examples import support_ticket
 
@@ -71,8 +71,10 @@ class SystemOneRequest(BaseModel):
     questions: dict[QuestionId, Question] = Field(
         ..., min_length=1, description="Questions keyed by a name you choose; answers use the same names."
     )
-    assets: dict[str, Any] | None = Field(
-        None, description="Image assets. This deployment is text-only and rejects them."
+    # Parsed (so that a request with assets gets a 422 naming them) but documented as null only: the
+    # document must not offer a value that is then refused.
+    assets: Annotated[dict[str, Any] | None, WithJsonSchema({"type": "null"})] = Field(
+        None, description="Image assets: refused (422 naming `assets`); this deployment reads text only."
     )
 
 

@@ -5,8 +5,11 @@ Contract:
   answer labels). Until it has finished, `runtime()` raises `NotReady`. A start-up failure is logged
   with its traceback, kept in `startup_error` (shown by `/health`) and handed to `on_fatal`, so the
   process can stop instead of answering 503 forever.
-- `admit()` holds one of OPENJEV_MAX_CONCURRENT_REQUESTS evaluation slots; with none free it raises
-  `Overloaded` at once: work is refused, never queued.
+- `prepare(work)` holds one of OPENJEV_MAX_CONCURRENT_PREPARATIONS slots while a request is rendered
+  and tokenized on a worker thread, and `admit()` one of OPENJEV_MAX_CONCURRENT_REQUESTS evaluation
+  slots; with none free either raises `Overloaded` at once: work is refused, never queued. Their own
+  limit keeps the CPU spent on preparations (a 2 MB state tokenizes for seconds) bounded whatever
+  the evaluation limit.
 - `runtime().check_model(name)` accepts the compatibility alias, the served name and configured aliases.
 """
 
@@ -18,6 +21,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from openjev import metrics
 from openjev.backends.base import Backend
@@ -28,6 +32,8 @@ from openjev.tokenizer import ChatTokenizer
 from openjev.tokenizer_source import resolve_tokenizer_dir
 
 log = logging.getLogger("openjev")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,7 @@ class Service:
         self.started_at = time.monotonic()
         self.started_wall = time.time()
         self.active_evaluations = 0
+        self.active_preparations = 0
         self.startup_error: str | None = None
         self._runtime: Runtime | None = None
         self._on_fatal = on_fatal
@@ -99,6 +106,26 @@ class Service:
 
     async def aclose(self) -> None:
         await self.backend.aclose()
+
+    async def prepare(self, work: Callable[[], T]) -> T:
+        """Run `work` on a worker thread in one of the preparation slots (`Overloaded` when none is
+        free). A thread cannot be stopped: if the caller is cancelled, the slot stays taken until the
+        thread has finished, so the limit holds for the CPU actually in use."""
+        limit = self.settings.max_concurrent_preparations
+        if self.active_preparations >= limit:
+            raise Overloaded(
+                f"{self.active_preparations} requests are being prepared "
+                f"(OPENJEV_MAX_CONCURRENT_PREPARATIONS={limit}); retry shortly"
+            )
+        self.active_preparations += 1
+        future = asyncio.ensure_future(asyncio.to_thread(work))
+        future.add_done_callback(self._prepared)
+        return await asyncio.shield(future)
+
+    def _prepared(self, future: asyncio.Future[Any]) -> None:
+        self.active_preparations -= 1
+        if not future.cancelled():
+            future.exception()  # retrieved here too, in case the caller was cancelled and never reads it
 
     @contextlib.contextmanager
     def admit(self) -> Iterator[None]:

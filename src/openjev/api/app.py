@@ -1,7 +1,9 @@
 """`create_app`: the FastAPI application around one `Service`.
 
-Middleware, outermost first: a request id on every response, status counts for `/v1/systemone`,
-then bounded and decoded bodies. The backend starts in the background: `/health/live` answers at
+Middleware, outermost first: status counts for `/v1/systemone`, a request id on every response
+(and a 500 of our own for anything unforeseen), the API key checked on the headers, then bounded
+and decoded bodies. Slashes are not redirected: a 307 would send the client to whatever its Host
+header named. The backend starts in the background: `/health/live` answers at
 once, `/health` and `/v1/systemone` answer 503 with Retry-After until the service is ready.
 """
 
@@ -13,11 +15,13 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from openjev import __version__
 from openjev.api.body import BodyDecoder
+from openjev.api.docs import STATIC_DIR, STATIC_PATH
 from openjev.api.errors import install_error_handlers
-from openjev.api.middleware import RequestIdMiddleware, StatusMetricsMiddleware
+from openjev.api.middleware import ApiKeyMiddleware, RequestIdMiddleware, StatusMetricsMiddleware
 from openjev.api.routes import router
 from openjev.backends.base import Backend
 from openjev.config import Settings
@@ -49,13 +53,23 @@ def create_app(
         description="Typed answers (noul, choice, score) about a state, read from a language model's first "
         "output token. Compatible with TypeSafe's Jev API and its official SDKs.",
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,
         redoc_url=None,
+        redirect_slashes=False,
     )
     app.state.service = service
     app.include_router(router)
+    app.mount(STATIC_PATH, StaticFiles(directory=STATIC_DIR), name="static")
     install_error_handlers(app, settings.retry_after)
-    app.add_middleware(BodyDecoder, max_body_bytes=settings.max_body_bytes, retry_after=settings.retry_after)
+    app.add_middleware(
+        BodyDecoder,
+        max_body_bytes=settings.max_body_bytes,
+        read_timeout=settings.body_read_timeout,
+        max_reads=settings.max_concurrent_body_reads,
+        retry_after=settings.retry_after,
+    )
+    api_key = settings.api_key.get_secret_value() if settings.api_key is not None else None
+    app.add_middleware(ApiKeyMiddleware, api_key=api_key, retry_after=settings.retry_after)
+    app.add_middleware(RequestIdMiddleware, retry_after=settings.retry_after)
     app.add_middleware(StatusMetricsMiddleware)
-    app.add_middleware(RequestIdMiddleware)
     return app

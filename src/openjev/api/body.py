@@ -6,13 +6,18 @@ Contract, for every request that carries a body:
 - `Content-Encoding` identity, gzip (also x-gzip) or zstd, possibly chained, is decoded with a hard
   output cap of `max_body_bytes` -> 413 past it, so a compression bomb costs at most that much;
   any other coding -> 415; a body that does not decode -> 400;
-- `multipart/form-data` is how clients send image assets -> 422 naming `assets` (text only).
+- `multipart/form-data` is how clients send image assets -> 422 naming `assets` (text only);
+- at most `max_reads` bodies arrive at once (529 past it, before a byte is read), each within
+  `read_timeout` seconds (408 past it); an answer given before the whole body arrived closes the
+  connection, so a slow or unwanted body is never drained.
+Bodies in transit hold at most `max_reads` x `max_body_bytes` bytes.
 Downstream sees the decoded body, no Content-Encoding and a matching Content-Length; after the body,
 `receive` is the server's own, so the endpoint can still notice a client disconnect.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import zlib
 
@@ -34,26 +39,41 @@ def _undecodable(message: str) -> HttpError:
 
 
 def _gunzip(data: bytes, limit: int) -> bytes:
-    decoder = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    try:
-        out = decoder.decompress(data, limit + 1)
+    """Every gzip member in turn (concatenated members are one valid gzip stream); anything after the
+    last complete member, or a member cut short, does not decode."""
+    out = bytearray()
+    while data:
+        decoder = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            out += decoder.decompress(data, limit + 1 - len(out))
+        except zlib.error as error:
+            raise _undecodable(f"the gzip body does not decode: {error}") from error
         if len(out) > limit:
             raise _too_large(limit, "decompressed")
         if not decoder.eof:
             raise _undecodable("the gzip body is truncated")
-    except zlib.error as error:
-        raise _undecodable(f"the gzip body does not decode: {error}") from error
-    return out
+        data = decoder.unused_data
+    return bytes(out)
 
 
 def _unzstd(data: bytes, limit: int) -> bytes:
+    """Every zstd frame in turn, with the output capped first (the stream reader stops at the cap),
+    then each frame checked to be complete: a stream reader silently returns what a cut frame holds."""
     try:
         with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True) as reader:
             out = reader.read(limit + 1)
+        if len(out) > limit:
+            raise _too_large(limit, "decompressed")
+        rest = data
+        while rest:
+            # Bounded now: these frames decode to the `out` just measured.
+            frame = zstandard.ZstdDecompressor().decompressobj()
+            frame.decompress(rest)
+            if not frame.eof:
+                raise _undecodable("the zstd body is truncated")
+            rest = frame.unused_data
     except zstandard.ZstdError as error:
         raise _undecodable(f"the zstd body does not decode: {error}") from error
-    if len(out) > limit:
-        raise _too_large(limit, "decompressed")
     return out
 
 
@@ -83,19 +103,31 @@ def parse_encodings(header: str | None) -> list[str]:
 
 
 class BodyDecoder:
-    def __init__(self, app: ASGIApp, max_body_bytes: int, retry_after: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, max_body_bytes: int, read_timeout: float, max_reads: int, retry_after: int
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.read_timeout = read_timeout
+        self.max_reads = max_reads
         self.retry_after = retry_after
+        self.reading = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in {"POST", "PUT", "PATCH"}:
             await self.app(scope, receive, send)
             return
+        received = False
         try:
-            body = await self._read(scope, receive)
+            data = await self._receive(scope, receive)
+            received = True
+            body = decode_body(data, parse_encodings(Headers(scope=scope).get("content-encoding")), self.max_body_bytes)
         except OpenJevError as error:
-            await error_response(error, self.retry_after)(scope, receive, send)
+            response = error_response(error, self.retry_after)
+            if not received:
+                # The rest of the body is not wanted: close rather than drain it for a keep-alive.
+                response.headers["Connection"] = "close"
+            await response(scope, receive, send)
             return
         headers = [
             (name, value) for name, value in scope["headers"] if name not in (b"content-encoding", b"content-length")
@@ -112,7 +144,9 @@ class BodyDecoder:
 
         await self.app({**scope, "headers": headers}, decoded_receive, send)
 
-    async def _read(self, scope: Scope, receive: Receive) -> bytes:
+    async def _receive(self, scope: Scope, receive: Receive) -> bytes:
+        """The raw body, after every check that needs only the headers; one of `max_reads` slots is
+        held while it arrives, and it must all arrive within `read_timeout` seconds."""
         headers = Headers(scope=scope)
         limit = self.max_body_bytes
         declared = headers.get("content-length")
@@ -120,18 +154,36 @@ class BodyDecoder:
             raise _too_large(limit, "size declared in Content-Length")
         if headers.get("content-type", "").lower().startswith("multipart/form-data"):
             raise RequestRejected([ASSETS_REFUSED])
-        encodings = parse_encodings(headers.get("content-encoding"))
-        chunks: list[bytes] = []
-        size = 0
+        parse_encodings(headers.get("content-encoding"))
+        if self.reading >= self.max_reads:
+            raise HttpError(
+                529,
+                "overloaded",
+                f"{self.reading} request bodies are being received "
+                f"(OPENJEV_MAX_CONCURRENT_BODY_READS={self.max_reads}); retry shortly",
+            )
+        self.reading += 1
+        try:
+            async with asyncio.timeout(self.read_timeout):
+                return await self._read_all(receive, limit)
+        except TimeoutError:
+            raise HttpError(
+                408,
+                "request_timeout",
+                f"the request body did not arrive within OPENJEV_BODY_READ_TIMEOUT={self.read_timeout:g}s",
+            ) from None
+        finally:
+            self.reading -= 1
+
+    @staticmethod
+    async def _read_all(receive: Receive, limit: int) -> bytes:
+        body = bytearray()
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
                 raise _undecodable("the client disconnected while sending the body")
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
+            body += message.get("body", b"")
+            if len(body) > limit:
                 raise _too_large(limit, "sent")
-            chunks.append(chunk)
             if not message.get("more_body", False):
-                break
-        return decode_body(b"".join(chunks), encodings, limit)
+                return bytes(body)

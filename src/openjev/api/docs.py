@@ -1,6 +1,28 @@
-"""The interactive API reference served at `/` (Scalar, reading `/openapi.json`)."""
+"""The documentation pages: the API reference at `/` (Scalar) and Swagger UI at `/docs`.
 
-REFERENCE_PAGE = """<!doctype html>
+Both read `/openapi.json` and load their scripts and styles from `/static`, files vendored from npm
+packages pinned to exact versions (see `static/README.md`): no CDN, so they work offline.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+
+STATIC_DIR = Path(__file__).with_name("static")
+STATIC_PATH = "/static"
+
+#: Every vendored file and its sha256, as copied from its pinned package.
+ASSETS = {
+    "scalar/standalone.js": "bf091006bdc3af6067af77c2f534812e3e633e94a94e87138069f570f33b762c",
+    "swagger-ui/swagger-ui-bundle.js": "e6a898692f2d768e807c3ba4626068a69a2c5dd960dd6c76f3e4d3a3de180af2",
+    "swagger-ui/swagger-ui.css": "5ed08757e53da3e026d6cbecc61fe5d43585c9560b302d534ad56692519a273d",
+}
+
+# Scalar fetches web fonts from its own servers unless told not to.
+REFERENCE_PAGE = f"""<!doctype html>
 <html>
   <head>
     <title>openjev API reference</title>
@@ -8,8 +30,19 @@ REFERENCE_PAGE = """<!doctype html>
     <meta name="viewport" content="width=device-width, initial-scale=1" />
   </head>
   <body>
-    <script id="api-reference" data-url="/openapi.json"></script>
-    <script src="https://cdn.jsdelivr.net/npm/@scalar/api-reference"></script>
+    <script id="api-reference" data-url="/openapi.json" data-configuration='{{"withDefaultFonts": false}}'></script>
+    <script src="{STATIC_PATH}/scalar/standalone.js"></script>
   </body>
 </html>
 """
+
+
+def swagger_ui_page(title: str) -> HTMLResponse:
+    return get_swagger_ui_html(
+        openapi_url="/openapi.json",
+        title=f"{title} - Swagger UI",
+        swagger_js_url=f"{STATIC_PATH}/swagger-ui/swagger-ui-bundle.js",
+        swagger_css_url=f"{STATIC_PATH}/swagger-ui/swagger-ui.css",
+        # The default favicon is another site's; none is better than a request off the machine.
+        swagger_favicon_url="data:,",
+    )

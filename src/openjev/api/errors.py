@@ -91,26 +91,55 @@ def validation_entry(error: Any) -> dict[str, Any]:
     return entry
 
 
+def _documented(description: str, model: type = ErrorResponse) -> dict[str, Any]:
+    return {"model": model, "description": description}
+
+
+#: The error answers of each route, as the OpenAPI document lists them.
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: _documented("OPENJEV_API_KEY is set and the Bearer key is missing or wrong (`authentication_error`)."),
+}
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorResponse, "description": "Missing or wrong API key (`authentication_error`)."},
-    404: {"model": ErrorResponse, "description": "Unknown model (`model_not_found`)."},
-    413: {"model": ErrorResponse, "description": "Body over the size limit, before or after decompression."},
-    415: {"model": ErrorResponse, "description": "Unsupported Content-Encoding."},
-    422: {"model": ValidationErrorResponse, "description": "Validation failure, token budgets included."},
-    502: {"model": ErrorResponse, "description": "The backend failed."},
-    503: {"model": ErrorResponse, "description": "The backend is not ready; see Retry-After."},
-    504: {"model": ErrorResponse, "description": "The backend did not answer within the request timeout."},
-    529: {"model": ErrorResponse, "description": "Too many evaluations in progress; see Retry-After."},
+    400: _documented("The body does not decode (`invalid_body`): bad gzip or zstd, or not JSON text."),
+    **AUTH_RESPONSES,
+    404: _documented("Unknown model (`model_not_found`)."),
+    408: _documented("The body did not arrive within OPENJEV_BODY_READ_TIMEOUT (`request_timeout`)."),
+    413: _documented("Body over the size limit, before or after decompression."),
+    415: _documented("Unsupported Content-Encoding."),
+    422: _documented("Validation failure, token budgets included.", ValidationErrorResponse),
+    502: _documented("The backend failed."),
+    503: _documented("The backend is not ready or unreachable; see Retry-After."),
+    504: _documented("The backend did not answer within the request timeout."),
+    529: _documented("Too many evaluations, preparations or body uploads in progress; see Retry-After."),
+}
+HEALTH_RESPONSES: dict[int | str, dict[str, Any]] = {503: {"description": "Not ready; see Retry-After."}}
+
+#: What a client is told when the backend fails. The backend's own words can hold its URL, local
+#: paths, exception reprs or its answer's text: they go to the log, under the request id.
+BACKEND_MESSAGES: dict[type[BackendError], str] = {
+    BackendUnavailable: "the backend is not reachable or not ready; retry shortly",
+    BackendTimeout: "the backend did not answer within the request timeout",
+    BackendError: "the backend failed to answer this request",
 }
 
+
+def public_backend_error(error: BackendError, request_id: str) -> BackendError:
+    """The same class of error with a message that is safe to show, naming the request id."""
+    message = next(BACKEND_MESSAGES[cls] for cls in type(error).__mro__ if cls in BACKEND_MESSAGES)
+    return type(error)(f"{message} (request id {request_id}; details in the server log)")
+
+
 _STARLETTE_TYPES = {400: "invalid_body", 404: "not_found", 405: "method_not_allowed"}
+# Anything else unforeseen becomes a 500 in `RequestIdMiddleware`, where it gets the request id.
 
 
 def install_error_handlers(app: FastAPI, retry_after: int) -> None:
-    async def openjev_error(_: Request, error: Exception) -> JSONResponse:
+    async def openjev_error(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, OpenJevError)
         if isinstance(error, BackendError):
-            log.warning("backend failure (%s): %s", error.error_type, error)
+            request_id = request.scope.get("state", {}).get("request_id", "-")
+            log.warning("backend failure (%s, request id %s): %s", error.error_type, request_id, error)
+            error = public_backend_error(error, request_id)
         return error_response(error, retry_after)
 
     async def http_error(_: Request, error: Exception) -> JSONResponse:
@@ -124,11 +153,6 @@ def install_error_handlers(app: FastAPI, retry_after: int) -> None:
         assert isinstance(error, RequestValidationError)
         return JSONResponse({"detail": [validation_entry(entry) for entry in error.errors()]}, status_code=422)
 
-    async def unexpected(_: Request, error: Exception) -> JSONResponse:
-        log.exception("unexpected error")
-        return error_response(HttpError(500, "internal_error", "openjev failed unexpectedly"), retry_after)
-
     app.add_exception_handler(OpenJevError, openjev_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
-    app.add_exception_handler(Exception, unexpected)

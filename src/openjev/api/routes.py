@@ -1,33 +1,39 @@
-"""The routes. Each is a plain function; its dependencies (the service, auth, readiness) are explicit.
+"""The routes. Each is a plain function; its dependencies (the service, readiness) are explicit.
 
-`POST /v1/systemone` runs one evaluation: model check, admission (529 when full), preparation on a
-worker thread, then the backend work, cancelled (and aborted in the backend) if the client leaves.
+`POST /v1/systemone` runs one evaluation, cheapest checks first: model name and the request's
+counts, admission (529 when full), preparation on a worker thread in a slot of its own (529 when
+full), then the backend work, cancelled (and aborted in the backend) if the client leaves. The API
+key was checked on the headers, before the body was read (`ApiKeyMiddleware`); the bearer scheme
+here only documents it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import hmac
+import functools
 import json
 import time
 from collections.abc import Awaitable
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Security
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.security import HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import Receive
 
 from openjev import __version__, metrics
-from openjev.api.docs import REFERENCE_PAGE
-from openjev.api.errors import ERROR_RESPONSES, HttpError, retry_after_headers
+from openjev.api.docs import REFERENCE_PAGE, swagger_ui_page
+from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HEALTH_RESPONSES, retry_after_headers
 from openjev.api.middleware import SYSTEM_ONE_PATH
 from openjev.api.strict_json import StrictJSONRoute
 from openjev.config import COMPAT_MODEL_ALIAS
 from openjev.engine import Evaluation
+from openjev.errors import RequestRejected
 from openjev.schema import ModelList, SystemOneRequest, SystemOneResponse
 from openjev.service import Runtime, Service
+from openjev.validation import check_request
 
 T = TypeVar("T")
 
@@ -40,27 +46,19 @@ def get_service(request: Request) -> Service:
 ServiceDep = Annotated[Service, Depends(get_service)]
 
 
-def require_api_key(request: Request, service: ServiceDep) -> None:
-    key = service.settings.api_key
-    if key is None:
-        return
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), key.get_secret_value().encode()):
-        raise HttpError(
-            401,
-            "authentication_error",
-            "missing API key" if not header else "invalid API key",
-            {"WWW-Authenticate": "Bearer"},
-        )
-
-
 def ready_runtime(service: ServiceDep) -> Runtime:
     return service.runtime()
 
 
 RuntimeDep = Annotated[Runtime, Depends(ready_runtime)]
-AUTHORIZED = [Depends(require_api_key)]
+AUTHORIZED = [
+    Security(
+        HTTPBearer(
+            auto_error=False,
+            description="`Authorization: Bearer <key>` when the server sets OPENJEV_API_KEY; ignored otherwise.",
+        )
+    )
+]
 
 router = APIRouter(route_class=StrictJSONRoute)
 
@@ -133,10 +131,13 @@ def answer_response(served_model_name: str, evaluation: Evaluation, prep_seconds
 )
 async def system_one(body: SystemOneRequest, request: Request, service: ServiceDep, runtime: RuntimeDep) -> Response:
     runtime.check_model(body.model)
+    issues = check_request(body, service.settings)
+    if issues:
+        raise RequestRejected(issues)
     started = time.perf_counter()
     try:
         with service.admit():
-            prepared = await asyncio.to_thread(runtime.engine.prepare, body)
+            prepared = await service.prepare(functools.partial(runtime.engine.prepare, body))
             prepared_at = time.perf_counter()
             evaluation = await run_while_connected(request, runtime.engine.evaluate(prepared))
     except ClientDisconnected:
@@ -145,7 +146,13 @@ async def system_one(body: SystemOneRequest, request: Request, service: ServiceD
     return answer_response(runtime.served_model_name, evaluation, prepared_at - started)
 
 
-@router.get("/v1/models", response_model=ModelList, dependencies=AUTHORIZED, summary="List model names")
+@router.get(
+    "/v1/models",
+    response_model=ModelList,
+    responses=AUTH_RESPONSES,
+    dependencies=AUTHORIZED,
+    summary="List model names",
+)
 async def list_models(service: ServiceDep) -> dict[str, Any]:
     served, aliases = service.model_names()
     released = service.settings.model_release_date or dt.date.today().isoformat()
@@ -162,7 +169,9 @@ async def list_models(service: ServiceDep) -> dict[str, Any]:
     }
 
 
-@router.get("/v1/limits", dependencies=AUTHORIZED, summary="Every admission limit of this server")
+@router.get(
+    "/v1/limits", responses=AUTH_RESPONSES, dependencies=AUTHORIZED, summary="Every admission limit of this server"
+)
 async def limits(service: ServiceDep) -> dict[str, Any]:
     settings, current = service.settings, service.current
     return {
@@ -173,13 +182,23 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
         "max_input_tokens": current.engine.max_branch_tokens if current else settings.max_input_tokens,
         "max_total_input_tokens": settings.max_total_input_tokens,
         "max_concurrent_requests": settings.max_concurrent_requests,
+        "max_concurrent_preparations": settings.max_concurrent_preparations,
         "max_concurrent_branches": settings.max_concurrent_branches,
+        "max_concurrent_body_reads": settings.max_concurrent_body_reads,
+        "body_read_timeout_seconds": settings.body_read_timeout,
         "request_timeout_seconds": settings.request_timeout,
         "backend_context_length": service.backend.context_length,
     }
 
 
-@router.get("/health", summary="Ready when the backend is", responses={503: {"description": "Not ready."}})
+#: What `/health` shows of a backend's own report: facts, never its URL, local paths or error text.
+PUBLIC_BACKEND_FACTS = frozenset(
+    {"status", "state", "model", "context_length", "dtype", "threads", "load_seconds", "readouts", "in_flight",
+     "prefix_cache"}
+)  # fmt: skip
+
+
+@router.get("/health", summary="Ready when the backend is", responses=HEALTH_RESPONSES)
 async def health(service: ServiceDep) -> JSONResponse:
     current = service.current
     backend_health = await service.backend.health() if current else None
@@ -194,7 +213,14 @@ async def health(service: ServiceDep) -> JSONResponse:
         "status": status,
         "ready": ready,
         "model": current.served_model_name if current else None,
-        "backend": {"kind": service.backend.kind, **(backend_health.detail if backend_health else {})},
+        "backend": {
+            "kind": service.backend.kind,
+            **{
+                key: value
+                for key, value in (backend_health.detail if backend_health else {}).items()
+                if key in PUBLIC_BACKEND_FACTS
+            },
+        },
         "startup_seconds": current.startup_seconds if current else None,
         "uptime_seconds": time.monotonic() - service.started_at,
         "in_flight": service.active_evaluations,
@@ -202,7 +228,7 @@ async def health(service: ServiceDep) -> JSONResponse:
         "version": __version__,
     }
     if service.startup_error is not None:
-        body["error"] = service.startup_error
+        body["error"] = "openjev could not start; the reason is in the server log"
     headers = None if ready else retry_after_headers(service.settings.retry_after)
     return JSONResponse(body, status_code=200 if ready else 503, headers=headers)
 
@@ -220,3 +246,8 @@ async def prometheus_metrics() -> Response:
 @router.get("/", include_in_schema=False)
 async def reference() -> HTMLResponse:
     return HTMLResponse(REFERENCE_PAGE)
+
+
+@router.get("/docs", include_in_schema=False)
+async def swagger_ui(request: Request) -> HTMLResponse:
+    return swagger_ui_page(request.app.title)

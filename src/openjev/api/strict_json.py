@@ -1,7 +1,10 @@
-"""Standard JSON only: NaN, Infinity and numbers that overflow are a 422 `json_invalid`.
+"""Standard JSON only: a body that is not JSON text the parser can take is a 422 `json_invalid`.
 
-Python's parser accepts them, and a non-finite number in, say, a score level would otherwise come
-back in `legend`, which JSON cannot carry. Routes use `StrictJSONRoute` to parse bodies this way.
+That covers syntax errors (FastAPI's own answer), NaN and Infinity, numbers that overflow (floats past
+±1.8e308, integers over Python's 4,300 digits), bytes that are not UTF-8, and nesting deeper than the
+parser can recurse (about 1,000 levels). Python's parser accepts NaN and Infinity, and a non-finite
+number in, say, a score level would otherwise come back in `legend`, which JSON cannot carry; the
+others raise errors FastAPI would answer with a bare 400. Routes use `StrictJSONRoute`.
 """
 
 from __future__ import annotations
@@ -27,7 +30,16 @@ def _finite_float(text: str) -> float:
 
 
 def loads_strict(data: bytes | str) -> Any:
-    return json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
+    try:
+        return json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except json.JSONDecodeError:
+        raise
+    except UnicodeDecodeError as error:
+        raise json.JSONDecodeError("the body is not UTF-8 text", "", error.start) from error
+    except ValueError as error:  # an integer over the digit limit
+        raise json.JSONDecodeError("a number has more digits than the parser takes (4,300)", "", 0) from error
+    except RecursionError as error:
+        raise json.JSONDecodeError("the JSON is nested too deeply", "", 0) from error
 
 
 class StrictJSONRequest(Request):
