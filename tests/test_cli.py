@@ -53,3 +53,13 @@ def test_a_tokenizer_without_enough_single_token_labels_stops_the_server(tmp_pat
     )  # fmt: skip
     assert process.returncode == 1
     assert "yields only 26 single-token option labels" in process.stderr
+
+
+def test_an_empty_api_key_stops_the_server_with_a_clear_message(fake_sglang):
+    # An empty key would otherwise accept `Authorization: Bearer ` with nothing after it.
+    process = subprocess.run(
+        [sys.executable, "-m", "openjev", "serve", "--connect", fake_sglang.url, "--port", "0"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "OPENJEV_API_KEY": ""},
+    )  # fmt: skip
+    assert process.returncode == 2
+    assert "OPENJEV_API_KEY is empty" in process.stderr and "Traceback" not in process.stderr
