@@ -23,6 +23,11 @@ class ConfidenceMode(StrEnum):
     entropy = "entropy"
 
 
+class AnswerCue(StrEnum):
+    plain = "plain"
+    json = "json"
+
+
 class Frontend(StrEnum):
     rust = "rust"
     python = "python"
@@ -101,7 +106,7 @@ class Settings(BaseSettings):
     )
     max_concurrent_requests: int = Field(16, ge=1, description="Evaluations at once; more get 529.")
     max_concurrent_preparations: int = Field(
-        4, ge=1, description="Requests being rendered and tokenized at once (worker threads); more get 529."
+        2, ge=1, description="Requests being rendered and tokenized at once (worker threads); more get 529."
     )
     max_concurrent_branches: int = Field(64, ge=1, description="Backend calls in flight, process-wide.")
     request_timeout: float = Field(120.0, gt=0, description="Seconds for the backend work of one request.")
@@ -112,6 +117,28 @@ class Settings(BaseSettings):
     confidence: ConfidenceMode = Field(
         ConfidenceMode.typesafe, description="`typesafe` (official definition) or `entropy` (1 - H/log n)."
     )
+    answer_cue: AnswerCue = Field(
+        AnswerCue.plain,
+        description="What ends the question turn, right before the label: `plain` (`Answer:` and a newline) "
+        'or `json` (`{"answer": "`).',
+    )
+    option_shifts: int = Field(
+        1,
+        ge=1,
+        le=255,
+        description="Choice questions: read the options in this many cyclic rotations and average "
+        "(one more backend call per rotation and question; 1 = off).",
+    )
+    label_prior: bool = Field(
+        False,
+        description="Choice questions with option shifts: divide out the letter-position prior estimated "
+        "from the rotations before averaging.",
+    )
+    calibration_file: Path | None = Field(
+        None,
+        description="JSON file of temperatures per question type and option count (evals/calibrate.py); "
+        "used in place of OPENJEV_TEMPERATURE where it has an entry.",
+    )
 
     tokenize_cache_bytes: int = Field(
         256 * 1024**2, ge=0, description="Bytes of tokenized text pieces kept, so a repeated text is tokenized once."
@@ -121,10 +148,26 @@ class Settings(BaseSettings):
     prefix_cache_bytes: int = Field(
         1024**3, ge=0, description="Embedded backend: bytes of recent prefix KV caches kept for reuse."
     )
+    embedded_batch_bytes: int = Field(
+        512 * 1024**2,
+        ge=0,
+        description="Embedded backend: KV-cache bytes one batched forward over a shared prefix may hold "
+        "(each batched question copies the prefix's cache); 0 answers questions one at a time.",
+    )
 
     # Operations.
     profile: str | None = Field(None, description="Free-form deployment profile name, reported by /health.")
     log_level: str = Field("info", description="Log level of openjev and uvicorn.")
+
+    @field_validator("calibration_file")
+    @classmethod
+    def _calibration_file_is_usable(cls, value: Path | None) -> Path | None:
+        # Checked here so a bad file stops `openjev serve` before the model loads, with the reason.
+        if value is not None:
+            from openjev.calibration import load_calibration
+
+            load_calibration(value)
+        return value
 
     @field_validator("api_key")
     @classmethod

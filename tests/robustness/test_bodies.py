@@ -1,0 +1,147 @@
+"""Slow and large bodies against a real openjev (on the fake SGLang), memory measured from outside.
+
+- Slow: 200 connections each announce a 2 MiB body, send all of it but the last byte, and go quiet.
+  At most OPENJEV_MAX_CONCURRENT_BODY_READS of them are read (the rest get 529 and are closed at once);
+  the deadline closes the others. Resident memory is back where it started.
+- Large: 4 parallel 2 MB requests of random text (each tokenizes for seconds) while `/health/live`
+  is polled: preparation runs on worker threads in slots of its own, so liveness stays fast.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import json
+import random
+import socket
+import statistics
+import threading
+import time
+
+import httpx
+import pytest
+
+from tests.conftest import RunningOpenJev
+from tests.robustness.conftest import rss_mib
+
+pytestmark = [pytest.mark.robustness, pytest.mark.timeout(240)]
+
+BODY_BYTES = 2 * 1024 * 1024
+READ_TIMEOUT = 4.0
+
+
+def quiet_body(server: RunningOpenJev) -> tuple[str, float]:
+    """Announce a 2 MiB body, send all but its last byte, then wait for the server to close.
+    Returns the status line it answered (empty if none) and the seconds until it closed."""
+    host, port = server.url.removeprefix("http://").split(":")
+    head = f"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Length: {BODY_BYTES}\r\n\r\n"
+    started = time.monotonic()
+    received = b""
+    with socket.create_connection((host, int(port)), timeout=READ_TIMEOUT + 20) as sock:
+        # A refused connection is closed while we still send, or before we read: both are fine.
+        with contextlib.suppress(OSError):
+            sock.sendall(head.encode() + b" " * (BODY_BYTES - 1))
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(65536):
+                received += chunk
+    return received.split(b"\r\n", 1)[0].decode(), time.monotonic() - started
+
+
+def test_slow_bodies_are_closed_by_the_deadline_and_memory_stays_flat(
+    serve_openjev, fake_sglang, qwen_tokenizer_dir, figures
+):
+    server = serve_openjev(
+        "--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir),
+        env={"OPENJEV_BODY_READ_TIMEOUT": str(READ_TIMEOUT)},
+    )  # fmt: skip
+    pid = server.process.pid
+    rss_before = rss_mib(pid)
+    peak = [rss_before]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.2):
+            peak.append(rss_mib(pid))
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    with concurrent.futures.ThreadPoolExecutor(200) as pool:
+        results = list(pool.map(lambda _: quiet_body(server), range(200)))
+    done.set()
+    sampler.join()
+    time.sleep(1)
+    rss_after = rss_mib(pid)
+    statuses = {line: sum(1 for status, _ in results if status == line) for line in {status for status, _ in results}}
+    slowest = max(seconds for _, seconds in results)
+    figures(
+        connections=200,
+        statuses=statuses,
+        slowest_close_seconds=round(slowest, 2),
+        rss_before_mib=round(rss_before, 1),
+        rss_peak_mib=round(max(peak), 1),
+        rss_after_mib=round(rss_after, 1),
+    )
+    assert set(statuses) <= {"HTTP/1.1 408 Request Timeout", "HTTP/1.1 529 "}, statuses
+    assert slowest < READ_TIMEOUT + 10
+    assert max(peak) - rss_before < 32 * 2 * 2 + 64  # the read slots' bodies, and no more
+    assert rss_after - rss_before < 64
+    assert httpx.get(f"{server.url}/health/live").status_code == 200
+
+
+def random_text(size: int, seed: int) -> str:
+    rng = random.Random(seed)
+    alphabet = [chr(code) for code in range(0x21, 0x7F)] + [chr(code) for code in range(0x4E00, 0x4E80)] + [" "] * 8
+    return "".join(rng.choices(alphabet, k=size))
+
+
+def post_json(server: RunningOpenJev, data: bytes) -> int:
+    headers = {"content-type": "application/json"}
+    return httpx.post(f"{server.url}/v1/systemone", content=data, headers=headers, timeout=120).status_code
+
+
+def test_large_random_bodies_leave_liveness_fast(serve_openjev, fake_sglang, qwen_tokenizer_dir, figures):
+    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir))
+    pid = server.process.pid
+    bodies = []
+    for seed in range(4):
+        body = {"model": "jev-latest", "state": "", "questions": {"q": {"type": "noul", "instructions": "Spam?"}}}
+        room = BODY_BYTES - len(json.dumps(body).encode()) - 1024
+        body["state"] = random_text(int(room / 2.2), seed)  # about 2.1 bytes a character: under the limit
+        bodies.append(json.dumps(body, ensure_ascii=False).encode())
+    rss_before = rss_mib(pid)
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def poll_liveness() -> None:
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            while not done.is_set():
+                started = time.perf_counter()
+                http.get("/health/live").raise_for_status()
+                latencies.append(time.perf_counter() - started)
+                time.sleep(0.02)
+
+    poller = threading.Thread(target=poll_liveness)
+    poller.start()
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        statuses = list(pool.map(lambda data: post_json(server, data), bodies))
+    elapsed = time.monotonic() - started
+    done.set()
+    poller.join()
+    rss_after = rss_mib(pid)
+    p99 = statistics.quantiles(latencies, n=100)[98] if len(latencies) >= 2 else max(latencies)
+    figures(
+        requests=4,
+        body_bytes=[len(body) for body in bodies],
+        statuses=statuses,
+        seconds=round(elapsed, 2),
+        liveness_polls=len(latencies),
+        liveness_p50_ms=round(statistics.median(latencies) * 1000, 1),
+        liveness_p99_ms=round(p99 * 1000, 1),
+        liveness_max_ms=round(max(latencies) * 1000, 1),
+        rss_before_mib=round(rss_before, 1),
+        rss_after_mib=round(rss_after, 1),
+    )
+    # Far over the token budget (422), or refused a preparation slot (529): either way bounded work.
+    assert all(status in (422, 529) for status in statuses), statuses
+    assert p99 < 0.5
