@@ -39,7 +39,8 @@ def test_fuzzing_the_document_finds_no_5xx_and_no_nonconformance(openjev_on_fake
         "--checks", CHECKS, "--max-examples", str(MAX_EXAMPLES), "--seed", "8", "--workers", "2",
         "--request-timeout", "30", "--report", "ndjson", "--report-ndjson-path", str(report),
     ]  # fmt: skip
-    run = subprocess.run(command, capture_output=True, text=True, timeout=220)
+    # Run in the tmp dir: schemathesis keeps its example database in the working directory.
+    run = subprocess.run(command, capture_output=True, text=True, timeout=220, cwd=tmp_path)
     statuses = statuses_in(report)
     server_errors = sum(count for status, count in statuses.items() if status >= 500)
     figures(
