@@ -228,12 +228,12 @@ def test_non_standard_json_numbers_are_refused(client):
         assert response.json()["detail"][0]["type"] == "json_invalid"
 
 
-def test_pathologically_nested_json_is_400_not_500(client):
+def test_pathologically_nested_json_is_422_not_500(client):
     state = "[" * 100_000 + "]" * 100_000
     head = '{"model": "jev-latest", "questions": {"q": {"type": "noul", "instructions": "x"}}, "state": '
     content = head + state + "}"
     response = client.post("/v1/systemone", content=content, headers={"content-type": "application/json"})
-    assert response.status_code == 400 and response.json()["detail"]["error_type"] == "invalid_body"
+    assert response.status_code == 422 and response.json()["detail"][0]["type"] == "json_invalid"
 
 
 def test_bodies_that_are_not_json_get_4xx(client):
