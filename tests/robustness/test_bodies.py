@@ -2,7 +2,8 @@
 
 - Slow: 200 connections each announce a 2 MiB body, send all of it but the last byte, and go quiet.
   At most OPENJEV_MAX_CONCURRENT_BODY_READS of them are read (the rest get 529 and are closed at once);
-  the deadline closes the others. Resident memory is back where it started.
+  the deadline closes the others. Resident memory is back where it started. Meanwhile 100 slowloris
+  connections send part of a request head and go quiet: the same deadline closes them.
 - Large: 4 parallel 2 MB requests of random text (each tokenizes for seconds) while `/health/live`
   is polled: preparation runs on worker threads in slots of its own, so liveness stays fast.
 """
@@ -47,6 +48,19 @@ def quiet_body(server: RunningOpenJev) -> tuple[str, float]:
     return received.split(b"\r\n", 1)[0].decode(), time.monotonic() - started
 
 
+def quiet_head(server: RunningOpenJev) -> tuple[str, float]:
+    """Slowloris: send part of a request head, then nothing; wait for the server to close."""
+    host, port = server.url.removeprefix("http://").split(":")
+    started = time.monotonic()
+    with socket.create_connection((host, int(port)), timeout=READ_TIMEOUT + 20) as sock:
+        sock.sendall(b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nX-Slow: 1\r\n")
+        received = b""
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(65536):
+                received += chunk
+    return "closed" if not received else received.split(b"\r\n", 1)[0].decode(), time.monotonic() - started
+
+
 def test_slow_bodies_are_closed_by_the_deadline_and_memory_stays_flat(
     serve_openjev, fake_sglang, qwen_tokenizer_dir, figures
 ):
@@ -65,8 +79,10 @@ def test_slow_bodies_are_closed_by_the_deadline_and_memory_stays_flat(
 
     sampler = threading.Thread(target=sample)
     sampler.start()
-    with concurrent.futures.ThreadPoolExecutor(200) as pool:
+    with concurrent.futures.ThreadPoolExecutor(300) as pool:
+        heads = [pool.submit(quiet_head, server) for _ in range(100)]
         results = list(pool.map(lambda _: quiet_body(server), range(200)))
+        slow_heads = [head.result() for head in heads]
     done.set()
     sampler.join()
     time.sleep(1)
@@ -76,6 +92,9 @@ def test_slow_bodies_are_closed_by_the_deadline_and_memory_stays_flat(
     figures(
         connections=200,
         statuses=statuses,
+        slowloris_heads=100,
+        slowloris_closed=sum(1 for outcome, _ in slow_heads if outcome == "closed"),
+        slowloris_slowest_close_seconds=round(max(seconds for _, seconds in slow_heads), 2),
         slowest_close_seconds=round(slowest, 2),
         rss_before_mib=round(rss_before, 1),
         rss_peak_mib=round(max(peak), 1),
@@ -83,6 +102,7 @@ def test_slow_bodies_are_closed_by_the_deadline_and_memory_stays_flat(
     )
     assert set(statuses) <= {"HTTP/1.1 408 Request Timeout", "HTTP/1.1 529 "}, statuses
     assert slowest < READ_TIMEOUT + 10
+    assert all(outcome == "closed" and seconds < READ_TIMEOUT + 10 for outcome, seconds in slow_heads), slow_heads
     assert max(peak) - rss_before < 32 * 2 * 2 + 64  # the read slots' bodies, and no more
     assert rss_after - rss_before < 64
     assert httpx.get(f"{server.url}/health/live").status_code == 200
