@@ -1,6 +1,10 @@
 """Paired comparison of two runs of one suite: accuracy(B) - accuracy(A) with a bootstrap 95% interval.
 
-Usage: uv run evals/compare.py RUN_A RUN_B
+Usage: uv run evals/compare.py RUN_A[@VARIANT] RUN_B[@VARIANT]
+
+`DIR@average` or `DIR@prior` scores a `--shifts K` run as that offline variant (evals/variants.py);
+`DIR@shift0`, like plain `DIR`, is the protocol's own answer. So one run compares with itself:
+`compare.py runs/x runs/x@average` is the paired effect of option-order averaging.
 
 Contract: both directories are read as evals/report.py reads them. Runs are compared only when they
 share the suite, protocol and dataset sha256 and answered exactly the same items (errors or a
@@ -20,6 +24,7 @@ if __package__ in {None, ""}:  # run as a script (`uv run evals/compare.py`): ma
 
 from evals import metrics
 from evals.report import read_run
+from evals.variants import variant_records
 
 DRAWS = 10_000
 SEED = 0
@@ -29,9 +34,16 @@ class Incomparable(ValueError):
     """The two runs did not ask the same items the same way."""
 
 
-def compare(run_a: Path, run_b: Path) -> metrics.PairedComparison:
-    meta_a, answered_a, _ = read_run(run_a)
-    meta_b, answered_b, _ = read_run(run_b)
+def read_scored(spec: str | Path) -> tuple[dict, list[dict]]:
+    """run.json and the answered records of `DIR` or `DIR@VARIANT`."""
+    directory, _, variant = str(spec).partition("@")
+    meta, answered, _ = read_run(Path(directory))
+    return meta, variant_records(answered, variant) if variant else answered
+
+
+def compare(run_a: str | Path, run_b: str | Path) -> metrics.PairedComparison:
+    meta_a, answered_a = read_scored(run_a)
+    meta_b, answered_b = read_scored(run_b)
     for key in ("suite", "protocol", "dataset_sha256"):
         if meta_a[key] != meta_b[key]:
             raise Incomparable(f"the runs differ in {key}: {meta_a[key]!r} and {meta_b[key]!r}")
@@ -54,8 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: uv run evals/compare.py RUN_A RUN_B", file=sys.stderr)
         return 2
     try:
-        result = compare(Path(arguments[0]), Path(arguments[1]))
-    except Incomparable as error:
+        result = compare(arguments[0], arguments[1])
+    except (Incomparable, ValueError) as error:
         print(f"refused: {error}", file=sys.stderr)
         return 2
     low, high = result.ci95

@@ -24,6 +24,7 @@ if __package__ in {None, ""}:  # run as a script (`uv run evals/report.py`): mak
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evals import metrics
+from evals.variants import VARIANTS, has_shifts, variant_records
 
 AUTOMATE_TARGETS = (0.01, 0.05, 0.10)
 ECE_BINS = 10
@@ -72,6 +73,26 @@ def automation(top: Sequence[float], correct: Sequence[bool]) -> dict[str, dict[
     return {key: {"coverage": result.coverage, "threshold": result.threshold} for key, result in results.items()}
 
 
+def quality(answered: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Accuracy, NLL, Brier, ECE and the predicted letters of answered records."""
+    correct = [record["choice"] == record["gold"] for record in answered]
+    top = [max(record["probabilities"].values()) for record in answered]
+    return {
+        **accuracy_of(correct),
+        "nll": metrics.nll([record["probabilities"].get(record["gold"], 0.0) for record in answered]),
+        "brier": metrics.brier([record["probabilities"] for record in answered], [r["gold"] for r in answered]),
+        "ece": metrics.ece(top, correct, ECE_BINS),
+        "predicted": dict(sorted(Counter(record["choice"] for record in answered).items())),
+    }
+
+
+def variants_of(answered: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
+    """Each offline variant's figures (evals/variants.py) when every record holds its rotations."""
+    if not has_shifts(answered):
+        return None
+    return {variant: quality(variant_records(answered, variant)) for variant in VARIANTS}
+
+
 def build_report(meta: dict[str, Any], answered: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]) -> dict:
     """The report of a run's answered items (at least one)."""
     n = len(answered)
@@ -114,6 +135,8 @@ def build_report(meta: dict[str, Any], answered: Sequence[dict[str, Any]], error
             "mean": sum(latencies) / n,
         },
         "usage": {**tokens, **{f"mean_{key}": value / n for key, value in tokens.items()}},
+        "shifts": meta.get("shifts", 1),
+        "variants": variants_of(answered),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
@@ -147,6 +170,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     for target, result in report["automate"].items():
         threshold = "-" if result["threshold"] is None else f"{result['threshold']:.4f}"
         lines.append(f"| {target} | {result['coverage']:.1%} | {threshold} |")
+    lines += variant_lines(report)
     letters = sorted(set(report["letters"]["predicted"]) | set(report["letters"]["gold"]))
     lines += ["", "## Label bias: predicted against gold letters", "", "| letter | predicted | gold |", "|---|---|---|"]
     lines += [
@@ -161,6 +185,26 @@ def render_markdown(report: dict[str, Any]) -> str:
         )
     lines += ["", "![reliability diagram](reliability.png)", ""]
     return "\n".join(lines)
+
+
+def variant_lines(report: dict[str, Any]) -> list[str]:
+    if not report.get("variants"):
+        return []
+    lines = [
+        "",
+        f"## Option-order variants, from {report['shifts']} rotations per item (evals/variants.py)",
+        "",
+        "| variant | accuracy (95% Wilson) | NLL | Brier | ECE | predicted letters |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, row in report["variants"].items():
+        low, high = row["accuracy_ci95"]
+        letters = " ".join(f"{letter}:{count}" for letter, count in row["predicted"].items())
+        lines.append(
+            f"| {name} | {row['accuracy']:.1%} ({low:.1%}-{high:.1%}) | {row['nll']:.3f} | {row['brier']:.3f} "
+            f"| {row['ece']:.3f} | {letters} |"
+        )
+    return lines
 
 
 def plot_reliability(report: dict[str, Any], path: Path) -> None:

@@ -42,8 +42,11 @@ from tqdm import tqdm
 if __package__ in {None, ""}:  # run as a script (`uv run evals/run.py`): make the `evals` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import contextlib
+
 from evals.report import read_results, write_report
-from evals.suites import PROTOCOL, QUESTION_ID, SUITES, Item, Suite, load_suite
+from evals.suites import PROTOCOL, QUESTION_ID, SUITES, Item, Suite, load_suite, shift_id
+from openjev.answers import shift_offsets
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 RETRY_STATUSES = frozenset({429, 503, 529})
@@ -84,10 +87,10 @@ async def send_with_retry(
         await asyncio.sleep(retry_delay(response.headers))
 
 
-def read_answer(body: Any, item: Item) -> dict[str, Any]:
+def read_answer(body: Any, item: Item, question_id: str = QUESTION_ID) -> dict[str, Any]:
     """The fields recorded from a 200 answer; ValueError when it breaks the Jev contract for this item."""
     try:
-        answer = body["answers"][QUESTION_ID]
+        answer = body["answers"][question_id]
         probabilities = {letter: float(answer["probabilities"][letter]) for letter in item.letters}
         choice = answer["choice"]
         extra = set(answer["probabilities"]) - set(item.letters)
@@ -104,8 +107,32 @@ def read_answer(body: Any, item: Item) -> dict[str, Any]:
     }
 
 
-async def ask(client: httpx.AsyncClient, item: Item, position: int) -> dict[str, Any]:
-    """One item's results line: its answer, or an `error` for a failure status or a malformed answer."""
+def read_shifts(body: Any, item: Item, offsets: Sequence[int]) -> dict[str, Any]:
+    """Every rotation's distribution, by original letter, in `offsets` order (`--shifts`)."""
+    return {
+        "offsets": list(offsets),
+        "probabilities": [read_answer(body, item, shift_id(offset))["probabilities"] for offset in offsets],
+    }
+
+
+def server_timing(headers: httpx.Headers) -> dict[str, float]:
+    """`Server-Timing: prep;dur=1.2, prefill;dur=…` as {name: milliseconds}; unreadable entries skipped."""
+    timing = {}
+    for entry in headers.get("server-timing", "").split(","):
+        name, _, rest = entry.strip().partition(";")
+        for parameter in rest.split(";"):
+            key, _, value = parameter.strip().partition("=")
+            if key == "dur" and name:
+                with contextlib.suppress(ValueError):
+                    timing[name] = float(value)
+    return timing
+
+
+async def ask(client: httpx.AsyncClient, item: Item, position: int, shifts: int = 1) -> dict[str, Any]:
+    """One item's results line: its answer, or an `error` for a failure status or a malformed answer.
+
+    With `shifts` > 1 the request also asks the item's options in the other rotations of
+    `shift_offsets`, recorded under `shifts`; `choice` and `probabilities` stay the protocol's."""
     record: dict[str, Any] = {
         "position": position,
         "id": item.id,
@@ -113,14 +140,19 @@ async def ask(client: httpx.AsyncClient, item: Item, position: int) -> dict[str,
         "subject": item.subject,
         "gold": item.gold,
     }
-    response, attempts, latency = await send_with_retry(lambda: client.post("/v1/systemone", json=item.request()))
+    offsets = shift_offsets(len(item.options), shifts)
+    request = item.shifted_request(offsets) if shifts > 1 else item.request()
+    response, attempts, latency = await send_with_retry(lambda: client.post("/v1/systemone", json=request))
     try:
         if response.status_code != 200:
             raise ValueError(f"HTTP {response.status_code}: {response.text[:300]}")
-        record.update(read_answer(response.json(), item))
+        body = response.json()
+        record.update(read_answer(body, item))
+        if shifts > 1:
+            record["shifts"] = read_shifts(body, item, offsets)
     except ValueError as error:
         record["error"] = str(error)
-    record.update(latency_s=round(latency, 4), attempts=attempts)
+    record.update(latency_s=round(latency, 4), attempts=attempts, server_timing_ms=server_timing(response.headers))
     return record
 
 
@@ -152,10 +184,13 @@ def model_names(models: Any) -> list[str]:
     return sorted(str(entry.get("name")) for entry in models.get("models", []) if isinstance(entry, dict))
 
 
-def prepare_run(directory: Path, suite: Suite, url: str, models: Any) -> dict[str, Any]:
+def prepare_run(directory: Path, suite: Suite, url: str, models: Any, shifts: int = 1) -> dict[str, Any]:
     """run.json's content: the stored one when resuming (after checking it matches), else a new one."""
     path = directory / "run.json"
     identity = {"suite": suite.name, "protocol": PROTOCOL, "dataset_sha256": suite.dataset_sha256, "url": url}
+    if shifts > 1:
+        # The protocol's own answer is unchanged; the rotations are extra questions in the same request.
+        identity["shifts"] = shifts
     if path.is_file():
         meta = json.loads(path.read_text())
         for key, value in identity.items():
@@ -190,7 +225,7 @@ def start_session(
 ) -> tuple[dict[str, Any], list[tuple[int, Item]]]:
     """Check or create run.json, keep only answered lines in results.jsonl; run.json and the items to ask."""
     directory.mkdir(parents=True, exist_ok=True)
-    meta = prepare_run(directory, suite, args.url, models)
+    meta = prepare_run(directory, suite, args.url, models, args.shifts)
     # Keep each item's latest answer; errors and a line cut short by a crash are dropped and asked again.
     answered = [record for record in read_results(directory) if "error" not in record]
     done = {record["id"] for record in answered}
@@ -213,7 +248,7 @@ async def evaluate(args: argparse.Namespace, suite: Suite, directory: Path) -> i
             raise RunRefused(f"{args.url} cannot be reached: {error!r}") from error
         meta, pending = start_session(directory, suite, items, args, models)
         started = time.monotonic()
-        errors = await ask_all(client, pending, args.concurrency, directory / "results.jsonl", len(items))
+        errors = await ask_all(client, pending, args, directory / "results.jsonl", len(items))
     meta["sessions"][-1].update(
         asked=len(pending),
         errors=errors,
@@ -225,9 +260,9 @@ async def evaluate(args: argparse.Namespace, suite: Suite, directory: Path) -> i
 
 
 async def ask_all(
-    client: httpx.AsyncClient, pending: Sequence[tuple[int, Item]], concurrency: int, results: Path, total: int
+    client: httpx.AsyncClient, pending: Sequence[tuple[int, Item]], args: argparse.Namespace, results: Path, total: int
 ) -> int:
-    """Ask the pending items with `concurrency` requests in flight, appending each line as it comes; the error count."""
+    """Ask the pending items with --concurrency requests in flight, appending each line as it comes; the error count."""
     queue = iter(pending)
     errors = 0
     right = answered = 0
@@ -236,7 +271,7 @@ async def ask_all(
         async def worker() -> None:
             nonlocal errors, right, answered
             for position, item in queue:
-                record = await ask(client, item, position)
+                record = await ask(client, item, position, args.shifts)
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
                 handle.flush()
                 if "error" in record:
@@ -248,7 +283,7 @@ async def ask_all(
                 progress.update()
 
         async with asyncio.TaskGroup() as group:
-            for _ in range(concurrency):
+            for _ in range(args.concurrency):
                 group.create_task(worker())
     return errors
 
@@ -261,9 +296,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, help="ask only the suite's first N items")
     parser.add_argument("--concurrency", type=int, default=1, help="requests in flight (default 1)")
     parser.add_argument("--out", required=True, help="run directory (created; resumed when it exists)")
+    parser.add_argument(
+        "--shifts",
+        type=int,
+        default=1,
+        help="also ask each item's options in K-1 more cyclic rotations, in the same request (default 1: off)",
+    )
     args = parser.parse_args(argv)
-    if args.concurrency < 1 or (args.limit is not None and args.limit < 1):
-        parser.error("--limit and --concurrency must be at least 1")
+    if args.concurrency < 1 or args.shifts < 1 or (args.limit is not None and args.limit < 1):
+        parser.error("--limit, --concurrency and --shifts must be at least 1")
     args.url = args.url.rstrip("/")
     return args
 

@@ -79,6 +79,26 @@ class Item:
         question = {"type": "choice", "instructions": INSTRUCTIONS, "criteria": criteria}
         return {"model": PROTOCOL["model"], "state": self.question, "questions": {QUESTION_ID: question}}
 
+    def shifted_request(self, offsets: Sequence[int]) -> dict[str, Any]:
+        """The request with one more question per extra rotation (`--shifts`), all over the same state.
+
+        Offset 0 is the protocol's question, id `answer`, unchanged. Offset s is `answer@s`: the same
+        options in cyclic order starting at option s, each still named by its original letter, so
+        the returned probabilities need no mapping back. Question ids and names never reach the
+        model, so each rotation is read exactly as a server reading that order itself would.
+        """
+        request = self.request()
+        for offset in offsets:
+            if offset:
+                order = list(range(offset, len(self.options))) + list(range(offset))
+                criteria = {self.letters[index]: self.options[index] for index in order}
+                request["questions"][shift_id(offset)] = {**request["questions"][QUESTION_ID], "criteria": criteria}
+        return request
+
+
+def shift_id(offset: int) -> str:
+    return QUESTION_ID if offset == 0 else f"{QUESTION_ID}@{offset}"
+
 
 @dataclass(frozen=True)
 class Suite:

@@ -9,11 +9,16 @@ from openjev.answers import (
     argmax_first,
     choice_answer,
     choice_confidence,
+    combine_shifts,
     entropy_confidence,
     noul_answer,
     renormalise,
+    rotated_order,
     score_answer,
     score_confidence,
+    sharpen,
+    shift_offsets,
+    shifted_choice_answer,
 )
 from openjev.config import ConfidenceMode
 
@@ -93,3 +98,44 @@ def test_choice_probabilities_keyed_by_exact_option_names():
     assert list(answer["probabilities"]) == names
     assert answer["choice"] == "日本語"
     assert 0.0 <= answer["confidence"] <= 1.0
+
+
+def test_shift_offsets_spread_evenly_and_never_repeat():
+    assert shift_offsets(4, 4) == [0, 1, 2, 3]
+    assert shift_offsets(10, 4) == [0, 2, 5, 7]
+    assert shift_offsets(2, 4) == [0, 1]
+    assert shift_offsets(5, 1) == [0]
+    assert rotated_order(4, 1) == [1, 2, 3, 0]
+
+
+def test_average_and_prior_on_a_hand_example():
+    # Two options, two rotations, a model that adds a preference for the first position.
+    by_option = [[0.8, 0.2], [0.4, 0.6]]  # rotation 0 shows (a, b); rotation 1 shows (b, a)
+    assert combine_shifts(by_option, [0, 1], prior=False) == pytest.approx([0.6, 0.4])
+    # Position priors: pi(0) = sqrt(0.8 * 0.6), pi(1) = sqrt(0.2 * 0.4); dividing them out of each
+    # rotation gives a: 0.8/pi0 vs b: 0.2/pi1 in rotation 0, the same odds in rotation 1.
+    pi0, pi1 = math.sqrt(0.8 * 0.6), math.sqrt(0.2 * 0.4)
+    odds = (0.8 / pi0) / (0.2 / pi1)
+    assert combine_shifts(by_option, [0, 1], prior=True) == pytest.approx([odds / (1 + odds), 1 / (1 + odds)])
+
+
+def test_a_pure_letter_prior_is_removed_by_the_prior_correction():
+    # The model's readout = content x position prior: content (0.1, 0.2, 0.3, 0.4), prior favours A.
+    content, position = [0.1, 0.2, 0.3, 0.4], [0.7, 0.1, 0.1, 0.1]
+    readouts, offsets = [], shift_offsets(4, 4)
+    for offset in offsets:
+        shown = rotated_order(4, offset)
+        readouts.append([math.log(content[o] * position[j]) for j, o in enumerate(shown)])
+    answer = shifted_choice_answer(list("abcd"), readouts, offsets, True, 1.0, ConfidenceMode.typesafe)
+    assert list(answer["probabilities"].values()) == pytest.approx(content)
+    biased = choice_answer(list("abcd"), readouts[0], 1.0, ConfidenceMode.typesafe)
+    assert biased["choice"] == "a" and answer["choice"] == "d"
+
+
+def test_one_unrotated_readout_is_the_plain_answer():
+    logprobs = [-0.5, -1.5, -3.0]
+    plain = choice_answer(list("xyz"), logprobs, 2.0, ConfidenceMode.entropy)
+    shifted = shifted_choice_answer(list("xyz"), [logprobs], [0], False, 2.0, ConfidenceMode.entropy)
+    assert shifted["choice"] == plain["choice"]
+    assert list(shifted["probabilities"].values()) == pytest.approx(list(plain["probabilities"].values()))
+    assert sharpen([0.25, 0.75], 1.0) == [0.25, 0.75]

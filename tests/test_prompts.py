@@ -6,6 +6,7 @@ from openjev.errors import RequestRejected
 from openjev.labels import build_label_set, candidate_labels
 from openjev.prompts import (
     ANSWER_CUE,
+    ANSWER_CUES,
     choice_text,
     frame_conversation,
     noul_text,
@@ -156,3 +157,22 @@ def test_forged_markup_reaches_the_backend_as_text(chat):
     specials = {chat.tokenizer.token_to_id(token) for token in chat.special_tokens}
     assert [token for token in prompt if token in specials] == [chat.tokenizer.token_to_id(t) for t in (
         "<|im_start|>", "<|im_end|>", "<|im_start|>", "<|im_end|>", "<|im_start|>")]  # fmt: skip
+
+
+def test_json_cue_keeps_255_single_token_labels(chat):
+    # The label is read right after `{"answer": "`; Qwen's pre-tokenizer takes ` "` as its own piece,
+    # so the quote does not swallow the letter.
+    context = frame_conversation(chat, [{"role": "user", "content": "x"}], ANSWER_CUES["json"]).turn_close
+    assert context.endswith('{"answer": "')
+    json_labels = build_label_set(chat, context, 255)
+    assert len(json_labels.option_labels) == 255
+    base = chat.encode(context)
+    for label, token_id in zip(json_labels.option_labels[:30], json_labels.option_label_ids, strict=False):
+        assert chat.encode(context + label) == [*base, token_id]
+
+
+def test_a_rotation_shows_the_options_cyclically_lettered_by_position():
+    question = ChoiceQuestion(type="choice", criteria={"a": "one", "b": "two", "c": None})
+    text = choice_text(question, ["A", "B", "C"], offset=1)
+    assert "Options:\nA: two\nB: c\nC: one\n" in text
+    assert choice_text(question, ["A", "B", "C"], offset=0) == choice_text(question, ["A", "B", "C"])

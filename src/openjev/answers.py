@@ -14,6 +14,25 @@ Confidence, `typesafe` (the official definition), for n options and probabilitie
   the mean distance of a uniform distribution from its centre.
 Confidence, `entropy`: 1 - H(p) / log n with H(p) = -sum_i p_i log p_i.
 Both are clamped to [0, 1]; every returned number is finite.
+
+Option-order debiasing (choice questions, `OPENJEV_OPTION_SHIFTS=K`): the options are shown in K
+cyclic rotations, spread evenly over the n positions (`shift_offsets`: s_j = floor(j n / K),
+j < min(K, n)). Under shift s, position j shows option (j + s) mod n, so option o sits at position
+(o - s) mod n. Let q_s(o) be option o's renormalised probability (T = 1) under shift s.
+
+- average: p(o) = (1/K) sum_s q_s(o). Each option is read at K different positions, so a
+  preference for a letter position is spread over all options instead of favouring one.
+- prior (`OPENJEV_LABEL_PRIOR=true`): first estimate the model's preference for each position
+  from the same K readouts, as the geometric mean over the shifts of what that position received,
+      pi(j) = exp((1/K) sum_s log q_s((j + s) mod n)),
+  then divide each readout by it and renormalise, r_s(o) ∝ q_s(o) / pi((o - s) mod n), and average:
+  p(o) = (1/K) sum_s r_s(o). When K = n every option visits every position once, so pi(j) is the
+  position's mean log-probability over all options: the content averages out and what is left is
+  the letter prior. With K < n it is estimated from the K options that visited position j.
+  Probabilities are floored at 1e-12 before the logarithm (a label the backend calls impossible).
+
+Temperature comes last: p_T(o) ∝ p(o)^(1/T). With K = 1 and no prior this is exactly
+renormalise(logprobs, T), the plain readout.
 """
 
 from __future__ import annotations
@@ -38,6 +57,43 @@ def renormalise(logprobs: Sequence[float], temperature: float = 1.0) -> list[flo
     weights = [math.exp((value - top) / temperature) for value in logprobs]
     total = math.fsum(weights)
     return [weight / total for weight in weights]
+
+
+PROBABILITY_FLOOR = 1e-12
+
+
+def shift_offsets(option_count: int, shifts: int) -> list[int]:
+    """The cyclic shifts used for `shifts` rotations of `option_count` options, spread evenly."""
+    count = max(1, min(shifts, option_count))
+    return [j * option_count // count for j in range(count)]
+
+
+def rotated_order(option_count: int, offset: int) -> list[int]:
+    """Original option indices in the order shown under `offset`: position j shows (j + offset) mod n."""
+    return [(position + offset) % option_count for position in range(option_count)]
+
+
+def combine_shifts(distributions: Sequence[Sequence[float]], offsets: Sequence[int], prior: bool) -> list[float]:
+    """One distribution from the rotations' distributions, each in original option order (module doc)."""
+    n = len(distributions[0])
+    if prior:
+        logs = [[math.log(max(p, PROBABILITY_FLOOR)) for p in dist] for dist in distributions]
+        log_prior = [
+            math.fsum(log[(position + s) % n] for log, s in zip(logs, offsets, strict=True)) / len(offsets)
+            for position in range(n)
+        ]
+        distributions = [
+            renormalise([log[o] - log_prior[(o - s) % n] for o in range(n)])
+            for log, s in zip(logs, offsets, strict=True)
+        ]
+    return [math.fsum(dist[o] for dist in distributions) / len(distributions) for o in range(n)]
+
+
+def sharpen(probabilities: Sequence[float], temperature: float) -> list[float]:
+    """p^(1/T), renormalised; T = 1 returns the distribution as it is."""
+    if temperature == 1.0:
+        return list(probabilities)
+    return renormalise([math.log(p) if p > 0 else -math.inf for p in probabilities], temperature)
 
 
 def _clamp_unit(value: float) -> float:
@@ -82,7 +138,34 @@ def noul_answer(logprobs: Sequence[float], temperature: float) -> dict[str, Any]
 def choice_answer(
     option_names: Sequence[str], logprobs: Sequence[float], temperature: float, mode: ConfidenceMode
 ) -> dict[str, Any]:
-    probabilities = renormalise(logprobs, temperature)
+    return choice_from_probabilities(option_names, renormalise(logprobs, temperature), mode)
+
+
+def shifted_choice_answer(
+    option_names: Sequence[str],
+    readouts: Sequence[Sequence[float]],
+    offsets: Sequence[int],
+    prior: bool,
+    temperature: float,
+    mode: ConfidenceMode,
+) -> dict[str, Any]:
+    """A choice read under several rotations: `readouts[i]` are the label logprobs by shown position
+    under `offsets[i]`; they are mapped back to the original options, combined, then tempered."""
+    n = len(option_names)
+    distributions = []
+    for logprobs, offset in zip(readouts, offsets, strict=True):
+        by_position = renormalise(logprobs)
+        by_option = [0.0] * n
+        for position, option in enumerate(rotated_order(n, offset)):
+            by_option[option] = by_position[position]
+        distributions.append(by_option)
+    combined = combine_shifts(distributions, offsets, prior)
+    return choice_from_probabilities(option_names, sharpen(combined, temperature), mode)
+
+
+def choice_from_probabilities(
+    option_names: Sequence[str], probabilities: Sequence[float], mode: ConfidenceMode
+) -> dict[str, Any]:
     confidence = (
         choice_confidence(probabilities) if mode is ConfidenceMode.typesafe else entropy_confidence(probabilities)
     )

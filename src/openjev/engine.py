@@ -11,7 +11,11 @@
    process shares `OPENJEV_MAX_CONCURRENT_BRANCHES` slots. The first failure cancels the siblings
    (each backend aborts its own cancelled work); the whole backend phase is bounded by
    OPENJEV_REQUEST_TIMEOUT.
-3. Answer: `answers.py` turns each question's label logprobs into its typed answer.
+3. Answer: `answers.py` turns each question's label logprobs into its typed answer. A choice
+   question read in several rotations (OPENJEV_OPTION_SHIFTS) has one branch per rotation over the
+   same cached prefix; its readouts are mapped back to the options and combined
+   (OPENJEV_LABEL_PRIOR), then tempered by the calibration file's temperature for its type and
+   option count, else OPENJEV_TEMPERATURE. `usage.output_tokens` counts every backend call.
 """
 
 from __future__ import annotations
@@ -22,13 +26,21 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from openjev.answers import NonFiniteLogprob, choice_answer, noul_answer, score_answer
+from openjev.answers import (
+    NonFiniteLogprob,
+    choice_answer,
+    noul_answer,
+    score_answer,
+    shift_offsets,
+    shifted_choice_answer,
+)
 from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall
+from openjev.calibration import Calibration, load_calibration
 from openjev.config import Settings
 from openjev.encoding import PromptEncoder
 from openjev.errors import Issue, RequestRejected
 from openjev.labels import build_label_set
-from openjev.prompts import choice_text, frame_conversation, noul_text, score_text, state_messages
+from openjev.prompts import ANSWER_CUES, choice_text, frame_conversation, noul_text, score_text, state_messages
 from openjev.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion, SystemOneRequest
 from openjev.tokenizer import ChatTokenizer, TemplateError
 from openjev.validation import check_request
@@ -42,6 +54,8 @@ class Branch:
     question: AnswerableQuestion
     suffix_ids: list[int]
     label_token_ids: tuple[int, ...]
+    #: The cyclic rotation of a choice question's options shown in this branch (0: as sent).
+    offset: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +87,9 @@ class Engine:
     def __init__(self, settings: Settings, chat: ChatTokenizer, backend: Backend) -> None:
         self.settings = settings
         self.chat = chat
+        self.cue = ANSWER_CUES[settings.answer_cue]
         # Labels are checked where they are read: right after the answer cue of a question turn.
-        answer_context = frame_conversation(chat, [{"role": "user", "content": "?"}]).turn_close
+        answer_context = frame_conversation(chat, [{"role": "user", "content": "?"}], self.cue).turn_close
         self.labels = build_label_set(chat, answer_context, max(settings.max_choice_options, settings.max_score_levels))
         self.encoder = PromptEncoder(chat, settings.tokenize_cache_bytes)
         self.backend = backend
@@ -86,6 +101,11 @@ class Engine:
             else "the backend's context length"
         )
         self._backend_slots = asyncio.Semaphore(settings.max_concurrent_branches)
+        self.calibration: Calibration | None = (
+            load_calibration(settings.calibration_file) if settings.calibration_file is not None else None
+        )
+        #: The calibration file in force (its path as configured), for /health and /v1/limits.
+        self.calibration_source: str | None = self.calibration.source if self.calibration else None
 
     # -- 1. prepare -------------------------------------------------------------------------------
 
@@ -94,40 +114,56 @@ class Engine:
         if issues:
             raise RequestRejected(issues)
         try:
-            frame = frame_conversation(self.chat, state_messages(request.state))
+            frame = frame_conversation(self.chat, state_messages(request.state), self.cue)
         except TemplateError as error:
             raise RequestRejected([Issue(("state",), str(error))]) from error
 
         questions: list[tuple[str, AnswerableQuestion]] = list(request.questions.items())  # type: ignore[arg-type]
-        texts, label_ids = zip(*(self._question_text(question) for _, question in questions), strict=True)
+        planned = [
+            (question_id, question, offset, *self._question_text(question, offset))
+            for question_id, question in questions
+            for offset in self._offsets(question)
+        ]
         shared_prefix_ids, *suffixes = self.encoder.encode_many(
             [
                 frame.shared_prefix_segments,
-                *(frame.question_suffix_segments(text, self.chat.spells_special_token(text)) for text in texts),
+                *(
+                    frame.question_suffix_segments(text, self.chat.spells_special_token(text))
+                    for *_, text, _ in planned
+                ),
             ]
         )
         branches = [
-            Branch(question_id, question, suffix_ids, ids)
-            for (question_id, question), suffix_ids, ids in zip(questions, suffixes, label_ids, strict=True)
+            Branch(question_id, question, suffix_ids, ids, offset)
+            for (question_id, question, offset, _, ids), suffix_ids in zip(planned, suffixes, strict=True)
         ]
         self._check_budget(shared_prefix_ids, branches)
         return PreparedRequest(shared_prefix_ids, branches)
 
-    def _question_text(self, question: AnswerableQuestion) -> tuple[str, tuple[int, ...]]:
+    def _offsets(self, question: AnswerableQuestion) -> list[int]:
+        """The option rotations a question is read in: several for a choice, else just as sent."""
+        if isinstance(question, ChoiceQuestion):
+            return shift_offsets(len(question.criteria), self.settings.option_shifts)
+        return [0]
+
+    def _question_text(self, question: AnswerableQuestion, offset: int = 0) -> tuple[str, tuple[int, ...]]:
         labels = self.labels
         if isinstance(question, NoulQuestion):
             return noul_text(question), labels.yes_no_ids
         count = len(question.criteria)
         if isinstance(question, ChoiceQuestion):
-            return choice_text(question, labels.option_labels[:count]), labels.option_label_ids[:count]
+            return choice_text(question, labels.option_labels[:count], offset), labels.option_label_ids[:count]
         return score_text(question, labels.option_labels[:count]), labels.option_label_ids[:count]
 
     def _check_budget(self, shared_prefix_ids: list[int], branches: list[Branch]) -> None:
         prefix = len(shared_prefix_ids)
         issues = []
+        refused: set[str] = set()
         for branch in branches:
             needed = prefix + len(branch.suffix_ids) + 1
-            if needed > self.max_branch_tokens:
+            # A question read in several rotations is named once, by its first rotation over the limit.
+            if needed > self.max_branch_tokens and branch.question_id not in refused:
+                refused.add(branch.question_id)
                 issues.append(
                     Issue(
                         ("questions", branch.question_id),
@@ -181,10 +217,13 @@ class Engine:
             ) from error
 
         results = [task.result() for task in tasks]
+        readouts: dict[str, list[tuple[int, tuple[float, ...]]]] = {}
+        for branch, result in zip(prepared.branches, results, strict=True):
+            readouts.setdefault(branch.question_id, []).append((branch.offset, result.logprobs))
+        questions = {branch.question_id: branch.question for branch in prepared.branches}
         try:
             answers = {
-                branch.question_id: self._answer(branch.question, result.logprobs)
-                for branch, result in zip(prepared.branches, results, strict=True)
+                question_id: self._answer(questions[question_id], read) for question_id, read in readouts.items()
             }
         except NonFiniteLogprob as error:
             raise BackendError(f"the backend returned unusable label logprobs: {error}") from error
@@ -199,10 +238,25 @@ class Engine:
             branches_seconds=finished - warmed,
         )
 
-    def _answer(self, question: AnswerableQuestion, logprobs: tuple[float, ...]) -> dict[str, Any]:
-        temperature, mode = self.settings.temperature, self.settings.confidence
+    def _temperature(self, question: AnswerableQuestion) -> float:
+        if self.calibration is not None:
+            count = 2 if isinstance(question, NoulQuestion) else len(question.criteria)
+            fitted = self.calibration.temperature(question.type, count)
+            if fitted is not None:
+                return fitted
+        return self.settings.temperature
+
+    def _answer(self, question: AnswerableQuestion, readouts: list[tuple[int, tuple[float, ...]]]) -> dict[str, Any]:
+        """`readouts`: (rotation offset, label logprobs) per branch of the question, offset 0 first."""
+        temperature, mode = self._temperature(question), self.settings.confidence
+        offset, logprobs = readouts[0]
         if isinstance(question, NoulQuestion):
             return noul_answer(logprobs, temperature)
         if isinstance(question, ChoiceQuestion):
-            return choice_answer(list(question.criteria), logprobs, temperature, mode)
+            if len(readouts) == 1 and offset == 0:
+                return choice_answer(list(question.criteria), logprobs, temperature, mode)
+            offsets, readings = zip(*readouts, strict=True)
+            return shifted_choice_answer(
+                list(question.criteria), readings, offsets, self.settings.label_prior, temperature, mode
+            )
         return score_answer(question.criteria, logprobs, temperature, mode)

@@ -6,7 +6,11 @@ Contract:
   is serialized intact (JSON, non-ASCII kept) into one user turn.
 - Each question is one more user turn holding its instructions and its options as `A: description`
   (a null description shows the option's name), followed by the assistant header with thinking off
-  and `ANSWER_CUE`. The label is read as the very next token. Question ids and option names never
+  and the answer cue (`ANSWER_CUES`, `OPENJEV_ANSWER_CUE`): `Answer:` and a newline (`plain`), or
+  the opening of a JSON answer, `{"answer": "` (`json`). The label is read as the very next token.
+- A choice question may be shown with its options cyclically rotated (`offset`: position j shows
+  option (j + offset) mod n, lettered by position), one rotation per readout; `answers.py` maps the
+  letters back to the options. Question ids and option names never
   reach the model, so renaming, adding or reordering questions cannot change any other question's
   prompt.
 - The conversation is rendered once, with a placeholder in place of the question. Everything before the
@@ -31,7 +35,8 @@ from openjev.errors import Issue, Loc, RequestRejected
 from openjev.schema import ChoiceQuestion, FreeForm, NoulQuestion, ScoreQuestion
 from openjev.tokenizer import ChatTokenizer, Segment
 
-ANSWER_CUE = "Answer:\n"
+ANSWER_CUES = {"plain": "Answer:\n", "json": '{"answer": "'}
+ANSWER_CUE = ANSWER_CUES["plain"]
 CHAT_ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 
@@ -119,11 +124,13 @@ def noul_text(question: NoulQuestion) -> str:
     return "\n".join(lines)
 
 
-def choice_text(question: ChoiceQuestion, labels: Sequence[str]) -> str:
+def choice_text(question: ChoiceQuestion, labels: Sequence[str], offset: int = 0) -> str:
     head = render_value(question.instructions) if question.instructions is not None else "Choose the best option."
+    items = list(question.criteria.items())
+    shown = items[offset:] + items[:offset]
     options = [
         _option_line(label, name if description is None else description)
-        for label, (name, description) in zip(labels, question.criteria.items(), strict=False)
+        for label, (name, description) in zip(labels, shown, strict=False)
     ]
     return "\n".join([head, "", "Options:", *options, "", "Answer with the letter of the best option."])
 
@@ -194,8 +201,11 @@ class _Markers:
         return tuple(segment for segment in segments if segment[0])
 
 
-def frame_conversation(chat: ChatTokenizer, messages: Sequence[Mapping[str, Any]]) -> ConversationFrame:
-    """Render the conversation once with a placeholder question and cut it around the placeholder."""
+def frame_conversation(
+    chat: ChatTokenizer, messages: Sequence[Mapping[str, Any]], cue: str = ANSWER_CUE
+) -> ConversationFrame:
+    """Render the conversation once with a placeholder question and cut it around the placeholder;
+    `cue` ends the question turn, right where the label is read."""
     markers = _Markers.unused_in(messages)
     quoted: list[str] = []
     turns = []
@@ -213,4 +223,4 @@ def frame_conversation(chat: ChatTokenizer, messages: Sequence[Mapping[str, Any]
     split = max((before.rfind(token) for token in chat.special_tokens), default=-1)
     if split < 0:
         split = start
-    return ConversationFrame(markers.quoted_segments(before[:split], quoted), before[split:], after + ANSWER_CUE)
+    return ConversationFrame(markers.quoted_segments(before[:split], quoted), before[split:], after + cue)

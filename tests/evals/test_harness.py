@@ -103,3 +103,32 @@ def test_a_run_on_three_items_resumes_reports_and_compares(openjev_on_fake: Runn
     other = tmp_path / "other"
     assert run.main(["mmlu-pro-matched", "--url", openjev_on_fake.url, "--limit", "3", "--out", str(other)]) == 0
     assert compare.main([str(out), str(other)]) == 2
+
+
+def test_shifted_requests_name_each_rotation_by_the_original_letters() -> None:
+    item = suites.Item(id="x", row=0, subject="s", question="q", options=("one", "two", "three"), gold="A")
+    request = item.shifted_request([0, 1, 2])
+    assert request["questions"]["answer"] == item.request()["questions"]["answer"]
+    assert list(request["questions"]["answer@1"]["criteria"].items()) == [("B", "two"), ("C", "three"), ("A", "one")]
+    assert list(request["questions"]["answer@2"]["criteria"]) == ["C", "A", "B"]
+
+
+def test_a_shifted_run_reports_its_variants_and_compares_them(openjev_on_fake: RunningOpenJev, tmp_path: Path) -> None:
+    out = tmp_path / "shifted"
+    argv = ["mmlu", "--url", openjev_on_fake.url, "--limit", "3", "--shifts", "4", "--out", str(out)]
+    assert run.main(argv) == 0
+    lines = read_lines(out / "results.jsonl")
+    for line in lines:
+        assert line["shifts"]["offsets"] == [0, 1, 2, 3]
+        assert line["shifts"]["probabilities"][0] == line["probabilities"]
+        assert line["usage"]["output_tokens"] == 5  # warm-up and four rotations
+        assert set(line["server_timing_ms"]) == {"prep", "prefill", "branches"}
+    summary = json.loads((out / "report.json").read_text())
+    assert summary["shifts"] == 4
+    assert set(summary["variants"]) == {"shift0", "average", "prior"}
+    assert summary["variants"]["shift0"]["accuracy"] == summary["accuracy"]
+    assert "Option-order variants" in (out / "report.md").read_text()
+    assert compare.main([str(out), f"{out}@average"]) == 0
+    assert compare.main([str(out), f"{out}@nonsense"]) == 2
+    # A run with another --shifts is another run: refused, not mixed.
+    assert run.main([*argv[:-4], "--shifts", "2", "--out", str(out)]) == 2

@@ -1,0 +1,58 @@
+"""Offline answer variants of a `--shifts K` run: what a server with option shifts would have answered.
+
+A results line of such a run holds, under `shifts`, each rotation's distribution keyed by the
+original letters (`offsets[i]` is rotation i's cyclic shift; offset 0 is the protocol's own
+question). From them, with the server's own maths (`openjev.answers.combine_shifts`, module doc):
+
+- `shift0`: rotation 0 alone, the plain protocol answer (what the record's `choice` already is);
+- `average`: the mean of the K rotations' distributions (OPENJEV_OPTION_SHIFTS=K);
+- `prior`: each rotation divided by the letter-position prior estimated from the K rotations, then
+  averaged (OPENJEV_OPTION_SHIFTS=K, OPENJEV_LABEL_PRIOR=true).
+
+A variant record is the record with `choice` and `probabilities` replaced, so every figure of the
+report and every paired comparison applies to it unchanged. `temperature` (when not 1) sharpens or
+flattens the result last, as the server's OPENJEV_TEMPERATURE or calibration file would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from openjev.answers import argmax_first, combine_shifts, sharpen
+
+VARIANTS = ("shift0", "average", "prior")
+
+
+def variant_probabilities(record: dict[str, Any], variant: str) -> dict[str, float]:
+    """The variant's distribution for one answered record, keyed by letter in the record's order."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
+    letters = list(record["probabilities"])
+    if variant == "shift0":
+        return dict(record["probabilities"])
+    if "shifts" not in record:
+        raise ValueError(f"item {record['id']} has no rotations: run with --shifts K to score {variant!r}")
+    offsets = record["shifts"]["offsets"]
+    distributions = [[dist[letter] for letter in letters] for dist in record["shifts"]["probabilities"]]
+    combined = combine_shifts(distributions, offsets, prior=variant == "prior")
+    return dict(zip(letters, combined, strict=True))
+
+
+def variant_record(record: dict[str, Any], variant: str, temperature: float = 1.0) -> dict[str, Any]:
+    probabilities = variant_probabilities(record, variant)
+    letters = list(probabilities)
+    values = sharpen(list(probabilities.values()), temperature)
+    return {
+        **record,
+        "choice": letters[argmax_first(values)],
+        "probabilities": dict(zip(letters, values, strict=True)),
+    }
+
+
+def variant_records(records: Sequence[dict[str, Any]], variant: str) -> list[dict[str, Any]]:
+    return [variant_record(record, variant) for record in records]
+
+
+def has_shifts(records: Sequence[dict[str, Any]]) -> bool:
+    return bool(records) and all("shifts" in record for record in records)
