@@ -1,23 +1,33 @@
-"""Measure openjev's own cost per request against an instant backend.
+"""openjev's own cost per request, side by side with a floor, against an instant backend.
 
-Starts an instant SGLang stand-in (a bare uvloop HTTP/1.1 server that answers `/generate` with the
-requested ids' logprobs, without any model or framework work) and `openjev serve --connect` as
-separate processes, then sends sequential requests over one keep-alive connection and prints
-p50/p99 wall time per request for 3 and 64 questions. Nearly everything measured is openjev's work
-plus loopback HTTP: validation, rendering, tokenization, N+1 backend calls and readout.
+Three processes: an instant SGLang stand-in (a bare uvloop HTTP/1.1 server that answers `/generate`
+with the requested ids' logprobs, no model, no framework), `openjev serve --connect` to it, and the
+*floor*: a bare uvicorn app that parses the same JSON body and makes the same backend calls (a
+warm-up, then N concurrent `/generate` calls with `input_ids` of the same lengths as openjev's) over
+one pooled httpx client, then answers. The floor does no validation, rendering, tokenization or
+readout, so openjev / floor is what openjev's own work costs on top of unavoidable HTTP and JSON.
 
-    uv run python benchmarks/sidecar_overhead.py [--requests 200]
+Requests alternate between openjev and the floor (same body, one keep-alive connection each), so
+both see the same machine noise. Printed per case: p50 of each and the ratio, ratios first.
+
+    uv run python benchmarks/sidecar_overhead.py [--scale 1.0]
 """
+
+from __future__ import annotations
 
 import argparse
 import asyncio
 import json
 import multiprocessing
+import random
 import statistics
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -26,10 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from openjev.backends.supervised import free_port
 from tests.conftest import fetch_qwen_tokenizer, launch_openjev, stop_openjev, wait_for
 
-STATE = [
-    {"role": "system", "content": "You are a support assistant."},
-    {"role": "user", "content": "I was charged twice for my subscription this month. Please refund the duplicate."},
-]
+SYSTEM = {"role": "system", "content": "You are a support assistant."}
+TICKET = {"role": "user", "content": "I was charged twice for my subscription this month. Please refund the duplicate."}
 QUESTIONS = [
     {"type": "noul", "instructions": "Does the user request a refund?"},
     {
@@ -38,6 +46,22 @@ QUESTIONS = [
         "criteria": {"billing": "Payments and refunds", "technical": "Software bugs", "sales": None},
     },
     {"type": "score", "instructions": "How urgent is the request?", "criteria": ["Routine", "Urgent", "Emergency"]},
+]
+WORDS = [
+    "the",
+    "a",
+    "report",
+    "customer",
+    "order",
+    "refund",
+    "shipping",
+    "delay",
+    "invoice",
+    "account",
+    "payment",
+    "server",
+    "error",
+    "log",
 ]
 
 
@@ -84,59 +108,139 @@ def instant_backend(port: int) -> None:
     uvloop.run(serve())
 
 
-def request_body(count: int) -> dict:
-    return {
-        "model": "jev-latest",
-        "state": STATE,
-        "questions": {f"q{i}": QUESTIONS[i % len(QUESTIONS)] for i in range(count)},
-    }
+def floor_server(port: int, backend_port: int) -> None:
+    """The floor: parse the body, make the same backend calls, answer. `x-floor-lengths` carries the
+    prompt lengths (warm-up first) that openjev sent for the same body."""
+    import uvicorn
+
+    client = httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{backend_port}", limits=httpx.Limits(max_connections=64), timeout=60
+    )
+
+    async def call(length: int) -> Any:
+        payload = {
+            "input_ids": [1] * length,
+            "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+            "return_logprob": True,
+            "logprob_start_len": -1,
+            "token_ids_logprob": [1, 2, 3],
+        }
+        return (await client.post("/generate", json=payload)).json()
+
+    async def app(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        if scope["type"] != "http":
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = json.loads(b"".join(chunks) or b"{}")
+        headers = dict(scope["headers"])
+        lengths = [int(n) for n in headers.get(b"x-floor-lengths", b"1").split(b",")]
+        await call(lengths[0])
+        answers = await asyncio.gather(*(call(length) for length in lengths[1:]))
+        out = json.dumps({"questions": list(body.get("questions", {})), "answers": answers}).encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": out})
+
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", loop="uvloop")
 
 
-def percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+def chat_body(state: Any, count: int) -> dict[str, Any]:
+    return {"model": "jev-latest", "state": state, "questions": {f"q{i}": QUESTIONS[i % 3] for i in range(count)}}
 
 
-def measure(client: httpx.Client, count: int, requests: int) -> tuple[float, float, float]:
-    body = request_body(count)
-    for _ in range(10):
-        client.post("/v1/systemone", json=body).raise_for_status()
-    samples = []
-    for _ in range(requests):
+def document(tokens: int, seed: int = 7) -> str:
+    """About `tokens` tokens of plain text in paragraphs (one word is about one token here)."""
+    rng = random.Random(seed)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 30))) + "." for _ in range(tokens // 18)]
+    return "\n".join(lines)
+
+
+def cases(scale: float) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    def n(count: int) -> int:
+        return max(5, int(count * scale))
+
+    small = [SYSTEM, TICKET]
+    yield "3 questions, small chat", [chat_body(small, 3)] * n(200)
+    yield "64 questions, small chat", [chat_body(small, 64)] * n(40)
+    doc = document(24_000)
+    yield (
+        "8 questions, ~24k-token state, new each time",
+        [chat_body(f"Case {uuid.uuid4().hex}\n{doc}", 8) for _ in range(n(20))],
+    )
+    yield "8 questions, the same ~24k-token state again", [chat_body(f"Case fixed\n{doc}", 8)] * n(20)
+    conversation = [SYSTEM] + [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"Message {i}: {document(60, seed=i)}"}
+        for i in range(40)
+    ]
+    grown = []
+    for i in range(n(40)):
+        role = "user" if (len(conversation) + i) % 2 else "assistant"
+        conversation = [*conversation, {"role": role, "content": f"Message {40 + i}: {document(60, seed=99 + i)}"}]
+        grown.append(chat_body(conversation, 3))
+    yield "3 questions, a 40-message chat grown by one message", grown
+
+
+def backend_lengths(response: httpx.Response, count: int) -> str:
+    """Warm-up and branch prompt lengths of openjev's calls, from its headers and usage."""
+    prefix = int(response.headers["x-openjev-prefix-tokens"])
+    branches = response.json()["usage"]["input_tokens"] - prefix
+    return ",".join([str(prefix)] + [str(branches // count)] * count)
+
+
+def run_case(openjev: httpx.Client, floor: httpx.Client, bodies: list[dict[str, Any]]) -> tuple[float, float]:
+    ours, theirs = [], []
+    for index, body in enumerate([bodies[0], *bodies]):  # the first request warms both up
         started = time.perf_counter()
-        client.post("/v1/systemone", json=body).raise_for_status()
-        samples.append(time.perf_counter() - started)
-    return percentile(samples, 0.5), percentile(samples, 0.99), statistics.fmean(samples)
+        response = openjev.post("/v1/systemone", json=body)
+        elapsed = time.perf_counter() - started
+        response.raise_for_status()
+        lengths = backend_lengths(response, len(body["questions"]))
+        started = time.perf_counter()
+        floor.post("/", json=body, headers={"x-floor-lengths": lengths}).raise_for_status()
+        if index:
+            ours.append(elapsed)
+            theirs.append(time.perf_counter() - started)
+    return statistics.median(ours), statistics.median(theirs)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every case's request count")
     args = parser.parse_args()
-    port = free_port()
-    backend = multiprocessing.Process(target=instant_backend, args=(port,), daemon=True)
-    backend.start()
+    backend_port, floor_port = free_port(), free_port()
+    helpers = [
+        multiprocessing.Process(target=instant_backend, args=(backend_port,), daemon=True),
+        multiprocessing.Process(target=floor_server, args=(floor_port, backend_port), daemon=True),
+    ]
+    for process in helpers:
+        process.start()
     try:
-        wait_for(f"http://127.0.0.1:{port}/health", timeout=30)
+        wait_for(f"http://127.0.0.1:{backend_port}/health", timeout=30)
+        wait_for(f"http://127.0.0.1:{floor_port}/", timeout=30)
         with tempfile.TemporaryDirectory() as logs:
             server = launch_openjev(
-                "--connect", f"http://127.0.0.1:{port}", "--tokenizer", str(fetch_qwen_tokenizer()),
+                "--connect", f"http://127.0.0.1:{backend_port}", "--tokenizer", str(fetch_qwen_tokenizer()),
                 log_dir=Path(logs), env={"OPENJEV_LOG_LEVEL": "warning"},
             )  # fmt: skip
             try:
-                with httpx.Client(base_url=server.url, timeout=60) as client:
-                    print(f"openjev overhead against an instant backend, {args.requests} sequential requests")
-                    for count in (3, 64):
-                        p50, p99, mean = measure(client, count, args.requests)
-                        print(
-                            f"{count:>3} questions ({count + 1} backend calls): "
-                            f"p50 {p50 * 1000:7.2f} ms   p99 {p99 * 1000:7.2f} ms   mean {mean * 1000:7.2f} ms"
-                        )
+                with (
+                    httpx.Client(base_url=server.url, timeout=120) as openjev,
+                    httpx.Client(base_url=f"http://127.0.0.1:{floor_port}", timeout=120) as floor,
+                ):
+                    print(f"{'case':<52} {'ratio':>6} {'openjev p50':>12} {'floor p50':>10}")
+                    for name, bodies in cases(args.scale):
+                        ours, theirs = run_case(openjev, floor, bodies)
+                        print(f"{name:<52} {ours / theirs:6.2f} {ours * 1000:9.1f} ms {theirs * 1000:7.1f} ms")
             finally:
                 stop_openjev(server)
     finally:
-        backend.terminate()
-        backend.join()
+        for process in helpers:
+            process.terminate()
+            process.join()
 
 
 if __name__ == "__main__":

@@ -151,6 +151,38 @@ def _reuse_vs_full(make_backend, tokenizer, dtype: str | None, turns: int, quest
     return worst
 
 
+def _batched_vs_one_at_a_time(make_backend, tokenizer, dtype: str | None) -> float:
+    """The largest label-logprob difference between a request's branches answered in one batched
+    forward and the same branches answered one at a time (suffixes of different lengths: padding)."""
+    labels = label_ids(tokenizer, [" A", " B", " C", " yes", " no"])
+    prefix = chat_prefix(tokenizer, f"batched-{dtype}", turns=4)
+
+    async def request(backend: EmbeddedBackend) -> list:
+        await backend.readout(ReadoutCall(uuid.uuid4().hex, prefix, labels))
+        calls = [ReadoutCall(uuid.uuid4().hex, prefix + question_suffix(tokenizer, q), labels) for q in QUESTIONS]
+        return await asyncio.gather(*(backend.readout(call) for call in calls))
+
+    batching, apart = make_backend(dtype=dtype), make_backend(dtype=dtype, batch_bytes=0)
+    together, alone = asyncio.run(request(batching)), asyncio.run(request(apart))
+    assert asyncio.run(batching.health()).detail["batched_readouts"] == len(QUESTIONS)
+    assert asyncio.run(apart.health()).detail["batched_readouts"] == 0
+    assert [r.cached_tokens for r in together] == [r.cached_tokens for r in alone] == [len(prefix)] * len(QUESTIONS)
+    return max(
+        abs(a - b) for x, y in zip(together, alone, strict=True) for a, b in zip(x.logprobs, y.logprobs, strict=True)
+    )
+
+
+@pytest.mark.embedded
+def test_batched_branches_match_one_at_a_time(make_backend, tokenizer, backend: EmbeddedBackend) -> None:
+    tolerance = BF16_REUSE_TOLERANCE if backend.dtype == "bfloat16" else FP32_REUSE_TOLERANCE
+    assert _batched_vs_one_at_a_time(make_backend, tokenizer, None) <= tolerance
+
+
+@pytest.mark.embedded
+def test_batched_branches_match_one_at_a_time_in_fp32(make_backend, tokenizer) -> None:
+    assert _batched_vs_one_at_a_time(make_backend, tokenizer, "float32") <= FP32_REUSE_TOLERANCE
+
+
 @pytest.mark.embedded
 def test_prefix_reuse_matches_full_prefill(make_backend, tokenizer, backend: EmbeddedBackend) -> None:
     tolerance = BF16_REUSE_TOLERANCE if backend.dtype == "bfloat16" else FP32_REUSE_TOLERANCE
@@ -246,7 +278,7 @@ def test_cancelled_running_call_stops_early(backend: EmbeddedBackend, tokenizer)
         with pytest.raises(asyncio.CancelledError):
             await running
         # The cancellation propagates only once the worker has stopped, and nothing was stored.
-        assert backend._running is None
+        assert backend._running == []
         assert backend._readouts == before
         assert backend.prefix_cache.longest_prefix(tuple(long_prompt)) is None
         return time.monotonic() - cancelled_at

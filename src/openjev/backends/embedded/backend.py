@@ -38,7 +38,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +49,7 @@ from openjev.backends.base import (
     LabelLogprobs,
     ReadoutCall,
 )
+from openjev.backends.embedded.batching import Batch, Job, JobQueue, forward_rows
 from openjev.backends.embedded.conversion import CPU_EXTRA_HINT
 from openjev.backends.embedded.model_source import (
     ResolvedModel,
@@ -65,16 +65,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_PREFIX_CACHE_BYTES = 1 << 30
+DEFAULT_BATCH_BYTES = 1 << 29
 
 
 class _Abandoned(Exception):
-    """Raised inside the model's forward pass to stop a call whose caller has gone."""
-
-
-@dataclass(slots=True)
-class _Job:
-    call: ReadoutCall
-    cancelled: bool = False
+    """Raised inside the model's forward pass to stop work whose callers have all gone."""
 
 
 class EmbeddedBackend(Backend):
@@ -98,12 +93,14 @@ class EmbeddedBackend(Backend):
         dtype: str | None = None,
         threads: int | None = None,
         prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
     ) -> None:
         self.local_model = local_model
         self.cache_dir = cache_dir
         self.dtype = normalize_dtype(dtype) if dtype else auto_dtype()
         self.threads = threads or _usable_cores()
         self.prefix_cache = PrefixCache(prefix_cache_bytes)
+        self._queue = JobQueue(self.prefix_cache, batch_bytes)
         self.model: ResolvedModel | None = None
         self._context_length: int | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openjev-embedded")
@@ -111,13 +108,15 @@ class EmbeddedBackend(Backend):
         self._error: str | None = None
         self._load_seconds: float | None = None
         self._readouts = 0
+        self._batched_readouts = 0
         self._in_flight = 0
-        self._running: _Job | None = None
+        self._running: list[Job] = []
         # Set by _load on the worker thread.
         self._torch: Any = None
         self._lm: Any = None
         self._new_cache: Any = None
         self._cache_kwarg = "cache"
+        self._decoder_cache_kwarg = "cache"
         self._vocab_size = 0
 
     @classmethod
@@ -126,6 +125,7 @@ class EmbeddedBackend(Backend):
             settings.local_model,
             cache_dir=settings.cache_dir,
             prefix_cache_bytes=settings.prefix_cache_bytes,
+            batch_bytes=settings.embedded_batch_bytes,
         )
 
     @property
@@ -171,6 +171,7 @@ class EmbeddedBackend(Backend):
             "context_length": self._context_length,
             "load_seconds": self._load_seconds,
             "readouts": self._readouts,
+            "batched_readouts": self._batched_readouts,
             "in_flight": self._in_flight,
             "prefix_cache": {
                 "entries": stats.entries,
@@ -188,20 +189,21 @@ class EmbeddedBackend(Backend):
     async def readout(self, call: ReadoutCall) -> LabelLogprobs:
         if self._state != "ready":
             raise BackendUnavailable(f"the embedded model is not ready ({self._state})")
-        job = _Job(call)
+        self._check(call)
+        job = Job(call)
         self._in_flight += 1
         try:
-            submitted = self._executor.submit(self._run, job)
+            self._queue.put(job)
+            self._executor.submit(self._drain)
             try:
-                # Cancelling the wrapper also cancels `submitted`, so a queued job never starts.
-                result = await asyncio.wrap_future(submitted)
+                result = await asyncio.wrap_future(job.future)
             except asyncio.CancelledError:
                 job.cancelled = True
-                if not submitted.cancelled():
-                    # Already running: it stops at the next decoder layer. Wait for that, so no model
-                    # work outlives the cancellation.
+                if not self._queue.withdraw(job) and not job.future.cancelled():
+                    # Already running: it stops at the next decoder layer (once every job of its batch
+                    # is cancelled). Wait for that, so no model work outlives the cancellation.
                     with contextlib.suppress(Exception):
-                        await asyncio.wrap_future(submitted)
+                        await asyncio.wrap_future(job.future)
                 raise
         finally:
             self._in_flight -= 1
@@ -245,68 +247,87 @@ class EmbeddedBackend(Backend):
         # frees the worker within one layer's time instead of finishing work nobody waits for.
         for layer in getattr(lm.get_decoder(), "layers", ()):
             layer.register_forward_pre_hook(self._abandon_if_cancelled)
-        params = inspect.signature(lm.forward).parameters
-        self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
+        self._cache_kwarg = _cache_kwarg(lm.forward)
+        self._decoder_cache_kwarg = _cache_kwarg(lm.get_decoder().forward)
         self._new_cache = lambda: DynamicCache(config=lm.config)
         self._vocab_size = lm.get_output_embeddings().weight.shape[0]
         self._torch, self._lm = torch, lm
         self._load_seconds = round(time.monotonic() - started, 2)
         logger.info("loaded %s in %.1f s (%s, %d threads)", model.name, self._load_seconds, self.dtype, self.threads)
 
-    def _run(self, job: _Job) -> LabelLogprobs | None:
-        if job.cancelled:
-            return None
-        self._running = job
+    def _drain(self) -> None:
+        """Worker thread: run the next batch of waiting jobs (maybe none: an earlier drain took them)."""
+        batch = self._queue.take()
+        if batch is None:
+            return
+        self._running = batch.jobs
         try:
-            return self._forward(job.call)
+            results: list[LabelLogprobs | None] = self._answer(batch)
         except _Abandoned:
-            return None
-        except BackendError:
-            raise
+            results = [None] * len(batch.jobs)
         except Exception as exc:
-            logger.exception("embedded readout %s failed", job.call.rid)
-            raise BackendError(f"embedded model failed: {type(exc).__name__}: {exc}") from exc
+            if not isinstance(exc, BackendError):
+                logger.exception("embedded readout failed")
+                exc = BackendError(f"embedded model failed: {type(exc).__name__}: {exc}")
+            for job in batch.jobs:
+                job.future.set_exception(exc)
+            return
         finally:
-            self._running = None
+            self._running = []
+        for job, result in zip(batch.jobs, results, strict=True):
+            job.future.set_result(result)
 
     def _abandon_if_cancelled(self, _module: Any, _args: Any) -> None:
-        """Forward pre-hook of every decoder layer: stop the running call once it is cancelled."""
-        job = self._running
-        if job is not None and job.cancelled:
+        """Forward pre-hook of every decoder layer: stop once every running job is cancelled."""
+        running = self._running
+        if running and all(job.cancelled for job in running):
             raise _Abandoned
 
-    def _forward(self, call: ReadoutCall) -> LabelLogprobs:
-        torch = self._torch
-        ids = tuple(call.input_ids)
-        labels = list(call.label_token_ids)
-        if not ids:
+    def _check(self, call: ReadoutCall) -> None:
+        if not call.input_ids:
             raise BackendError("empty prompt")
-        if self._context_length is not None and len(ids) > self._context_length:
-            raise BackendError(f"prompt of {len(ids)} tokens exceeds the context length {self._context_length}")
-        if bad := [i for i in labels if not 0 <= i < self._vocab_size]:
+        if self._context_length is not None and len(call.input_ids) > self._context_length:
+            raise BackendError(
+                f"prompt of {len(call.input_ids)} tokens exceeds the context length {self._context_length}"
+            )
+        if bad := [i for i in call.label_token_ids if not 0 <= i < self._vocab_size]:
             raise BackendError(f"label token ids {bad} are outside the model's vocabulary ({self._vocab_size})")
 
-        hit = self.prefix_cache.longest_prefix(ids)
-        reused = hit[0] if hit else 0
-        if hit and reused == len(ids):
-            logprobs = hit[1].logprobs
+    def _answer(self, batch: Batch) -> list[LabelLogprobs | None]:
+        if len(batch.jobs) > 1:
+            rows = forward_rows(self._torch, self._lm, self._decoder_cache_kwarg, batch)
+            self._batched_readouts += len(batch.jobs)
+            for job, logprobs in zip(batch.jobs, rows, strict=True):
+                nbytes = logprobs.numel() * logprobs.element_size()
+                self.prefix_cache.put(tuple(job.call.input_ids), CacheEntry(kv=None, logprobs=logprobs, nbytes=nbytes))
         else:
-            kv = copy.deepcopy(hit[1].kv) if hit else self._new_cache()
-            with torch.inference_mode():
-                out = self._lm(
-                    input_ids=torch.tensor([ids[reused:]], dtype=torch.long),
-                    use_cache=True,
-                    logits_to_keep=1,
-                    **{self._cache_kwarg: kv},
-                )
-                logprobs = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
-            self.prefix_cache.put(ids, CacheEntry(kv=kv, logprobs=logprobs, nbytes=state_nbytes(kv, logprobs)))
-        self._readouts += 1
-        return LabelLogprobs(
-            logprobs=tuple(logprobs[labels].tolist()),
-            prompt_tokens=len(ids),
-            cached_tokens=reused,
-        )
+            rows = [self._forward(batch)]
+        self._readouts += len(batch.jobs)
+        return [
+            LabelLogprobs(
+                logprobs=tuple(logprobs[list(job.call.label_token_ids)].tolist()),
+                prompt_tokens=len(job.call.input_ids),
+                cached_tokens=batch.prefix_length,
+            )
+            for job, logprobs in zip(batch.jobs, rows, strict=True)
+        ]
+
+    def _forward(self, batch: Batch) -> Any:
+        """One prompt: the cached distribution when it was seen whole, else a forward over the rest."""
+        torch, ids = self._torch, tuple(batch.jobs[0].call.input_ids)
+        if batch.prefix is not None and batch.prefix_length == len(ids):
+            return batch.prefix.logprobs
+        kv = copy.deepcopy(batch.prefix.kv) if batch.prefix is not None else self._new_cache()
+        with torch.inference_mode():
+            out = self._lm(
+                input_ids=torch.tensor([ids[batch.prefix_length :]], dtype=torch.long),
+                use_cache=True,
+                logits_to_keep=1,
+                **{self._cache_kwarg: kv},
+            )
+            logprobs = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
+        self.prefix_cache.put(ids, CacheEntry(kv=kv, logprobs=logprobs, nbytes=state_nbytes(kv, logprobs)))
+        return logprobs
 
 
 def _fulfil(future: Future[None], work: Callable[[], None]) -> None:
@@ -316,6 +337,10 @@ def _fulfil(future: Future[None], work: Callable[[], None]) -> None:
         future.set_exception(exc)
     else:
         future.set_result(None)
+
+
+def _cache_kwarg(forward: Callable[..., Any]) -> str:
+    return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
 
 
 def _usable_cores() -> int:

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 class CacheEntry:
     """The model state after some prompt: its KV cache and its final-position log-softmax."""
 
-    kv: Any  # transformers.DynamicCache; never mutated once stored (callers run on a deep copy)
+    #: transformers.DynamicCache, never mutated once stored (callers run on a deep copy); None for a
+    #: prompt answered in a batch, whose entry only answers that exact prompt again.
+    kv: Any
     logprobs: torch.Tensor
     nbytes: int
     #: Set once another call reused this entry; reused entries are evicted after unreused ones.
@@ -57,12 +59,18 @@ class PrefixCache:
         self._lock = threading.Lock()
 
     def longest_prefix(self, ids: tuple[int, ...]) -> tuple[int, CacheEntry] | None:
-        """The longest entry whose key is a prefix of `ids` (or equals it), as (key length, entry)."""
+        """The longest entry whose key is a prefix of `ids` (or equals it), as (key length, entry).
+        An entry without a KV cache only counts when it equals `ids`."""
         with self._lock:
             best: tuple[int, ...] = ()
-            for key in self._entries:
+            for key, entry in self._entries.items():
                 # Cheap checks first: the slice comparison copies up to len(key) ids.
-                if len(best) < len(key) <= len(ids) and ids[len(key) - 1] == key[-1] and ids[: len(key)] == key:
+                if (
+                    len(best) < len(key) <= len(ids)
+                    and (entry.kv is not None or len(key) == len(ids))
+                    and ids[len(key) - 1] == key[-1]
+                    and ids[: len(key)] == key
+                ):
                     best = key
             if not best:
                 self._misses += 1
@@ -72,6 +80,11 @@ class PrefixCache:
             entry.reused = True
             self._entries.move_to_end(best)
             return len(best), entry
+
+    def count_hits(self, count: int) -> None:
+        """Readouts that reused an entry found once for all of them (a batch)."""
+        with self._lock:
+            self._hits += count
 
     def put(self, key: tuple[int, ...], entry: CacheEntry) -> None:
         with self._lock:
