@@ -28,7 +28,7 @@ import json
 import re
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from openjev.errors import Issue, Loc, RequestRejected
@@ -170,35 +170,50 @@ class ConversationFrame:
         return ((self.turn_open, False), (question_text, quoted), (self.turn_close, False))
 
 
+_QUOTE_PLACEHOLDER = re.compile(r"\[openjev-quote-([0-9a-f]{16})-(\d+)\]")
+
+
 @dataclass(frozen=True, slots=True)
 class _Markers:
-    """Placeholders for the question and for quoted contents, spelled with a random nonce that occurs
-    nowhere in the caller's messages, so no caller text can pose as one."""
+    """Placeholders for the question and for quoted contents, spelled with a random nonce. The
+    rendered text must hold the nonce exactly once per placeholder, so caller text that happens to
+    contain it (or imitates a placeholder) is detected and the rendering redone with a new nonce."""
 
-    question: str
-    quote_open: str
-    quote_close: str
+    nonce: str = field(default_factory=lambda: secrets.token_hex(8))
 
-    @classmethod
-    def unused_in(cls, messages: Sequence[Mapping[str, Any]]) -> _Markers:
-        haystack = json.dumps(list(messages), ensure_ascii=False, default=str)
-        while (nonce := secrets.token_hex(8)) in haystack:
-            pass
-        return cls(f"[openjev-question-{nonce}]", f"[openjev-quote-{nonce}-", "]")
+    @property
+    def question(self) -> str:
+        return f"[openjev-question-{self.nonce}]"
 
     def quote(self, index: int) -> str:
-        return f"{self.quote_open}{index}{self.quote_close}"
+        return f"[openjev-quote-{self.nonce}-{index}]"
 
     def quoted_segments(self, text: str, quoted: Sequence[str]) -> tuple[Segment, ...]:
         """Split rendered text at the placeholders of quoted contents, putting the contents back."""
-        pattern = re.compile(re.escape(self.quote_open) + r"(\d+)" + re.escape(self.quote_close))
         segments: list[Segment] = []
         position = 0
-        for match in pattern.finditer(text):
-            segments += [(text[position : match.start()], False), (quoted[int(match[1])], True)]
-            position = match.end()
+        for match in _QUOTE_PLACEHOLDER.finditer(text):
+            if match[1] == self.nonce:
+                segments += [(text[position : match.start()], False), (quoted[int(match[2])], True)]
+                position = match.end()
         segments.append((text[position:], False))
         return tuple(segment for segment in segments if segment[0])
+
+
+def _render_with_markers(chat: ChatTokenizer, messages: Sequence[Mapping[str, Any]]) -> tuple[str, _Markers, list[str]]:
+    """The conversation plus a placeholder question, rendered; contents that spell special tokens are
+    replaced by quote placeholders (returned in order)."""
+    while True:
+        markers, quoted, turns = _Markers(), [], []
+        for message in messages:
+            content = message.get("content")
+            if isinstance(content, str) and chat.spells_special_token(content):
+                message = {**message, "content": markers.quote(len(quoted))}
+                quoted.append(content)
+            turns.append(message)
+        rendered = chat.render([*turns, {"role": "user", "content": markers.question}], add_generation_prompt=True)
+        if rendered.count(markers.nonce) == 1 + len(quoted):
+            return rendered, markers, quoted
 
 
 def frame_conversation(
@@ -206,16 +221,7 @@ def frame_conversation(
 ) -> ConversationFrame:
     """Render the conversation once with a placeholder question and cut it around the placeholder;
     `cue` ends the question turn, right where the label is read."""
-    markers = _Markers.unused_in(messages)
-    quoted: list[str] = []
-    turns = []
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, str) and chat.spells_special_token(content):
-            message = {**message, "content": markers.quote(len(quoted))}
-            quoted.append(content)
-        turns.append(message)
-    rendered = chat.render([*turns, {"role": "user", "content": markers.question}], add_generation_prompt=True)
+    rendered, markers, quoted = _render_with_markers(chat, messages)
     start = rendered.find(markers.question)
     if start < 0 or rendered.find(markers.question, start + 1) >= 0:
         raise ValueError("the chat template does not show the user's message exactly once")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 
 from openjev.backends.base import (
     Backend,
@@ -48,6 +49,7 @@ READOUT_SAMPLING_PARAMS = {"max_new_tokens": 1, "temperature": 0}
 _ABORT_TIMEOUT = 2.0
 _PROBE_INTERVAL = 0.5
 _CONNECTIONS_PER_POOL = 8
+_JSON_HEADERS = {"content-type": "application/json"}
 
 
 def client_options(settings: Settings) -> dict[str, Any]:
@@ -145,7 +147,10 @@ class SGLangBackend(Backend):
 
     async def readout(self, call: ReadoutCall) -> LabelLogprobs:
         try:
-            response = await next(self._next_pool).post("/generate", json=generate_payload(call))
+            # orjson: a 24k-id payload encodes in about 1 ms instead of about 20 ms with the json module.
+            response = await next(self._next_pool).post(
+                "/generate", content=orjson.dumps(generate_payload(call)), headers=_JSON_HEADERS
+            )
         except asyncio.CancelledError:
             await self._abort(call.rid)
             raise
@@ -159,8 +164,8 @@ class SGLangBackend(Backend):
         if response.status_code != 200:
             raise BackendError(f"SGLang answered {response.status_code}: {_error_message(response)}")
         try:
-            body = response.json()
-        except ValueError as error:
+            body = orjson.loads(response.content)
+        except orjson.JSONDecodeError as error:
             raise BackendError("SGLang answered with a body that is not JSON") from error
         return parse_label_logprobs(body, call)
 
