@@ -4,12 +4,15 @@ Run as `python stand_in_sglang.py -m sglang.launch_server FLAGS`.
 
 It accepts exactly the `launch_server` flags openjev may pass (anything else exits 2, as SGLang's
 argparse would), records how it was started, and serves `tests.fake_sglang.FakeSGLang` on
---host/--port with the given served model name, tokenizer path, context length and API key.
+--host/--port with the given model path, revision, served model name, tokenizer path, context length
+and API key. Like SGLang's download, it leaves the model's `config.json` in the Hugging Face cache
+(only when the test set HF_HOME to a scratch directory), where openjev reads the vocabulary size.
 `SGLANG_RUST_SERVER=1` selects the fake's Rust frontend (no "starting" state on /health).
 
 Environment:
 - STAND_IN_RECORD: a JSON file written at start with `argv`, `pid` and the SGLang variables of the
-  environment, and again with `terminated_by: "SIGTERM"` when a SIGTERM stops it.
+  environment, and again with `terminated_by: "SIGTERM"` when a SIGTERM stops it; the fake's
+  violations are appended to the same path plus `.violations` as they happen.
 - STAND_IN_MODE: `ready` (default): ready at once; `slow`: not ready for STAND_IN_DELAY seconds;
   `crash`: exits with code 3 after STAND_IN_DELAY seconds, never ready; `hang`: never ready and
   ignores SIGTERM.
@@ -30,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fake_sglang import FakeSGLang
+from tests.fake_sglang import VOCAB_SIZE, FakeSGLang
 
 CRASH_CODE = 3
 RECORDED_ENV = ("SGLANG_RUST_SERVER", "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "PYTHONUNBUFFERED")
@@ -51,7 +54,20 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--cuda-graph-backend-prefill", choices=["full", "breakable", "tc_piecewise", "disabled"])
     parser.add_argument("--api-key")
     parser.add_argument("--disable-radix-cache", action="store_true")
+    parser.add_argument("--skip-server-warmup", action="store_true")
     return parser.parse_args(argv)
+
+
+def fill_hf_cache(model_path: str, revision: str | None) -> None:
+    """What SGLang's download of a hub model leaves in the cache that openjev reads config.json from."""
+    if Path(model_path).is_dir() or "HF_HOME" not in os.environ:
+        return
+    commit = revision or "0" * 40
+    repo = Path(os.environ["HF_HOME"]) / "hub" / ("models--" + model_path.replace("/", "--"))
+    (repo / "snapshots" / commit).mkdir(parents=True, exist_ok=True)
+    (repo / "snapshots" / commit / "config.json").write_text(json.dumps({"vocab_size": VOCAB_SIZE}))
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(commit)
 
 
 def main(argv: list[str]) -> int:
@@ -78,7 +94,11 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, signal.SIG_IGN if mode == "hang" else on_sigterm)
     starting = {"ready": 0.0, "slow": delay}.get(mode, math.inf)
+    fill_hf_cache(args.model_path, args.revision)
     fake = FakeSGLang(
+        model_path=args.model_path,
+        revision=args.revision,
+        violation_log=f"{record_path}.violations",
         host=args.host,
         port=args.port,
         rust_frontend=os.environ.get("SGLANG_RUST_SERVER") == "1",

@@ -9,6 +9,7 @@ import signal
 import stat
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,29 +57,44 @@ class StandIn:
         self.python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{STAND_IN}" "$@"\n')
         self.python.chmod(self.python.stat().st_mode | stat.S_IEXEC)
 
+    def violations(self) -> list[str]:
+        path = Path(f"{self.record_path}.violations")
+        return path.read_text().splitlines() if path.exists() else []
+
     def record(self) -> dict[str, Any]:
         assert eventually(self.record_path.exists, 10), "the stand-in SGLang never started"
         return json.loads(self.record_path.read_text())
 
-    def flags(self) -> dict[str, str]:
+    def flags(self) -> dict[str, str | None]:
+        """`--flag value` pairs; a flag without a value (a switch) maps to None."""
         argv = self.record()["argv"]
         assert argv[:2] == ["-m", "sglang.launch_server"]
-        assert len(argv) % 2 == 0, f"every flag openjev passes takes one value: {argv}"
-        return dict(zip(argv[2::2], argv[3::2], strict=True))
+        flags: dict[str, str | None] = {}
+        for index, part in enumerate(argv[2:], 2):
+            if part.startswith("--"):
+                value = argv[index + 1] if index + 1 < len(argv) else None
+                flags[part] = None if value is None or value.startswith("--") else value
+        return flags
 
     def url(self) -> str:
         return f"http://127.0.0.1:{self.flags()['--port']}"
 
 
 @pytest.fixture
-def stand_in(tmp_path: Path) -> StandIn:
-    return StandIn(tmp_path)
+def stand_in(tmp_path: Path) -> Iterator[StandIn]:
+    stand_in = StandIn(tmp_path)
+    yield stand_in
+    assert stand_in.violations() == [], f"requests that would break a real SGLang: {stand_in.violations()}"
 
 
 @pytest.fixture
 def supervised(serve_openjev: ServeOpenJev, stand_in: StandIn, qwen_tokenizer_dir: Path) -> Any:
     def start(*args: str, mode: str = "ready", env: dict[str, str] | None = None, **kwargs: Any) -> RunningOpenJev:
-        environment = {"STAND_IN_RECORD": str(stand_in.record_path), "STAND_IN_MODE": mode, **(env or {})}
+        # A scratch Hugging Face cache: the stand-in leaves the model's config.json there, as SGLang would.
+        environment = {
+            "STAND_IN_RECORD": str(stand_in.record_path), "STAND_IN_MODE": mode,
+            "HF_HOME": str(stand_in.record_path.parent / "hf-home"), **(env or {}),
+        }  # fmt: skip
         return serve_openjev(
             "--sglang-python", str(stand_in.python), "--tokenizer", str(qwen_tokenizer_dir), *args,
             env=environment, **kwargs,
@@ -96,6 +112,8 @@ def test_command_without_optional_flags(tmp_path: Path) -> None:
     assert command[:3] == [str(tmp_path / "python"), "-m", "sglang.launch_server"]
     assert "--revision" not in command and "--api-key" not in command
     assert "--disable-radix-cache" not in command
+    assert "--skip-server-warmup" in command
+    command.remove("--skip-server-warmup")
     flags = dict(zip(command[3::2], command[4::2], strict=True))
     assert flags["--model-path"] == "nvidia/Qwen3.6-35B-A3B-NVFP4"
     assert flags["--served-model-name"] == "Qwen/Qwen3.6-35B-A3B"
@@ -121,6 +139,7 @@ def test_flags_environment_and_logs_reach_sglang(supervised: Any, stand_in: Stan
         "--host": "127.0.0.1",
         "--port": flags["--port"],
         "--context-length": "20000",
+        "--skip-server-warmup": None,
         "--mamba-radix-cache-strategy": "extra_buffer",
         "--cuda-graph-backend-prefill": "breakable",
         "--api-key": "backend-secret",
@@ -135,7 +154,8 @@ def test_flags_environment_and_logs_reach_sglang(supervised: Any, stand_in: Stan
         response = client.post("/v1/systemone", json=EXAMPLE)
         assert response.status_code == 200, response.text
         assert response.json()["model"] == "acme/model"
-        assert client.get("/v1/limits").json()["max_input_tokens"] == 20000
+        # SGLang's scheduler refuses prompts of context length - 6 tokens or more (its max_req_input_len).
+        assert client.get("/v1/limits").json()["max_input_tokens"] == 20000 - 6
     log = server.log()
     assert "[sglang] stand-in SGLang listening on" in log
     assert "[sglang] stand-in SGLang: a line on stderr" in log

@@ -15,7 +15,17 @@ Every call has the same shape (SGLang's native `/generate`, `GenerateReqInput`):
   `/abort_request` with its rid (the Python frontend's way); neither may leave work running.
 
 Readiness: `/health` must answer 200, then one real generation must succeed (the Rust frontend's
-`/health` has no "starting" state, so a 200 alone does not prove the warm-up is done).
+`/health` has no "starting" state, so a 200 alone does not prove the warm-up is done), then the
+server's limits must be known: no readout may reach what SGLang 0.5.19 refuses or crashes on.
+
+- Length: its scheduler refuses a prompt of `max_req_input_len` tokens or more
+  (`managers/utils.py:219`, `scheduler.py:2835`), `max_req_input_len = min(context_len - 1,
+  max_total_num_tokens - 1) - 5` (`tp_worker.py:543-556`); on the Python frontend that refusal of a
+  logprob request kills the server. `context_length` reports `max_req_input_len` (the largest
+  prompt + its one output token), read from `/server_info` or derived from `/v1/models`.
+- Vocabulary: 0.5.19 never checks `input_ids` against the vocabulary (`tokenizer_manager.py:1162`
+  checks only `token_ids_logprob`); one bad id kills the Python frontend. Every readout's ids are
+  checked here against the model's `vocab_size` (its `config.json`, as SGLang reads it).
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import logging
 import time
 import uuid
@@ -50,6 +61,11 @@ _ABORT_TIMEOUT = 2.0
 _PROBE_INTERVAL = 0.5
 _CONNECTIONS_PER_POOL = 8
 _JSON_HEADERS = {"content-type": "application/json"}
+_CONTROL_CONNECTIONS = 4
+# What SGLang 0.5.19's scheduler keeps back from `min(context_len - 1, max_total_num_tokens - 1)`.
+SCHEDULER_RESERVED_TOKENS = 5
+# The smallest float32 (a -inf logit's logprob as SGLang serialises it); anything below is no float32.
+FLOAT32_MIN = -3.4028234663852886e38
 
 
 def client_options(settings: Settings) -> dict[str, Any]:
@@ -73,6 +89,57 @@ def generate_payload(call: ReadoutCall) -> dict[str, Any]:
     }
 
 
+def admissible_budget(context_len: int, max_total_num_tokens: int | None = None) -> int:
+    """SGLang 0.5.19's `max_req_input_len`: it admits a prompt only when shorter than this, so this is
+    the largest prompt plus its one output token."""
+    room = context_len - 1 if max_total_num_tokens is None else min(context_len - 1, max_total_num_tokens - 1)
+    return room - SCHEDULER_RESERVED_TOKENS
+
+
+def check_vocabulary(call: ReadoutCall, vocab_size: int) -> None:
+    """Refuse ids the model does not have before SGLang sees them (they crash its Python frontend)."""
+    for name, ids in (("input", call.input_ids), ("label", call.label_token_ids)):
+        if ids and (min(ids) < 0 or max(ids) >= vocab_size):
+            bad = next(i for i in ids if not 0 <= i < vocab_size)
+            raise BackendError(
+                f"{name} token id {bad} is outside the model's vocabulary of {vocab_size} ids "
+                "(the tokenizer does not match SGLang's model); not sent"
+            )
+
+
+def vocab_size_from_config(config: Any) -> int | None:
+    """`vocab_size` as SGLang reads it: the text config's (`hf_text_config.vocab_size`)."""
+    if not isinstance(config, dict):
+        return None
+    text = config.get("text_config")
+    value = text.get("vocab_size") if isinstance(text, dict) else None
+    value = value if value is not None else config.get("vocab_size")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def model_vocab_size(model_path: str, revision: str | None) -> int | None:
+    """The model's vocabulary size from its `config.json`: a local directory, else the Hugging Face
+    cache SGLang filled (offline), else the hub (one small file)."""
+    local = Path(model_path) / "config.json"
+    if local.is_file():
+        path: Path | None = local
+    else:
+        from huggingface_hub import hf_hub_download, try_to_load_from_cache
+
+        path = None
+        # Not a hub name, no network, no such repository: the caller reports the size as unknown.
+        with contextlib.suppress(Exception):
+            cached = try_to_load_from_cache(model_path, "config.json", revision=revision)
+            path = Path(cached) if isinstance(cached, str) else None
+            if path is None:
+                path = Path(hf_hub_download(model_path, "config.json", revision=revision))
+    if path is None:
+        return None
+    with contextlib.suppress(OSError, ValueError):
+        return vocab_size_from_config(json.loads(path.read_text()))
+    return None
+
+
 def _error_message(response: httpx.Response) -> str:
     try:
         body = response.json()
@@ -89,26 +156,48 @@ def _error_message(response: httpx.Response) -> str:
     return str(body)[:500]
 
 
+def _count(value: Any, name: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise BackendError(f"SGLang's {name} is not a count: {type(value).__name__}")
+    return value
+
+
+def _logprob(value: Any) -> float:
+    # A log-softmax is never above 0, and a float32 never below FLOAT32_MIN; NaN, +50 or -1e308 mean
+    # the backend is broken, never an answer. The Rust frontend sends NaN as null.
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise BackendError("SGLang returned a label logprob that is not a number (NaN in the model output?)")
+    if not FLOAT32_MIN <= value <= 0.0:
+        raise BackendError(f"SGLang returned an impossible label logprob {value!r}")
+    return float(value)
+
+
 def parse_label_logprobs(body: Any, call: ReadoutCall) -> LabelLogprobs:
-    """Read the requested ids' logprobs at the first generated position."""
+    """Read the requested ids' logprobs at the first generated position; anything malformed is a
+    BackendError (HTTP 502), never an exception of another kind."""
     try:
         meta = body["meta_info"]
+        if not isinstance(meta, dict):
+            raise BackendError(f"SGLang's meta_info is not an object: {type(meta).__name__}")
         finish = meta.get("finish_reason") or {}
         if isinstance(finish, dict) and finish.get("type") == "abort":
-            raise BackendError(f"SGLang aborted the request: {finish.get('message') or 'no reason given'}")
+            raise BackendError("SGLang aborted the request")
         position = meta["output_token_ids_logprobs"][0]
-        # SGLang's Rust frontend sends NaN as null; a null logprob means the model is broken, not "impossible".
-        if any(entry[0] is None for entry in position):
-            raise BackendError("SGLang returned null label logprobs (NaN in the model output)")
-        by_id = {int(token_id): float(logprob) for logprob, token_id, *_ in position}
+        by_id: dict[int, float] = {}
+        for entry in position:
+            logprob, token_id = entry[0], entry[1]
+            if not isinstance(token_id, int) or isinstance(token_id, bool):
+                raise BackendError("SGLang returned a label id that is not an integer")
+            by_id[token_id] = _logprob(logprob)
         logprobs = tuple(by_id[token_id] for token_id in call.label_token_ids)
-        prompt_tokens = int(meta.get("prompt_tokens", len(call.input_ids)))
+        prompt_tokens = _count(meta.get("prompt_tokens", len(call.input_ids)), "prompt_tokens")
         cached = meta.get("cached_tokens")
+        cached_tokens = None if cached is None else _count(cached, "cached_tokens")
     except BackendError:
         raise
-    except (KeyError, IndexError, TypeError, ValueError) as error:
-        raise BackendError(f"SGLang's /generate answer lacks the label logprobs ({error!r})") from error
-    return LabelLogprobs(logprobs, prompt_tokens, None if cached is None else int(cached))
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
+        raise BackendError(f"SGLang's /generate answer lacks the label logprobs ({type(error).__name__})") from error
+    return LabelLogprobs(logprobs, prompt_tokens, cached_tokens)
 
 
 class SGLangBackend(Backend):
@@ -139,13 +228,27 @@ class SGLangBackend(Backend):
             for _ in range(-(-max_connections // pool_size))
         ]
         self._next_pool = itertools.cycle(self._pools)
-        self._client = self._pools[0]
+        # Health probes, aborts and start-up reads on their own connections: a busy SGLang must not look
+        # dead because a probe queued behind readouts, and an abort must never wait for a free slot.
+        self._control = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=httpx.Timeout(10.0),
+            limits=httpx.Limits(max_connections=_CONTROL_CONNECTIONS, max_keepalive_connections=_CONTROL_CONNECTIONS),
+        )
         self.model_info: dict[str, Any] = {}
+        self.server_info: dict[str, Any] = {}
         self._context_length: int | None = None
+        self._vocab_size: int | None = None
 
     # -- readout ----------------------------------------------------------------------------------
 
     async def readout(self, call: ReadoutCall) -> LabelLogprobs:
+        if self._vocab_size is not None:
+            check_vocabulary(call, self._vocab_size)
+        return await self._generate(call)
+
+    async def _generate(self, call: ReadoutCall) -> LabelLogprobs:
         try:
             # orjson: a 24k-id payload encodes in about 1 ms instead of about 20 ms with the json module.
             response = await next(self._next_pool).post(
@@ -170,16 +273,26 @@ class SGLangBackend(Backend):
         return parse_label_logprobs(body, call)
 
     async def _abort(self, rid: str) -> None:
-        # Best effort: the Rust frontend has no /abort_request (closing the connection aborted the
-        # call already) and a dead server cannot be reached; neither may delay the cancellation.
-        with contextlib.suppress(Exception):
-            await self._client.post("/abort_request", json={"rid": rid}, timeout=_ABORT_TIMEOUT)
+        # The connection of the cancelled call is closed already (the Rust frontend's abort); this is
+        # the Python frontend's. The Rust frontend has no such route (404), a dead server cannot be
+        # reached; neither may delay the cancellation, but a failure is logged, never silent.
+        try:
+            response = await self._control.post("/abort_request", json={"rid": rid}, timeout=_ABORT_TIMEOUT)
+        except Exception as error:
+            log.warning("could not abort SGLang request %s: %s", rid, type(error).__name__)
+            return
+        if response.status_code not in (200, 404):
+            log.warning("SGLang answered %d to the abort of %s", response.status_code, rid)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
     @property
     def context_length(self) -> int | None:
         return self._context_length
+
+    @property
+    def vocab_size(self) -> int | None:
+        return self._vocab_size
 
     @property
     def tokenizer_dir(self) -> Path | None:
@@ -189,14 +302,14 @@ class SGLangBackend(Backend):
         return None
 
     async def start(self) -> None:
-        """Wait until SGLang is really ready, then read its model facts."""
+        """Wait until SGLang is really ready, then read its limits (refusing to serve without them)."""
         started = time.monotonic()
         deadline = started + self.startup_timeout
         while True:
             try:
                 if await self._health_ok():
                     # One real generation proves readiness on both frontends; it carries an id list too.
-                    await self.readout(ReadoutCall(uuid.uuid4().hex, [0], [0]))
+                    await self._generate(ReadoutCall(uuid.uuid4().hex, [0], [0]))
                     break
             except BackendError as error:
                 log.debug("SGLang not ready yet: %s", error)
@@ -204,25 +317,61 @@ class SGLangBackend(Backend):
                 raise BackendUnavailable(f"SGLang at {self.base_url} was not ready within {self.startup_timeout:g}s")
             await asyncio.sleep(_PROBE_INTERVAL)
         await self._read_model_facts()
-        log.info("SGLang at %s is ready (%.1fs)", self.base_url, time.monotonic() - started)
+        log.info(
+            "SGLang at %s is ready (%.1fs): prompts up to %d tokens, vocabulary of %d ids",
+            self.base_url, time.monotonic() - started, self._context_length - 1, self._vocab_size,
+        )  # fmt: skip
 
     async def _health_ok(self) -> bool:
         try:
-            response = await self._client.get("/health", timeout=5.0)
+            response = await self._control.get("/health", timeout=5.0)
         except httpx.HTTPError:
             return False
         return response.status_code == 200
 
-    async def _read_model_facts(self) -> None:
+    async def _get_object(self, path: str) -> dict[str, Any]:
         with contextlib.suppress(httpx.HTTPError, ValueError):
-            response = await self._client.get("/model_info", timeout=10.0)
-            if response.status_code == 200 and isinstance(response.json(), dict):
-                self.model_info = response.json()
-        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
-            response = await self._client.get("/v1/models", timeout=10.0)
-            length = response.json()["data"][0].get("max_model_len")
-            if isinstance(length, int) and length > 0:
-                self._context_length = length
+            response = await self._control.get(path)
+            body = response.json() if response.status_code == 200 else None
+            if isinstance(body, dict):
+                return body
+        return {}
+
+    async def _read_model_facts(self) -> None:
+        self.model_info = await self._get_object("/model_info")
+        self.server_info = await self._get_object("/server_info") or await self._get_object("/get_server_info")
+        self._context_length = self._admissible_budget(await self._get_object("/v1/models"))
+        if self._context_length is None or self._context_length < 2:
+            raise BackendUnavailable(
+                "SGLang reports no usable context length (/server_info max_req_input_len, /v1/models "
+                "max_model_len): openjev cannot keep prompts below its refusal limit"
+            )
+        vocab = self.model_info.get("vocab_size")
+        self._vocab_size = vocab if _positive_int(vocab) else await self._read_vocab_size()
+        if self._vocab_size is None:
+            raise BackendUnavailable(
+                f"cannot learn the vocabulary size of SGLang's model {self.model_info.get('model_path')!r} "
+                "(its config.json): openjev cannot keep out-of-vocabulary ids from SGLang"
+            )
+
+    def _admissible_budget(self, models: dict[str, Any]) -> int | None:
+        # The Python frontend reports the scheduler's own limit; otherwise derive it by the same rule.
+        reported = self.server_info.get("max_req_input_len")
+        if _positive_int(reported):
+            return reported
+        with contextlib.suppress(KeyError, IndexError, TypeError, AttributeError):
+            context_len = models["data"][0].get("max_model_len")
+            if _positive_int(context_len):
+                kv = self.server_info.get("max_total_num_tokens")
+                return admissible_budget(context_len, kv if _positive_int(kv) else None)
+        return None
+
+    async def _read_vocab_size(self) -> int | None:
+        path = self.model_info.get("model_path")
+        if not isinstance(path, str) or not path:
+            return None
+        revision = self.server_info.get("revision")
+        return await asyncio.to_thread(model_vocab_size, path, revision if isinstance(revision, str) else None)
 
     async def health(self) -> BackendHealth:
         ok = await self._health_ok()
@@ -239,3 +388,8 @@ class SGLangBackend(Backend):
     async def aclose(self) -> None:
         for pool in self._pools:
             await pool.aclose()
+        await self._control.aclose()
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0

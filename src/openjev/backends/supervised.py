@@ -66,9 +66,14 @@ def sglang_command(settings: Settings, port: int, tokenizer_dir: Path) -> list[s
         # Only the API process talks to SGLang: its generation and admin routes stay private.
         "--host", "127.0.0.1",
         "--port", str(port),
-        # The per-branch budget (prompt plus its one output token), so SGLang accepts every branch the
-        # API admits and the API's limit is exactly OPENJEV_MAX_INPUT_TOKENS.
+        # SGLang's context length; the API admits prompts strictly below the scheduler's limit derived
+        # from it (`max_req_input_len`, six tokens less: see `sglang.admissible_budget`), which SGLang
+        # reports once ready. More than this would exceed the context of models built for it.
         "--context-length", str(settings.max_input_tokens),
+        # SGLang's own start-up warm-up asks for no logprobs; the Rust frontend's /health is 200 before
+        # it runs, and a readout batched with it crashes the scheduler (#34719). openjev's readiness
+        # readout (which carries token_ids_logprob) is the warm-up instead.
+        "--skip-server-warmup",
         # The radix cache is on by default (never pass --disable-radix-cache). On a hybrid Mamba model
         # it reuses the conversation prefix only if recurrent state is kept at branch points.
         "--mamba-radix-cache-strategy", "extra_buffer",

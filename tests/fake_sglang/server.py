@@ -1,30 +1,33 @@
-"""A protocol-faithful fake SGLang server for tests (never used by production code).
+"""A protocol-faithful fake SGLang 0.5.19 server for tests (never used by production code).
 
-It follows SGLang's native HTTP API: `/generate` single and batch forms with the
-Python server's `meta_info` (or the Rust frontend's reduced one), 400 `{"error": {"message"}}` for
-bad input, `/health` 503 while starting then 200, `/model_info`, `/v1/models` with `max_model_len`,
-`/abort_request` (200 with an empty body; the aborted request resolves with finish_reason abort),
-`/flush_cache`, and a radix-cache simulation for `cached_tokens` (longest previously seen prefix,
-capped at prompt length - 1, aligned down to the page size).
+It follows SGLang's native HTTP API as the 0.5.19 wheel serves it: `/generate` with the Python
+server's `meta_info` (or the Rust frontend's reduced one), `/health` (503 while the Python frontend
+starts, whose `/generate` meanwhile waits; always 200 on the Rust one), `/model_info` (a local
+`model_path` whose `config.json` holds the vocabulary size), `/v1/models` with `max_model_len`,
+`/server_info` (the Python frontend's carries the scheduler's `max_req_input_len`), `/abort_request`
+(exact in-flight rid only), `/flush_cache`, `--api-key` on every route but `/health` (Python), and a
+radix-cache simulation for `cached_tokens`. A client that closes its connection aborts its request:
+at once on the Rust frontend, within SGLang's 4 s wait timeout on the Python one.
 
-It fails loudly wherever a real SGLang would crash or silently misbehave: a request without a
-non-empty `token_ids_logprob` (mixed-batch crash, #34719), `logprob_start_len >= 0` (disables
-prefix caching), or an unknown `sampling_params` key (a 500 in SGLang). Each violation is recorded
-in `violations`; the test fixture asserts the list is empty.
-
-Label logprobs are deterministic functions of the prompt ids, so equal prompts give equal answers.
+What 0.5.19 refuses or crashes on is decided by `rules.judge`, in every state; a crash, a refusal
+and any breach of openjev's readout contract are recorded in `violations` (the fixtures assert the
+list is empty). Every `/generate` body is also appended to `payloads.PAYLOAD_LOG` when set, for
+the check with SGLang's own classes. Label logprobs are deterministic functions of the prompt ids.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import math
+import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -34,14 +37,13 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from openjev.backends.supervised import free_port
+from tests.fake_sglang import payloads
+from tests.fake_sglang.rules import VOCAB_SIZE, Outcome, contract_violation, judge, max_req_input_len
 
-VOCAB_SIZE = 151936
 FLOAT32_MIN = -3.4028234663852886e38
-KNOWN_SAMPLING_PARAMS = {
-    "max_new_tokens", "temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
-    "repetition_penalty", "min_new_tokens", "n", "stop", "stop_token_ids", "ignore_eos", "skip_special_tokens",
-    "no_stop_trim", "logit_bias", "sampling_seed", "custom_params", "json_schema", "regex", "ebnf", "structural_tag",
-}  # fmt: skip
+# SGLang's TokenizerManager looks at a waiting request's connection this often (SGLANG_REQUEST_STATE_WAIT_TIMEOUT).
+PYTHON_DISCONNECT_CHECK = 4.0
+RUST_DISCONNECT_CHECK = 0.02
 
 # The simulated radix cache keeps this many recent prompts (bounded, like real cache eviction).
 _REMEMBERED_PROMPTS = 64
@@ -51,6 +53,14 @@ Logprobs = Callable[[Sequence[int], Sequence[int]], list[float]]
 
 def _error(message: str, status: int = 400) -> JSONResponse:
     return JSONResponse({"error": {"message": message}}, status_code=status)
+
+
+@cache
+def local_model_dir() -> str:
+    """A model directory as `/model_info` reports one: its config.json gives the vocabulary size."""
+    directory = Path(tempfile.mkdtemp(prefix="fake-sglang-model-"))
+    (directory / "config.json").write_text(json.dumps({"vocab_size": VOCAB_SIZE, "model_type": "qwen3"}))
+    return str(directory)
 
 
 def hashed_logprobs(input_ids: Sequence[int], token_ids: Sequence[int]) -> list[float]:
@@ -68,6 +78,8 @@ class FakeSGLang:
     starting_seconds: float = 0.0
     page_size: int = 1
     context_length: int = 32768
+    #: The KV pool size; SGLang's length limit is `min(context_length - 1, this - 1) - 5`.
+    max_total_num_tokens: int = 1_000_000
     generate_delay: float = 0.0
     #: 1-based index of the first /generate call that `generate_delay` applies to.
     delay_from_call: int = 1
@@ -75,13 +87,23 @@ class FakeSGLang:
     fail_on_call: int | None = None
     fail_status: int = 500
     logprobs: Logprobs = hashed_logprobs
+    #: False: /v1/models and /server_info say nothing of lengths (an SGLang other than 0.5.19).
+    report_limits: bool = True
+    #: Rewrites each /generate answer before it is sent (a broken backend); None: sent as built.
+    mangle: Callable[[dict[str, Any]], Any] | None = None
     api_key: str | None = None
     served_model_name: str = "Qwen/Qwen3.6-35B-A3B"
     tokenizer_path: str | None = None
+    model_path: str = field(default_factory=local_model_dir)
+    revision: str | None = None
+    #: A file each violation is also appended to, for fakes in another process (the stand-in).
+    violation_log: str | None = None
 
     requests: list[dict[str, Any]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     aborted: list[str] = field(default_factory=list)
+    #: In-flight rids whose client closed the connection (also listed in `aborted`).
+    disconnected: list[str] = field(default_factory=list)
     #: The cached_tokens each rid was answered with (also in Rust mode, which does not send it).
     cached_tokens: dict[str, int] = field(default_factory=dict)
     max_in_flight: int = 0
@@ -116,8 +138,7 @@ class FakeSGLang:
 
     def start(self) -> FakeSGLang:
         self._ready_at = time.monotonic() + self.starting_seconds
-        config = uvicorn.Config(self._app(), host=self.host, port=self.port, log_level="warning", lifespan="off")
-        self._server = uvicorn.Server(config)
+        self._server = uvicorn.Server(self.uvicorn_config())
         self._thread = threading.Thread(target=self._server.run, daemon=True)
         self._thread.start()
         deadline = time.monotonic() + 10
@@ -126,6 +147,12 @@ class FakeSGLang:
                 raise RuntimeError("the fake SGLang server did not start")
             time.sleep(0.01)
         return self
+
+    def uvicorn_config(self) -> uvicorn.Config:
+        # A large backlog: bursts of connections must not be refused before the fake sees them.
+        return uvicorn.Config(
+            self._app(), host=self.host, port=self.port, log_level="warning", lifespan="off", backlog=4096
+        )
 
     def stop(self) -> None:
         if self._server is not None and self._thread is not None:
@@ -147,53 +174,55 @@ class FakeSGLang:
             Route("/health_generate", self._health, methods=["GET"]),
             Route("/model_info", self._model_info, methods=["GET"]),
             Route("/v1/models", self._models, methods=["GET"]),
+            Route("/server_info", self._server_info, methods=["GET"]),
         ]
         if not self.rust_frontend:
             routes += [
+                Route("/get_server_info", self._server_info, methods=["GET"]),
                 Route("/abort_request", self._abort, methods=["POST"]),
                 Route("/flush_cache", self._flush, methods=["GET", "POST"]),
             ]
         return Starlette(routes=routes)
 
     def _unauthorized(self, request: Request) -> Response | None:
-        # The Rust frontend does not enforce --api-key.
+        # The Python frontend checks --api-key on every route but the health probes; the Rust one on none.
         expected = f"Bearer {self.api_key}"
         if self.api_key and not self.rust_frontend and request.headers.get("authorization") != expected:
             return JSONResponse({"error": "Unauthorized"}, status_code=401)
         return None
 
+    def _starting(self) -> bool:
+        return time.monotonic() < self._ready_at
+
     async def _health(self, request: Request) -> Response:
-        if time.monotonic() < self._ready_at and not self.rust_frontend:
-            return Response(status_code=503)
-        return Response(status_code=200)
+        return Response(status_code=503 if self._starting() and not self.rust_frontend else 200)
 
     async def _model_info(self, request: Request) -> Response:
-        return JSONResponse(
-            {
-                "model_path": "nvidia/Qwen3.6-35B-A3B-NVFP4",
-                "served_model_name": self.served_model_name,
-                "tokenizer_path": self.tokenizer_path,
-                "is_generation": True,
+        info = {
+            "model_path": self.model_path,
+            "served_model_name": self.served_model_name,
+            "tokenizer_path": self.tokenizer_path,
+            "is_generation": True,
+        }
+        return self._unauthorized(request) or JSONResponse(info)
+
+    async def _server_info(self, request: Request) -> Response:
+        info: dict[str, Any] = {"max_total_num_tokens": self.max_total_num_tokens, "version": "0.5.19"}
+        if not self.rust_frontend and self.report_limits:  # the scheduler's facts, not relayed by Rust
+            info |= {
+                "context_length": self.context_length,
+                "revision": self.revision,
+                "max_req_input_len": max_req_input_len(self.context_length, self.max_total_num_tokens),
             }
-        )
+        return self._unauthorized(request) or JSONResponse(info)
 
     async def _models(self, request: Request) -> Response:
-        return JSONResponse(
-            {
-                "object": "list",
-                "data": [
-                    {
-                        "id": self.served_model_name,
-                        "object": "model",
-                        "created": int(time.time()),
-                        "owned_by": "sglang",
-                        "root": self.served_model_name,
-                        "parent": None,
-                        "max_model_len": self.context_length,
-                    }
-                ],
-            }
-        )
+        model = {
+            "id": self.served_model_name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
+            "root": self.served_model_name, "parent": None,
+            "max_model_len": self.context_length if self.report_limits else None,
+        }  # fmt: skip
+        return self._unauthorized(request) or JSONResponse({"object": "list", "data": [model]})
 
     async def _abort(self, request: Request) -> Response:
         denied = self._unauthorized(request)
@@ -202,54 +231,35 @@ class FakeSGLang:
         body = await request.json()
         self.requests.append({"path": "/abort_request", "body": body})
         rid = body.get("rid") or ""
+        # 0.5.19's TokenizerManager drops an abort whose rid is not exactly an in-flight one.
         for live_rid, event in list(self._in_flight.items()):
-            if body.get("abort_all") or (rid and live_rid.startswith(rid)):
+            if body.get("abort_all") or live_rid == rid:
                 self.aborted.append(live_rid)
                 event.set()
         return Response(status_code=200)
 
     async def _flush(self, request: Request) -> Response:
+        denied = self._unauthorized(request)
+        if denied:
+            return denied
         if self._in_flight:
             return PlainTextResponse("Cache not flushed because there are pending requests.", status_code=400)
         self._seen_prompts.clear()
         return PlainTextResponse("Cache flushed.\n")
 
-    def _violation(self, message: str) -> Response:
+    def _violate(self, message: str) -> None:
         self.violations.append(message)
-        # What a real server does: the scheduler dies or the request 500s.
-        return JSONResponse({"object": "error", "message": message, "code": 500}, status_code=500)
+        if self.violation_log:
+            with open(self.violation_log, "a", encoding="utf-8") as log:
+                log.write(message + "\n")
 
-    def _refuse(self, body: dict[str, Any]) -> Response | None:
-        """The answer a real SGLang gives to a request it refuses (or a violation); None when it is fine."""
-        params = body.get("sampling_params") or {}
-        unknown = set(params) - KNOWN_SAMPLING_PARAMS
-        if unknown:
-            return self._violation(f"unknown sampling_params keys {sorted(unknown)} (TypeError -> 500 in SGLang)")
-        if not body.get("token_ids_logprob"):
-            return self._violation("a request without token_ids_logprob can crash the scheduler (#34719)")
-        if body.get("logprob_start_len", -1) != -1:
-            return self._violation("logprob_start_len >= 0 computes prompt logprobs and caps prefix caching")
-        if not body.get("return_logprob"):
-            return self._violation("return_logprob must be true with token_ids_logprob")
-        input_ids = body.get("input_ids")
-        if not input_ids or ("text" in body) == ("input_ids" in body):
-            return _error("Either text or input_ids should be provided.")
-        prompts = input_ids if isinstance(input_ids[0], list) else [input_ids]
-        for prompt in prompts:
-            if not prompt:
-                return _error("input_ids cannot be empty.")
-            if any(not isinstance(t, int) or not 0 <= t < VOCAB_SIZE for t in prompt):
-                return _error("input_ids contain out-of-vocabulary ids")
-            if len(prompt) + params.get("max_new_tokens", 128) > self.context_length:
-                return _error(
-                    f"The input ({len(prompt)} tokens) is longer than the model's context "
-                    f"length ({self.context_length} tokens)."
-                )
-        token_ids = body["token_ids_logprob"]
-        for ids in token_ids if isinstance(token_ids[0], list) else [token_ids]:
-            if any(not isinstance(t, int) or not 0 <= t < VOCAB_SIZE for t in ids):
-                return _error(f"token_ids_logprob contains out-of-vocabulary token id {ids}")
-        return None
+    def _answer(self, outcome: Outcome) -> Response:
+        self._violate(f"{'crash' if outcome.crash else outcome.status}: {outcome.message}")
+        if outcome.crash:  # the real server is dead: no answer at all (here, a 500 the test will see)
+            return PlainTextResponse(f"fake SGLang crashed: {outcome.message}", status_code=500)
+        if outcome.plain_text:
+            return PlainTextResponse("Internal Server Error", status_code=outcome.status)
+        return _error(outcome.message, outcome.status)
 
     async def _generate(self, request: Request) -> Response:
         denied = self._unauthorized(request)
@@ -257,51 +267,61 @@ class FakeSGLang:
             return denied
         body = await request.json()
         self.requests.append({"path": "/generate", "body": body})
+        payloads.record(body)
         self._calls += 1
         call_number = self._calls
-        if time.monotonic() < self._ready_at:
-            return JSONResponse({"error": {"message": "server is starting"}}, status_code=503)
+        outcome = judge(
+            body, rust=self.rust_frontend, context_length=self.context_length,
+            max_total_num_tokens=self.max_total_num_tokens,
+        )  # fmt: skip
+        if outcome is not None:
+            return self._answer(outcome)
+        breach = contract_violation(body)
+        if breach:
+            self._violate(breach)
+            return _error(breach, 500)
+        if self._starting():
+            if self.rust_frontend:  # the stand-in's Rust frontend: generations fail until it is ready
+                return JSONResponse({"error": {"message": "server is starting"}}, status_code=503)
+            while self._starting():  # noqa: ASYNC110 - the Python frontend queues work until it is up
+                await asyncio.sleep(0.02)
+        rid = body.get("rid")
+        if not isinstance(rid, str) or not rid:
+            self._violate("a readout without a rid cannot be aborted")
+            return _error("rid required", 500)
+        if rid in self._in_flight:
+            return self._answer(Outcome(f"Duplicate request ID detected: {rid}"))
+        return await self._run(request, rid, body, call_number)
 
-        refused = self._refuse(body)
-        if refused is not None:
-            return refused
-        input_ids = body["input_ids"]
-        batch = isinstance(input_ids[0], list)
-        prompts: list[list[int]] = input_ids if batch else [input_ids]
-        rids = body.get("rid")
-        if batch:
-            base = rids or uuid.uuid4().hex
-            rid_list = rids if isinstance(rids, list) else [f"{base}_{i}" for i in range(len(prompts))]
-        else:
-            rid_list = [rids or uuid.uuid4().hex]
-        token_ids = body["token_ids_logprob"]
-        ids_lists = token_ids if isinstance(token_ids[0], list) else [token_ids] * len(prompts)
-        for rid in rid_list:
-            if rid in self._in_flight:
-                return _error(f"Duplicate request ID detected: {rid}")
-
-        events = {rid: asyncio.Event() for rid in rid_list}
-        self._in_flight.update(events)
+    async def _run(self, request: Request, rid: str, body: dict[str, Any], call_number: int) -> Response:
+        event = self._in_flight[rid] = asyncio.Event()
         self.max_in_flight = max(self.max_in_flight, len(self._in_flight))
         try:
             if self.fail_on_call == call_number:
                 await asyncio.sleep(0.05)
-                return JSONResponse({"error": {"message": "injected failure"}}, status_code=self.fail_status)
+                return _error("injected failure", self.fail_status)
             aborted = False
             if self.generate_delay and call_number >= self.delay_from_call:
-                waits = [asyncio.create_task(event.wait()) for event in events.values()]
-                done, pending = await asyncio.wait(waits, timeout=self.generate_delay)
-                for task in pending:
-                    task.cancel()
-                aborted = bool(done)
-            results = [
-                self._result(rid, prompt, ids, aborted)
-                for rid, prompt, ids in zip(rid_list, prompts, ids_lists, strict=True)
-            ]
+                aborted = await self._wait(request, rid, event, self.generate_delay)
+            answer = self._result(rid, body["input_ids"], body["token_ids_logprob"], aborted)
+            return JSONResponse(self.mangle(answer) if self.mangle else answer)
         finally:
-            for rid in rid_list:
-                self._in_flight.pop(rid, None)
-        return JSONResponse(results if batch else results[0])
+            self._in_flight.pop(rid, None)
+
+    async def _wait(self, request: Request, rid: str, event: asyncio.Event, seconds: float) -> bool:
+        """Work for `seconds`; True when aborted first (by /abort_request or a closed connection)."""
+        check = RUST_DISCONNECT_CHECK if self.rust_frontend else PYTHON_DISCONNECT_CHECK
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                await asyncio.wait_for(event.wait(), min(check, left))
+                return True
+            except TimeoutError:
+                if await request.is_disconnected():
+                    self.disconnected.append(rid)
+                    self.aborted.append(rid)
+                    return True
+        return False
 
     def _cached_tokens(self, prompt: list[int]) -> int:
         best = 0
@@ -360,20 +380,3 @@ class FakeSGLang:
             "response_sent_to_client_ts": time.time(),
         }
         return {"text": "", "output_ids": [sampled], "meta_info": meta}
-
-
-def main() -> None:
-    """Run the fake standalone: `python -m tests.fake_sglang --port N [--rust-frontend]`."""
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--rust-frontend", action="store_true")
-    args = parser.parse_args()
-    fake = FakeSGLang(port=args.port, rust_frontend=args.rust_frontend)
-    config = uvicorn.Config(fake._app(), host=fake.host, port=fake.port, log_level="warning", lifespan="off")
-    uvicorn.Server(config).run()
-
-
-if __name__ == "__main__":
-    main()
