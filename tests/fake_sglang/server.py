@@ -11,8 +11,8 @@ at once on the Rust frontend, within SGLang's 4 s wait timeout on the Python one
 
 What 0.5.19 refuses or crashes on is decided by `rules.judge`, in every state; a crash, a refusal
 and any breach of openjev's readout contract are recorded in `violations` (the fixtures assert the
-list is empty). Every `/generate` body is also appended to `payloads.PAYLOAD_LOG` when set, for
-the check with SGLang's own classes. Label logprobs are deterministic functions of the prompt ids.
+list is empty). Every `/generate` body and the fake's verdict go to `payloads` for the check with
+SGLang's own classes. Label logprobs are deterministic functions of the prompt ids.
 """
 
 from __future__ import annotations
@@ -267,13 +267,12 @@ class FakeSGLang:
             return denied
         body = await request.json()
         self.requests.append({"path": "/generate", "body": body})
-        payloads.record(body)
         self._calls += 1
         call_number = self._calls
-        outcome = judge(
-            body, rust=self.rust_frontend, context_length=self.context_length,
-            max_total_num_tokens=self.max_total_num_tokens,
-        )  # fmt: skip
+        limits = {"context_length": self.context_length, "max_total_num_tokens": self.max_total_num_tokens}
+        outcome = judge(body, rust=self.rust_frontend, **limits)
+        expect = "ok" if outcome is None else "crash" if outcome.crash else "refused"
+        payloads.record_payload(body, rust=self.rust_frontend, expect=expect, **limits)
         if outcome is not None:
             return self._answer(outcome)
         breach = contract_violation(body)

@@ -1,0 +1,102 @@
+"""Run by SGLang 0.5.19's interpreter (never by openjev's): check recorded `/generate` bodies and
+launch commands with SGLang's own classes, print one JSON report on stdout.
+
+    python validate.py PAYLOADS.jsonl COMMANDS.jsonl
+
+Each payload line is `{"body", "frontend", "context_length", "max_total_num_tokens", "vocab_size",
+"expect"}` where `expect` is the fake SGLang's verdict (`ok`, `refused` or `crash`); SGLang's verdict
+must be the same, so this also checks the fake. SGLang's verdict, in its own request path:
+- `GenerateReqInput` parsed as FastAPI does (pydantic), `normalize_batch_and_arguments()`
+  (`managers/io_struct.py:378`), the TokenizerManager's `_validate_one_request`
+  (`managers/tokenizer_manager.py:1162`: lengths, `token_ids_logprob` ids), `SamplingParams(**params)`
+  with `normalize` and `verify` (`tokenizer_manager.py:1361-1363`): an error in any is `refused`;
+- then the scheduler's `validate_input_length` with `max_req_input_len` (`managers/utils.py:207`,
+  `managers/tp_worker.py:543-556`) and the embedding lookup of `input_ids`, which 0.5.19 never checks
+  against the vocabulary: a failure is `crash` on the Python frontend, `refused` on the Rust one.
+Each command line is an argv after `-m sglang.launch_server`, parsed by `ServerArgs`'s own parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import types
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bootstrap
+
+bootstrap.prepare()
+
+import pydantic  # noqa: E402
+from sglang.srt.managers.io_struct import GenerateReqInput  # noqa: E402
+from sglang.srt.managers.tokenizer_manager import TokenizerManager  # noqa: E402
+from sglang.srt.managers.utils import validate_input_length  # noqa: E402
+from sglang.srt.runtime_context import get_context  # noqa: E402
+from sglang.srt.sampling.sampling_params import SamplingParams  # noqa: E402
+from sglang.srt.server_args import ServerArgs  # noqa: E402
+
+SCHEDULER_RESERVED = 5  # tp_worker.py:556 `max_req_len - 5`
+
+
+def tokenizer_manager(context_length: int, vocab_size: int) -> types.SimpleNamespace:
+    """The few attributes `_validate_one_request` reads, as a started TokenizerManager has them."""
+    tm = types.SimpleNamespace(
+        context_len=context_length, num_reserved_tokens=0, validate_total_tokens=True, allow_auto_truncate=False,
+        model_config=types.SimpleNamespace(vocab_size=vocab_size),
+    )  # fmt: skip
+    tm._validate_token_ids_logprob = lambda obj: TokenizerManager._validate_token_ids_logprob(tm, obj)
+    return tm
+
+
+def verdict(record: dict) -> tuple[str, str]:
+    body, vocab = record["body"], record["vocab_size"]
+    context, kv = record["context_length"], record["max_total_num_tokens"]
+    try:
+        request = pydantic.TypeAdapter(GenerateReqInput).validate_python(body)
+        request.normalize_batch_and_arguments()
+        TokenizerManager._validate_one_request(tokenizer_manager(context, vocab), request, request.input_ids)
+        params = SamplingParams(**(request.sampling_params or {}))
+        params.normalize(None)
+        params.verify(vocab)
+    except (pydantic.ValidationError, ValueError, TypeError) as error:
+        return "refused", f"{type(error).__name__}: {str(error)[:200]}"
+    limit = min(context - 1, kv - 1) - SCHEDULER_RESERVED
+    scheduler = validate_input_length(types.SimpleNamespace(origin_input_ids=request.input_ids), limit, False)
+    oov = [token for token in request.input_ids if not 0 <= token < vocab]
+    if scheduler or oov:
+        reason = scheduler or f"input id {oov[0]} is outside the embedding ({vocab} rows)"
+        return ("refused" if record["frontend"] == "rust" else "crash"), reason
+    return "ok", ""
+
+
+def check_commands(lines: list[str]) -> list[str]:
+    errors = []
+    for line in lines:
+        argv = json.loads(line)
+        parser = argparse.ArgumentParser(exit_on_error=False)
+        ServerArgs.add_cli_args(parser)
+        try:
+            ServerArgs.from_cli_args(parser.parse_args(argv))
+        except (SystemExit, argparse.ArgumentError, ValueError, TypeError) as error:
+            errors.append(f"launch flags {argv} do not parse in SGLang 0.5.19: {error!r}")
+    return errors
+
+
+def main() -> None:
+    payloads, commands = (Path(name).read_text().splitlines() for name in sys.argv[1:3])
+    get_context().set_server_args(ServerArgs(model_path="unused"))  # raw defaults: no model, no device probe
+    errors = []
+    for line in payloads:
+        record = json.loads(line)
+        found, reason = verdict(record)
+        if found != record["expect"]:
+            body = {**record["body"], "input_ids": f"<{len(record['body'].get('input_ids') or [])} ids>"}
+            errors.append(f"SGLang 0.5.19 says {found} ({reason}), the fake said {record['expect']}: {body}")
+    errors += check_commands(commands)
+    print(json.dumps({"payloads": len(payloads), "commands": len(commands), "errors": errors}))
+
+
+if __name__ == "__main__":
+    main()
