@@ -10,13 +10,20 @@ virtual environment; SGLang keeps the image's Python, which the API only execute
 when SGLang dies), so Modal replaces it instead of routing to a dead backend. `OpenJev.stop`
 (`@modal.exit`) disarms the watchdog and stops the API, which drains its requests and stops SGLang.
 
-The `openjev-huggingface` Volume holds the weights, SGLang's kernel tuning cache and Triton's compile
-cache, so later starts skip the download and the compilation (CUDA graphs are still captured).
+The `openjev-huggingface` Volume holds the weights and every compile cache (SGLang's tuning and JIT
+kernels, FlashInfer's workspace, Triton's and TorchInductor's), so later starts skip the download and
+the compilation (CUDA graphs are still captured).
 
 Read from the local environment when this file is loaded: OPENJEV_PROFILE, OPENJEV_FRONTEND and
 OPENJEV_SERVED_MODEL_NAME are forwarded to the container; OPENJEV_API_KEY, OPENJEV_BACKEND_API_KEY and
 HF_TOKEN travel in a Modal Secret; OPENJEV_MODAL_SECRET names a stored Modal Secret to add. Unset
-variables are not sent: by default the endpoint has no auth.
+variables are not sent: by default the endpoint has no auth. Modal loads this file again in the
+container, whose environment differs (the Secrets' values are set, the local ones are not), so the
+Secret list has the same shape in both: always the one dict Secret, and the stored Secret's name is
+forwarded so the container names it too.
+
+Shutdown budget, all within Modal's exit grace: the API drains its requests (at most the request
+timeout), then gives SGLang its grace period, then the Volume is committed.
 
 Only the standard library and modal are imported here, so the file loads offline and in the image.
 """
@@ -45,14 +52,21 @@ ROUTING_REGION = "us-west"
 COMPUTE_REGIONS = ["us-west", "us-central", "us"]
 PORT = 8000
 SCALEDOWN_SECONDS = 5 * 60
-# Matches OPENJEV_MAX_CONCURRENT_REQUESTS: past it a container answers 529, so scale out before.
-TARGET_CONCURRENCY = 16
+# Past OPENJEV_MAX_CONCURRENT_REQUESTS a container answers 529: Modal scales out before that.
+MAX_CONCURRENT_REQUESTS = 16
+TARGET_CONCURRENCY = 12
 # The first start downloads the weights and compiles kernels; the API gives up 5 minutes earlier, with a message.
 STARTUP_SECONDS = 40 * 60
 BACKEND_STARTUP_SECONDS = STARTUP_SECONDS - 5 * 60
-# Time for in-flight evaluations to finish and SGLang to exit after SIGTERM.
-EXIT_GRACE_SECONDS = 60
-API_STOP_SECONDS = EXIT_GRACE_SECONDS - 10
+# `openjev smoke` retries 503s while a cold Server starts: longer than the Server may take to start.
+SMOKE_STARTUP_DEADLINE = STARTUP_SECONDS + 5 * 60
+# Shutdown, in order: requests drain (each bounded by the request timeout), SGLang exits (SIGKILL after
+# its grace), the API process exits, then the Volume commit; Modal's exit grace covers all of it.
+REQUEST_TIMEOUT_SECONDS = 120
+SGLANG_GRACE_SECONDS = 20
+API_STOP_SECONDS = REQUEST_TIMEOUT_SECONDS + SGLANG_GRACE_SECONDS + 10
+VOLUME_COMMIT_SECONDS = 30
+EXIT_GRACE_SECONDS = API_STOP_SECONDS + VOLUME_COMMIT_SECONDS
 
 # v0.5.19-cu129 is the last CUDA 12 build of the release; the CUDA 13 images need r580+ drivers.
 SGLANG_IMAGE = "lmsysorg/sglang:v0.5.19-cu129"
@@ -78,21 +92,29 @@ ROOT = Path(__file__).resolve().parent
 
 
 def container_env(local: Mapping[str, str]) -> dict[str, str]:
-    """The container's environment: cache locations on the Volume, plus the forwarded local settings."""
+    """The container's environment: caches on the Volume, the budgets above, the forwarded local settings."""
     return {
         "HF_HOME": f"{CACHE_DIR}/huggingface",  # weights and tokenizer files
-        "SGLANG_CACHE_DIR": f"{CACHE_DIR}/sglang",  # SGLang's kernel tuning and JIT cache
+        "SGLANG_CACHE_DIR": f"{CACHE_DIR}/sglang",  # SGLang's kernel tuning cache
+        "SGLANG_JIT_CACHE_DIR": f"{CACHE_DIR}/sglang-jit",  # its JIT kernels (default ~/.cache/sglang/jit)
+        "FLASHINFER_WORKSPACE_BASE": f"{CACHE_DIR}/flashinfer",  # FlashInfer's JIT workspace (default ~)
         "TRITON_CACHE_DIR": f"{CACHE_DIR}/triton",  # Triton's compiled kernels
+        "TORCHINDUCTOR_CACHE_DIR": f"{CACHE_DIR}/torchinductor",  # torch.compile's cache (default /tmp)
         "HF_XET_HIGH_PERFORMANCE": "1",  # the weights download at full speed
         "OPENJEV_BACKEND_STARTUP_TIMEOUT": str(BACKEND_STARTUP_SECONDS),
-        **{name: local[name] for name in FORWARDED_ENV if local.get(name)},
+        "OPENJEV_MAX_CONCURRENT_REQUESTS": str(MAX_CONCURRENT_REQUESTS),
+        "OPENJEV_REQUEST_TIMEOUT": str(REQUEST_TIMEOUT_SECONDS),
+        "OPENJEV_SGLANG_SHUTDOWN_GRACE": str(SGLANG_GRACE_SECONDS),
+        **{name: local[name] for name in (*FORWARDED_ENV, STORED_SECRET_ENV) if local.get(name)},
     }
 
 
 def deployment_secrets(local: Mapping[str, str]) -> list[modal.Secret]:
-    """Keys set locally, in a Secret (never in the image); plus the stored Secret OPENJEV_MODAL_SECRET names."""
+    """The keys set locally in one Secret (never in the image; empty when none is), plus the stored
+    Secret OPENJEV_MODAL_SECRET names. The same number in the container, where the keys' values come
+    from the Secrets themselves and OPENJEV_MODAL_SECRET from `container_env`."""
     values = {name: local[name] for name in SECRET_ENV if local.get(name)}
-    secrets = [modal.Secret.from_dict(values)] if values else []
+    secrets = [modal.Secret.from_dict(values)]
     if local.get(STORED_SECRET_ENV):
         secrets.append(modal.Secret.from_name(local[STORED_SECRET_ENV]))
     return secrets
@@ -161,10 +183,13 @@ class ApiLauncher:
         if self._disarmed.is_set():
             return
         print(f"openjev exited with code {code}; stopping the container", file=sys.stderr, flush=True)
-        # SIGTERM is Modal's own way out: @modal.exit runs and the Volume is committed.
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(self.fallback_exit_seconds)
-        os._exit(code or 1)
+        # SIGTERM is Modal's own way out (@modal.exit runs, the Volume is committed), but only while
+        # Modal's handler is installed: with the default action it would kill without either.
+        if callable(signal.getsignal(signal.SIGTERM)):
+            os.kill(os.getpid(), signal.SIGTERM)
+            # The fallback waits out the whole exit budget, so it never cuts the Volume commit.
+            time.sleep(self.fallback_exit_seconds)
+        os._exit(code if code and code > 0 else 1)
 
     def stop(self, timeout: float) -> int | None:
         """Disarm the watchdog, then SIGTERM the API (it drains and stops SGLang); SIGKILL after `timeout`."""
@@ -208,6 +233,7 @@ class OpenJev:
     @modal.exit()
     def stop(self) -> None:
         self.launcher.stop(timeout=API_STOP_SECONDS)
+        cache_volume.commit()  # the caches written by this start, within VOLUME_COMMIT_SECONDS
 
 
 @app.local_entrypoint()
@@ -219,7 +245,7 @@ def smoke(report: str = "smoke-result.json") -> None:
     if not url:
         raise RuntimeError("Modal returned no URL for the Server")
     print(f"smoke-checking {url}; a cold start can take many minutes", flush=True)
-    result = run_smoke(url, api_key=os.environ.get("OPENJEV_API_KEY"), startup_deadline=STARTUP_SECONDS)
+    result = run_smoke(url, api_key=os.environ.get("OPENJEV_API_KEY"), startup_deadline=SMOKE_STARTUP_DEADLINE)
     Path(report).write_text(result.to_json())
     print(result.summary())
     print(f"report saved to {report}")

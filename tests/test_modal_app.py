@@ -82,16 +82,20 @@ def test_server_declaration() -> None:
 def test_autoscaling_has_no_cap_and_scales_to_zero_after_five_idle_minutes() -> None:
     autoscaler = DECLARED["autoscaler_settings"]
     assert autoscaler.scaledown_window == 300
-    assert autoscaler.min_containers == modal_app.MIN_CONTAINERS == 0
+    assert autoscaler.min_containers == modal_app.MIN_CONTAINERS  # an operator's choice, not pinned here
     assert not autoscaler.HasField("max_containers") and DECLARED["max_containers"] is None
-    assert autoscaler.target_concurrency_float > 0
+    # Modal scales out before a container refuses requests with 529.
+    assert 0 < autoscaler.target_concurrency_float < modal_app.MAX_CONCURRENT_REQUESTS
+    assert modal_app.container_env({})["OPENJEV_MAX_CONCURRENT_REQUESTS"] == str(modal_app.MAX_CONCURRENT_REQUESTS)
 
 
 def test_environment_puts_every_cache_on_the_volume() -> None:
     environment = _raw(DECLARED["secrets"][-1])._load_env_dict()  # `env=` becomes the last Secret
     assert environment == modal_app.container_env(os.environ)
     (mount,) = modal_app.OpenJev.info().volumes
-    for variable in ("HF_HOME", "SGLANG_CACHE_DIR", "TRITON_CACHE_DIR"):
+    caches = ("HF_HOME", "SGLANG_CACHE_DIR", "SGLANG_JIT_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE", "TRITON_CACHE_DIR",
+              "TORCHINDUCTOR_CACHE_DIR")  # fmt: skip
+    for variable in caches:
         assert environment[variable].startswith(f"{mount}/"), variable
     assert int(environment["OPENJEV_BACKEND_STARTUP_TIMEOUT"]) < modal_app.OpenJev.info().startup_timeout
 
@@ -113,14 +117,45 @@ def test_local_settings_are_forwarded_and_keys_travel_in_secrets() -> None:
         "OPENJEV_SERVED_MODEL_NAME": "acme/model",
         "OPENJEV_API_KEY": None,  # keys never go in the plain environment
         "HF_TOKEN": None,
-        "OPENJEV_MODAL_SECRET": None,
-        "OPENJEV_PORT": None,  # only the three forwarded settings
+        "OPENJEV_MODAL_SECRET": "openjev-secrets",  # so that the container names the same Secrets
+        "OPENJEV_PORT": None,  # only the forwarded settings
     }
     values, stored = (_raw(secret) for secret in modal_app.deployment_secrets(local))
     assert values._load_env_dict() == {"OPENJEV_API_KEY": "k1", "HF_TOKEN": "hf"}
     assert "openjev-secrets" in repr(stored)
     assert modal_app.container_env({}).keys().isdisjoint(modal_app.FORWARDED_ENV)
-    assert modal_app.deployment_secrets({}) == []
+    (empty,) = modal_app.deployment_secrets({})
+    assert _raw(empty)._load_env_dict() == {}
+
+
+@pytest.mark.parametrize(
+    "local",
+    [
+        {},
+        {"OPENJEV_API_KEY": "k"},
+        {"OPENJEV_MODAL_SECRET": "stored"},
+        {"OPENJEV_MODAL_SECRET": "stored", "HF_TOKEN": "hf"},
+    ],
+)
+def test_secret_list_has_the_same_shape_at_deploy_time_and_in_the_container(local: dict[str, str]) -> None:
+    # In the container: the forwarded environment, the dict Secret's values, and whatever the stored
+    # Secret holds (here a key that was not set locally: the case that used to add a Secret).
+    container = {**modal_app.container_env(local), **{k: v for k, v in local.items() if k in modal_app.SECRET_ENV}}
+    if "OPENJEV_MODAL_SECRET" in local:
+        container["OPENJEV_API_KEY"] = "from-the-stored-secret"
+    deployed, loaded = modal_app.deployment_secrets(local), modal_app.deployment_secrets(container)
+    assert len(deployed) == len(loaded) == 1 + ("OPENJEV_MODAL_SECRET" in local)
+    assert [repr(_raw(s)).split("(")[0] for s in deployed] == [repr(_raw(s)).split("(")[0] for s in loaded]
+
+
+def test_shutdown_budgets_add_up() -> None:
+    environment = modal_app.container_env({})
+    drain = int(environment["OPENJEV_REQUEST_TIMEOUT"]) + 5  # openjev serve's graceful shutdown
+    grace = int(environment["OPENJEV_SGLANG_SHUTDOWN_GRACE"])
+    assert drain + grace <= modal_app.API_STOP_SECONDS
+    assert modal_app.API_STOP_SECONDS + modal_app.VOLUME_COMMIT_SECONDS <= modal_app.EXIT_GRACE_SECONDS
+    assert modal_app.OpenJev.info().exit_grace_period == modal_app.EXIT_GRACE_SECONDS
+    assert modal_app.OpenJev.info().startup_timeout < modal_app.SMOKE_STARTUP_DEADLINE
 
 
 def test_image_is_sglang_plus_the_api_in_its_own_environment() -> None:
@@ -155,7 +190,8 @@ def container_exit(*_):  # what Modal does on SIGTERM: run @modal.exit, then lea
     print(json.dumps({{"exit_hook": launcher.stop(timeout=5)}}), flush=True)
     sys.exit(0)
 
-signal.signal(signal.SIGTERM, container_exit)
+if {modal_handler}:
+    signal.signal(signal.SIGTERM, container_exit)
 launcher.start(timeout=20)
 print(json.dumps({{"ready": launcher.process.pid}}), flush=True)
 if {stop_normally}:
@@ -167,12 +203,18 @@ else:
 """
 
 
-def run_launcher(*, stop_normally: bool, on_ready: Any = None) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
+def run_launcher(
+    *, stop_normally: bool, on_ready: Any = None, modal_handler: bool = True
+) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
     """Run LAUNCHER_SCRIPT with `python -m http.server` as the API; return its JSON events in order."""
     port = free_port()
     api = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
     script = LAUNCHER_SCRIPT.format(
-        root=str(ROOT), command=api, url=f"http://127.0.0.1:{port}/", stop_normally=stop_normally
+        root=str(ROOT),
+        command=api,
+        url=f"http://127.0.0.1:{port}/",
+        stop_normally=stop_normally,
+        modal_handler=modal_handler,
     )
     process = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -193,6 +235,13 @@ def test_launcher_takes_the_container_down_when_the_api_dies() -> None:
     assert "openjev exited with code -9; stopping the container" in result.stderr
     assert events[1:] == [{"exit_hook": -9}]
     assert result.returncode == 0
+
+
+def test_launcher_exits_at_once_without_modals_handler() -> None:
+    # Outside Modal's serving loop SIGTERM has its default action (no exit hook, no commit): exit directly.
+    result, events = run_launcher(stop_normally=False, modal_handler=False, on_ready=lambda pid: os.kill(pid, 9))
+    assert "openjev exited with code -9; stopping the container" in result.stderr
+    assert events[1:] == [] and result.returncode == 1
 
 
 def test_launcher_stays_quiet_after_a_normal_stop() -> None:
