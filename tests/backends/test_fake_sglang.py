@@ -85,3 +85,8 @@ def test_python_frontend_queues_generate_while_starting() -> None:
     with FakeSGLang(starting_seconds=60) as fake:
         generate(fake, token_ids_logprob=[])
         assert fake.violations
+
+
+def test_a_large_listen_backlog() -> None:
+    # Bursts of connections must reach the fake, not be refused by the kernel (spurious 503s).
+    assert FakeSGLang().uvicorn_config().backlog >= 1024

@@ -243,7 +243,7 @@ class FakeSGLang:
         if denied:
             return denied
         if self._in_flight:
-            return PlainTextResponse("Cache not flushed because there are pending requests.", status_code=400)
+            return PlainTextResponse("Flush cache failed.\n", status_code=400)  # the reason goes to its log only
         self._seen_prompts.clear()
         return PlainTextResponse("Cache flushed.\n")
 
