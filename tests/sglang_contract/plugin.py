@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -43,6 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if PAYLOAD_LOG in os.environ:  # a nested pytest run (tests of the test tooling) keeps the outer logs
         return
     directory = Path(tempfile.mkdtemp(prefix="openjev-sglang-contract-"))
+    _result["directory"] = directory
     for variable, name in ((PAYLOAD_LOG, "payloads.jsonl"), (COMMAND_LOG, "commands.jsonl")):
         (directory / name).touch()
         os.environ[variable] = str(directory / name)
@@ -75,8 +77,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    directory = _result.pop("directory", None)
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _result:
+    if not (_result.keys() - {"directory"}):
         return
     write = terminalreporter.write_line
     if _result.get("skipped") and not _result.get("errors"):
