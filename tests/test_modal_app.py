@@ -257,3 +257,35 @@ def test_launcher_fails_startup_when_the_api_exits_early() -> None:
     )
     with pytest.raises(RuntimeError, match="openjev exited with code 4 before it was ready"):
         launcher.start(timeout=20)
+
+
+def test_modal_run_entrypoint_smoke_checks_the_servers_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `modal run modal_app.py`, with Modal's URL lookup and the smoke run stubbed.
+    import openjev.smoke
+
+    calls: list[tuple[str, Any]] = []
+
+    class Report:
+        ok = True
+
+        def to_json(self) -> str:
+            return '{"ok": true}'
+
+        def summary(self) -> str:
+            return "all passed"
+
+    def run_smoke(url: str, *, api_key: str | None, startup_deadline: float) -> Report:
+        calls.append((url, startup_deadline))
+        return Report()
+
+    class Server:
+        @staticmethod
+        def get_url() -> str:
+            return "https://openjev.example.modal.direct"
+
+    monkeypatch.setattr(modal_app, "OpenJev", Server)
+    monkeypatch.setattr(openjev.smoke, "run_smoke", run_smoke)
+    report = tmp_path / "smoke.json"
+    modal_app.smoke.info.raw_f(report=str(report))
+    assert calls == [("https://openjev.example.modal.direct", modal_app.SMOKE_STARTUP_DEADLINE)]
+    assert report.read_text() == '{"ok": true}'
