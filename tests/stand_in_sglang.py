@@ -7,7 +7,8 @@ argparse would), records how it was started, and serves `tests.fake_sglang.FakeS
 --host/--port with the given model path, revision, served model name, tokenizer path, context length
 and API key. Like SGLang's download, it leaves the model's `config.json` in the Hugging Face cache
 (only when the test set HF_HOME to a scratch directory), where openjev reads the vocabulary size.
-`SGLANG_RUST_SERVER=1` selects the fake's Rust frontend (no "starting" state on /health).
+`SGLANG_RUST_SERVER=1` selects the fake's Rust frontend, which (like 0.5.19's) has no "starting"
+state: while the stand-in is not ready, nothing listens on its port.
 
 Environment:
 - STAND_IN_RECORD: a JSON file written at start with `argv`, `pid` and the SGLang variables of the
@@ -95,27 +96,32 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, signal.SIG_IGN if mode == "hang" else on_sigterm)
     starting = {"ready": 0.0, "slow": delay}.get(mode, math.inf)
+    rust = os.environ.get("SGLANG_RUST_SERVER") == "1"
     fill_hf_cache(args.model_path, args.revision)
-    fake = FakeSGLang(
-        model_path=args.model_path,
-        revision=args.revision,
-        violation_log=f"{record_path}.violations",
-        host=args.host,
-        port=args.port,
-        rust_frontend=os.environ.get("SGLANG_RUST_SERVER") == "1",
-        starting_seconds=starting,
-        context_length=args.context_length,
-        generate_delay=float(os.environ.get("STAND_IN_GENERATE_DELAY", "0")),
-        api_key=args.api_key,
-        served_model_name=args.served_model_name or args.model_path,
-        tokenizer_path=args.tokenizer_path,
-    ).start()
-    print(f"stand-in SGLang listening on {fake.url} (mode {mode})", flush=True)
+    fake = None
+    # 0.5.19's Rust frontend has no "starting" state: its port opens once the scheduler is up.
+    if not (rust and math.isinf(starting)) and not stop.wait(starting if rust else 0):
+        fake = FakeSGLang(
+            model_path=args.model_path,
+            revision=args.revision,
+            violation_log=f"{record_path}.violations",
+            host=args.host,
+            port=args.port,
+            rust_frontend=rust,
+            starting_seconds=0 if rust else starting,
+            context_length=args.context_length,
+            generate_delay=float(os.environ.get("STAND_IN_GENERATE_DELAY", "0")),
+            api_key=args.api_key,
+            served_model_name=args.served_model_name or args.model_path,
+            tokenizer_path=args.tokenizer_path,
+        ).start()
+        print(f"stand-in SGLang listening on {fake.url} (mode {mode})", flush=True)
     print("stand-in SGLang: a line on stderr", file=sys.stderr, flush=True)
     if mode == "crash" and not stop.wait(delay):
         os._exit(CRASH_CODE)
     stop.wait()
-    fake.stop()
+    if fake is not None:
+        fake.stop()
     return 0
 
 

@@ -63,6 +63,13 @@ def test_context_length_is_the_scheduler_limit(rust: bool, context: int, kv: int
         assert outcome is not None and outcome.crash is not rust
 
 
+def test_ready_only_after_a_real_generation() -> None:
+    # /health is 200 at once (Rust frontend); the first generation fails: openjev waits for one to succeed.
+    with FakeSGLang(rust_frontend=True, fail_on_call=1, fail_status=503) as fake:
+        with_backend(fake, nothing, startup_timeout=10)
+        assert len(fake.generate_calls) == 2 and fake.violations == []
+
+
 def test_no_context_length_means_not_ready() -> None:
     expected = pytest.raises(BackendUnavailable, match="no usable context length")
     with FakeSGLang(report_limits=False) as fake, expected:

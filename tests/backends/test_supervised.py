@@ -167,8 +167,8 @@ def test_flags_environment_and_logs_reach_sglang(supervised: Any, stand_in: Stan
 # -- readiness --------------------------------------------------------------------------------------
 
 
-def test_readiness_waits_for_a_real_generation(supervised: Any, stand_in: StandIn) -> None:
-    # Rust frontend: SGLang's /health is 200 from the start, but generations fail until it is ready.
+def test_readiness_waits_for_sglang(supervised: Any, stand_in: StandIn) -> None:
+    # Rust frontend: nothing listens until SGLang's scheduler is up; openjev answers 503 meanwhile.
     server = supervised(mode="slow", env={"STAND_IN_DELAY": "2"}, ready=False)
     assert stand_in.record()["env"]["SGLANG_RUST_SERVER"] == "1"  # the default frontend
     with server.client() as client:
@@ -179,8 +179,6 @@ def test_readiness_waits_for_a_real_generation(supervised: Any, stand_in: StandI
         answer = client.post("/v1/systemone", json=EXAMPLE)
         assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
         assert answer.json()["detail"]["error_type"] == "backend_unavailable"
-        wait_for(f"{stand_in.url()}/health", timeout=10)  # SGLang says healthy; openjev still waits
-        assert client.get("/health").status_code == 503
 
         wait_for(f"{server.url}/health", timeout=20, process=server.process)
         body = client.get("/health").json()
