@@ -1,5 +1,7 @@
 """Prompt rendering, tokenization splits and labels against the real Qwen3 tokenizer and template."""
 
+import json
+
 import pytest
 
 from openjev.errors import RequestRejected
@@ -10,6 +12,7 @@ from openjev.prompts import (
     choice_text,
     frame_conversation,
     noul_text,
+    render_value,
     score_text,
     state_messages,
 )
@@ -176,3 +179,15 @@ def test_a_rotation_shows_the_options_cyclically_lettered_by_position():
     text = choice_text(question, ["A", "B", "C"], offset=1)
     assert "Options:\nA: two\nB: c\nC: one\n" in text
     assert choice_text(question, ["A", "B", "C"], offset=0) == choice_text(question, ["A", "B", "C"])
+
+
+def test_nested_json_states_grow_linearly_not_quadratically():
+    def nested(depth):
+        value: object = "x"
+        for _ in range(depth):
+            value = {"k": [value]}
+        return value
+
+    shallow, deep = render_value(nested(100)), render_value(nested(900))
+    assert len(deep) < 10 * len(shallow)  # 9x the depth: linear growth, not 81x
+    assert json.loads(deep) == nested(900)

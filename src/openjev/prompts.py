@@ -46,10 +46,12 @@ def _refuse(loc: Loc, message: str) -> RequestRejected:
 
 
 def render_value(value: FreeForm) -> str:
-    """A string stays as sent; JSON objects and arrays are serialized intact, non-ASCII kept."""
+    """A string stays as sent; JSON objects and arrays are serialized intact on one line, non-ASCII
+    kept. No indentation: with it, nested values cost tokens quadratically in their depth (a 1.9 KB
+    body nested 900 deep became 31.7k tokens)."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, indent=2)
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _looks_like_chat(value: Any) -> bool:
