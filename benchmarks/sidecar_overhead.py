@@ -47,6 +47,12 @@ QUESTIONS = [
     },
     {"type": "score", "instructions": "How urgent is the request?", "criteria": ["Routine", "Urgent", "Emergency"]},
 ]
+# What openjev reads from SGLang at start-up (the 0.5.19 Python frontend's fields), for Qwen3's vocabulary.
+SERVER_FACTS = {
+    b"/model_info": {"model_path": "Qwen/Qwen3", "vocab_size": 151936},
+    b"/server_info": {"max_req_input_len": 262144, "max_total_num_tokens": 1 << 20},
+    b"/v1/models": {"data": [{"id": "Qwen/Qwen3", "max_model_len": 262150}]},
+}
 WORDS = [
     "the",
     "a",
@@ -66,7 +72,7 @@ WORDS = [
 
 
 async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """One keep-alive connection: every POST gets a minimal SGLang-shaped answer, anything else 200."""
+    """One keep-alive connection: start-up facts on their routes, an SGLang-shaped readout for anything else."""
     while True:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -78,8 +84,11 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
                 length = int(line.split(b":", 1)[1])
         body = json.loads(await reader.readexactly(length)) if length else {}
         ids = body.get("token_ids_logprob") or []
+        path = head.split(b" ", 2)[1]
         payload = json.dumps(
-            {
+            SERVER_FACTS[path]
+            if path in SERVER_FACTS
+            else {
                 "text": "",
                 "output_ids": ids[:1],
                 "meta_info": {
