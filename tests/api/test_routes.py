@@ -156,3 +156,15 @@ def test_status_table_covers_every_core_error_class() -> None:
         BackendUnavailable,
         BackendTimeout,
     }
+
+
+def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp_path: Path) -> None:
+    calibration = tmp_path / "support-calibration.json"
+    calibration.write_text(json.dumps({"format": "openjev-calibration/1", "temperatures": {"choice": {"3-4": 1.5}}}))
+    app = create_app(settings_for(qwen_tokenizer_dir, calibration_file=calibration), InstantBackend())
+    with TestClient(app) as client:
+        assert _eventually_ready(client)
+        assert client.get("/v1/limits").json()["calibration_file"] == "support-calibration.json"
+    with TestClient(create_app(settings_for(qwen_tokenizer_dir), InstantBackend())) as client:
+        assert _eventually_ready(client)
+        assert client.get("/v1/limits").json()["calibration_file"] is None

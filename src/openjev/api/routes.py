@@ -15,6 +15,7 @@ import functools
 import json
 import time
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Request, Security
@@ -188,6 +189,10 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
         "body_read_timeout_seconds": settings.body_read_timeout,
         "request_timeout_seconds": settings.request_timeout,
         "backend_context_length": service.backend.context_length,
+        # The calibration file in force, by name only: its directory is this machine's business.
+        "calibration_file": Path(calibration).name
+        if (calibration := current and current.engine.calibration_source)
+        else None,
     }
 
 
