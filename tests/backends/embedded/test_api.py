@@ -32,7 +32,10 @@ def embedded(tmp_path_factory):
     if reason:
         pytest.skip(reason)
     # The first start on a machine converts the model (about 80 s on 2 cores); later ones load it.
-    server = launch_openjev(log_dir=tmp_path_factory.mktemp("logs"), timeout=900)
+    # A ~2,000-token prefill of the 1.5B model takes about 10 s on 2 idle cores, minutes on busy ones.
+    server = launch_openjev(
+        log_dir=tmp_path_factory.mktemp("logs"), timeout=900, env={"OPENJEV_REQUEST_TIMEOUT": "900"}
+    )
     yield server
     stop_openjev(server)
 
