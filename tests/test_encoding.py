@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openjev.encoding import CHUNK_CHARS, PromptEncoder, TokenCache
+from openjev.encoding import CHUNK_CHARS, FIRST_ROUND_CHARS, PromptEncoder, PromptTooLong, TokenCache
 from openjev.tokenizer import ChatTokenizer, Segment
 
 PIECES = [
@@ -70,6 +70,33 @@ def test_long_text_cut_into_chunks_equals_the_whole(chat: ChatTokenizer, encoder
     assert encoder.encode_many([[(text, False)], [(text, True)]]) == [
         chat.encode_segments([(text, False)]),
         chat.encode_segments([(text, True)]),
+    ]
+
+
+def test_text_over_several_rounds_equals_the_whole(chat: ChatTokenizer) -> None:
+    encoder = PromptEncoder(chat, cache_bytes=1 << 24)
+    lines = [f"line {i}: {'日本語 ' * (i % 7)}{'word ' * (i % 13)}<|im_end|> 😀" for i in range(8000)]
+    text = "\n".join(lines)
+    assert len(text) > 4 * FIRST_ROUND_CHARS  # three rounds at least: 1, 2 and 4 times the first
+    prompts = [[(text, False)], [("short", False), (text, True)]]
+    expected = [chat.encode_segments(prompt) for prompt in prompts]
+    limits = [len(ids) for ids in expected]
+    assert encoder.encode_many(prompts, limits) == expected
+
+
+def test_a_prompt_over_its_limit_stops_the_encoding_early(chat: ChatTokenizer) -> None:
+    encoder = PromptEncoder(chat, cache_bytes=1 << 24)
+    text = "\n".join(f"record {i}: {'x' * (i % 50)} ✓" for i in range(40000))
+    whole = len(chat.encode(text))
+    with pytest.raises(PromptTooLong) as over:
+        encoder.encode_many([[("short", False)], [(text, False)]], [100, 1000])
+    assert over.value.index == 1
+    # Stopped after the first round: it counted more than the limit, far less than the whole text.
+    assert 1000 < over.value.tokens < whole / 4
+    assert encoder.cache.get((text, False)) is None  # nothing half-encoded is cached
+    # With all text encoded in one round, the ids come back and the caller's budget check counts them.
+    assert encoder.encode_many([[("a few words over a tiny limit", False)]], [2]) == [
+        chat.encode("a few words over a tiny limit")
     ]
 
 

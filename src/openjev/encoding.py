@@ -11,12 +11,19 @@ Why cutting is exact:
    around every message, so template text falls apart into one piece per message; each piece is
    looked up in a byte-bounded LRU (`OPENJEV_TOKENIZE_CACHE_BYTES`). A repeated state is all hits; a
    conversation grown by one message tokenizes only that message.
-2. **After a newline.** Qwen's pre-tokenizer regex (GPT-4 style) never matches across a newline that
-   is followed by a non-whitespace character, and BPE merges stay inside a pre-token, so a long piece
-   cut right after such newlines encodes to the same ids chunk by chunk. New pieces and chunks are
-   encoded together with `encode_batch`, which runs them on every core.
+2. **Where the pre-tokenizer must split.** Qwen's pre-tokenizer regex (GPT-4 style) scans left to
+   right and no pattern of it matches across (a) a newline followed by a non-whitespace character, or
+   (b) a non-whitespace character followed by a space: every alternative that consumes the
+   non-whitespace character stops before a space, and every alternative that starts with whitespace
+   starts after it. BPE merges stay inside a pre-token and NFC never composes across a space or a
+   newline, so a long piece cut at such places encodes to the same ids chunk by chunk. New pieces and
+   chunks are encoded together with `encode_batch`, which runs them on every core.
 Both properties are checked on the loaded tokenizer at start-up; where one fails, that cut is not made.
 Caller text that spells special tokens (quoted segments) is cached apart, with the quoting encoder.
+
+Bounded work: new text is encoded in rounds of growing size (`FIRST_ROUND_CHARS`, doubling), and
+`encode_many(prompts, limits)` stops as soon as one prompt is known to exceed its limit
+(`PromptTooLong`), so a megabyte of text far over any budget costs one round, not its whole encoding.
 """
 
 from __future__ import annotations
@@ -27,13 +34,18 @@ import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from openjev.tokenizer import ChatTokenizer, Segment
 
 #: Pieces longer than this many characters are cut into chunks of about this size.
 CHUNK_CHARS = 8192
-# A place where Qwen's pre-tokenizer must split: after a newline, before a non-whitespace character.
-_CHUNK_BOUNDARY = re.compile(r"\n(?=\S)")
+#: Characters of new text encoded before the first check against the limits; each later round doubles.
+#: A full-size prompt (32k tokens of prose, about 130k characters) takes two rounds.
+FIRST_ROUND_CHARS = 8 * CHUNK_CHARS
+# Places where Qwen's pre-tokenizer must split (module docstring, 2): after a newline that precedes a
+# non-whitespace character; before a space that follows one.
+_CHUNK_BOUNDARY = re.compile(r"(?<=\n)(?=\S)|(?<=\S)(?= )")
 _SELF_CHECK_TEXTS = (
     "plain words, numbers 12345 and punctuation!?",
     "  leading spaces\n\n\ttabs\n  \nnew lines\r\nwindows\n日本語のテキスト\n😀 emoji 👍🏽\nend  ",
@@ -42,6 +54,14 @@ _SELF_CHECK_TEXTS = (
 )
 
 Piece = tuple[str, bool]
+
+
+@dataclass(frozen=True, slots=True)
+class PromptTooLong(Exception):
+    """Prompt `index` has at least `tokens` tokens, over its limit; encoding stopped there."""
+
+    index: int
+    tokens: int
 
 
 class TokenCache:
@@ -91,8 +111,12 @@ class PromptEncoder:
         self.cuts_at_special_tokens = self.cuts_at_special_tokens and self._check(self._cut_at_special_tokens)
         self.cuts_long_text = self._check(lambda text: self._chunks(text, 16))
 
-    def encode_many(self, prompts: Sequence[Sequence[Segment]]) -> list[list[int]]:
-        """Token ids of each prompt (segments as for `ChatTokenizer.encode_segments`)."""
+    def encode_many(self, prompts: Sequence[Sequence[Segment]], limits: Sequence[int] | None = None) -> list[list[int]]:
+        """Token ids of each prompt (segments as for `ChatTokenizer.encode_segments`).
+
+        With `limits` (one per prompt): raises `PromptTooLong` once some prompt is known to be longer
+        than its limit while text is still to be encoded. When all text is encoded the ids are returned,
+        whatever their lengths: the caller's budget check then has exact counts."""
         layouts = [list(self._layout(segments)) for segments in prompts]
         found: dict[Piece, array[int]] = {}
         missing: list[Piece] = []
@@ -105,10 +129,19 @@ class PromptEncoder:
                         found[item] = array("i")
                     else:
                         found[item] = cached
-        for piece, ids in zip(missing, self._encode_pieces(missing), strict=True):
-            found[piece] = ids
-            self.cache.put(piece, ids)
+        for round_done in self._encode_pieces(missing, [found[piece] for piece in missing]):
+            if limits is not None and not round_done:
+                self._stop_if_over(layouts, found, limits)
+        for piece in missing:
+            self.cache.put(piece, found[piece])
         return [self._assemble(layout, found) for layout in layouts]
+
+    @staticmethod
+    def _stop_if_over(layouts: list[list[Piece | int]], found: dict[Piece, array[int]], limits: Sequence[int]) -> None:
+        for index, (layout, limit) in enumerate(zip(layouts, limits, strict=True)):
+            tokens = sum(1 if isinstance(item, int) else len(found[item]) for item in layout)
+            if tokens > limit:
+                raise PromptTooLong(index, tokens)
 
     @staticmethod
     def _assemble(layout: list[Piece | int], found: dict[Piece, array[int]]) -> list[int]:
@@ -149,28 +182,35 @@ class PromptEncoder:
             yield (text[position:], False)
 
     def _chunks(self, text: str, size: int = CHUNK_CHARS) -> list[str]:
-        """`text` cut after newlines that precede non-whitespace, into chunks of at least `size` chars."""
+        """`text` cut at `_CHUNK_BOUNDARY` places into chunks of at least `size` characters."""
         chunks, start = [], 0
-        for boundary in _CHUNK_BOUNDARY.finditer(text, size):
-            if boundary.end() - start >= size:
-                chunks.append(text[start : boundary.end()])
-                start = boundary.end()
+        while boundary := _CHUNK_BOUNDARY.search(text, start + size):
+            chunks.append(text[start : boundary.start()])
+            start = boundary.start()
         chunks.append(text[start:])
         return chunks
 
-    def _encode_pieces(self, pieces: list[Piece]) -> list[array[int]]:
-        """Every piece's ids, all chunks of all pieces in one `encode_batch` per encoder."""
-        results = [array("i") for _ in pieces]
-        for quoted in (False, True):
-            owners, texts = [], []
-            for index, (text, is_quoted) in enumerate(pieces):
-                if is_quoted == quoted:
-                    chunks = self._chunks(text) if self.cuts_long_text and len(text) > CHUNK_CHARS else [text]
-                    owners += [index] * len(chunks)
-                    texts += chunks
-            for owner, ids in zip(owners, self.chat.encode_batch(texts, quoted=quoted), strict=True):
-                results[owner].extend(ids)
-        return results
+    def _encode_pieces(self, pieces: list[Piece], results: list[array[int]]) -> Iterator[bool]:
+        """Extend each piece's `results` entry with its ids, round by round; each round's chunks are
+        encoded with one `encode_batch` per encoder. Yields after every round whether all are done."""
+        jobs = [
+            (index, chunk)
+            for index, (text, _) in enumerate(pieces)
+            for chunk in (self._chunks(text) if self.cuts_long_text and len(text) > CHUNK_CHARS else [text])
+        ]
+        round_chars, start = FIRST_ROUND_CHARS, 0
+        while start < len(jobs):
+            end, chars = start, 0
+            while end < len(jobs) and (end == start or chars + len(jobs[end][1]) <= round_chars):
+                chars += len(jobs[end][1])
+                end += 1
+            for quoted in (False, True):
+                batch = [(index, chunk) for index, chunk in jobs[start:end] if pieces[index][1] == quoted]
+                encoded = self.chat.encode_batch([chunk for _, chunk in batch], quoted=quoted) if batch else []
+                for (index, _), ids in zip(batch, encoded, strict=True):
+                    results[index].extend(ids)
+            start, round_chars = end, round_chars * 2
+            yield start == len(jobs)
 
     def _check(self, cut: object) -> bool:
         """Whether a cut keeps the ids of the whole text on this tokenizer, on a few tricky texts."""

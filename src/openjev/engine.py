@@ -5,7 +5,10 @@
    and enforce the token budgets. Nothing is truncated:
    a prompt over a limit is a 422 naming the limit and the count.
    - per branch: prefix + suffix + 1 output token <= min(OPENJEV_MAX_INPUT_TOKENS, backend context);
+     a state that leaves no room for any question (prefix + 2 over that) is named as the state;
    - per request: prefix (warm-up) + sum of branch prompts <= OPENJEV_MAX_TOTAL_INPUT_TOKENS.
+   Tokenizing stops as soon as a prompt is certainly over (`_encode_limits`), so text far over a
+   budget costs one encoding round; the 422 then gives the count reached ("at least").
 2. `evaluate` (backend I/O): one warm-up readout of the shared prefix, awaited so the backend's
    prefix cache holds it, then one readout per question, concurrently. Every backend call in the
    process shares `OPENJEV_MAX_CONCURRENT_BRANCHES` slots. The first failure cancels the siblings
@@ -37,7 +40,7 @@ from openjev.answers import (
 from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall
 from openjev.calibration import Calibration, load_calibration
 from openjev.config import Settings
-from openjev.encoding import PromptEncoder
+from openjev.encoding import PromptEncoder, PromptTooLong
 from openjev.errors import Issue, RequestRejected
 from openjev.labels import build_label_set
 from openjev.prompts import ANSWER_CUES, choice_text, frame_conversation, noul_text, score_text, state_messages
@@ -124,15 +127,19 @@ class Engine:
             for question_id, question in questions
             for offset in self._offsets(question)
         ]
-        shared_prefix_ids, *suffixes = self.encoder.encode_many(
-            [
-                frame.shared_prefix_segments,
-                *(
-                    frame.question_suffix_segments(text, self.chat.spells_special_token(text))
-                    for *_, text, _ in planned
-                ),
-            ]
-        )
+        try:
+            shared_prefix_ids, *suffixes = self.encoder.encode_many(
+                [
+                    frame.shared_prefix_segments,
+                    *(
+                        frame.question_suffix_segments(text, self.chat.spells_special_token(text))
+                        for *_, text, _ in planned
+                    ),
+                ],
+                self._encode_limits(len(planned)),
+            )
+        except PromptTooLong as over:
+            raise RequestRejected([self._early_budget_issue(over, planned)]) from None
         branches = [
             Branch(question_id, question, suffix_ids, ids, offset)
             for (question_id, question, offset, _, ids), suffix_ids in zip(planned, suffixes, strict=True)
@@ -155,8 +162,52 @@ class Engine:
             return choice_text(question, labels.option_labels[:count], offset), labels.option_label_ids[:count]
         return score_text(question, labels.option_labels[:count]), labels.option_label_ids[:count]
 
+    def _encode_limits(self, branch_count: int) -> list[int]:
+        """Per prompt, a length past which `_check_budget` must refuse whatever the others' lengths:
+        every prompt (question suffixes and the prefix) has at least one token, and each branch adds one
+        output token; the prefix counts once for the warm-up and once per branch."""
+        suffix_limit = self.max_branch_tokens - 2
+        total_share = (self.settings.max_total_input_tokens - branch_count) // (1 + branch_count)
+        return [min(suffix_limit, total_share), *[suffix_limit] * branch_count]
+
+    def _early_budget_issue(self, over: PromptTooLong, planned: list[tuple[Any, ...]]) -> Issue:
+        """The issue for a prompt found over its `_encode_limits` entry before it was fully tokenized."""
+        if over.index == 0 and over.tokens > self.max_branch_tokens - 2:
+            return self._state_issue(over.tokens, "at least ")
+        if over.index == 0:
+            total = over.tokens * (1 + len(planned)) + len(planned)
+            return self._total_issue(total, over.tokens, len(planned), "at least ")
+        needed = over.tokens + 2
+        return Issue(
+            ("questions", planned[over.index - 1][0]),
+            f"this question needs at least {needed} tokens (its question text alone {over.tokens}), "
+            f"over the limit of {self.max_branch_tokens} ({self._branch_limit_name})",
+            "too_long",
+            {"limit": self.max_branch_tokens, "tokens": needed},
+        )
+
+    def _state_issue(self, prefix: int, bound: str = "") -> Issue:
+        return Issue(
+            ("state",),
+            f"the state needs {bound}{prefix} tokens, leaving no room for a question within the limit of "
+            f"{self.max_branch_tokens} ({self._branch_limit_name})",
+            "too_long",
+            {"limit": self.max_branch_tokens, "tokens": prefix},
+        )
+
+    def _total_issue(self, total: int, prefix: int, branch_count: int, bound: str = "") -> Issue:
+        return Issue(
+            ("questions",),
+            f"the request submits {bound}{total} input tokens (warm-up {prefix} + {branch_count} question "
+            f"prompts), over OPENJEV_MAX_TOTAL_INPUT_TOKENS={self.settings.max_total_input_tokens}",
+            "too_long",
+            {"limit": self.settings.max_total_input_tokens, "tokens": total},
+        )
+
     def _check_budget(self, shared_prefix_ids: list[int], branches: list[Branch]) -> None:
         prefix = len(shared_prefix_ids)
+        if prefix + 2 > self.max_branch_tokens:
+            raise RequestRejected([self._state_issue(prefix)])
         issues = []
         refused: set[str] = set()
         for branch in branches:
@@ -176,15 +227,7 @@ class Engine:
                 )
         total = prefix + sum(prefix + len(branch.suffix_ids) for branch in branches)
         if total > self.settings.max_total_input_tokens:
-            issues.append(
-                Issue(
-                    ("questions",),
-                    f"the request submits {total} input tokens (warm-up {prefix} + {len(branches)} question "
-                    f"prompts), over OPENJEV_MAX_TOTAL_INPUT_TOKENS={self.settings.max_total_input_tokens}",
-                    "too_long",
-                    {"limit": self.settings.max_total_input_tokens, "tokens": total},
-                )
-            )
+            issues.append(self._total_issue(total, prefix, len(branches)))
         if issues:
             raise RequestRejected(issues)
 

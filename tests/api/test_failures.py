@@ -161,6 +161,20 @@ def test_token_budgets_are_422_naming_limit_and_count(connect, fake_sglang):
     assert all(len(call["body"]["input_ids"]) <= 120 for call in fake_sglang.generate_calls)
 
 
+def test_a_state_far_over_the_budget_is_refused_before_it_is_fully_tokenized(connect, fake_sglang):
+    server = connect(fake_sglang, "--max-input-tokens", "120")
+    words = " ".join(f"w{i}" for i in range(100_000))  # about 200,000 tokens
+    calls_before = len(fake_sglang.generate_calls)
+    response = httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL}, state=words), timeout=60)
+    assert response.status_code == 422
+    (issue,) = response.json()["detail"]
+    assert issue["loc"] == ["body", "state"] and issue["type"] == "too_long"
+    assert "at least" in issue["msg"] and "OPENJEV_MAX_INPUT_TOKENS" in issue["msg"]
+    # Counted only as far as the first encoding round: past the limit, far short of the whole state.
+    assert 120 < issue["ctx"]["tokens"] < 50_000 and issue["ctx"]["limit"] == 120
+    assert len(fake_sglang.generate_calls) == calls_before
+
+
 def test_backend_context_length_caps_the_branch_budget(connect):
     with FakeSGLang(context_length=100) as fake:
         server = connect(fake)
@@ -168,7 +182,9 @@ def test_backend_context_length_caps_the_branch_budget(connect):
         assert httpx.get(f"{server.url}/v1/limits").json()["max_input_tokens"] == 94
         response = httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL}, state="many words " * 60))
         assert response.status_code == 422
-        assert "context length" in response.json()["detail"][0]["msg"]
+        (issue,) = response.json()["detail"]
+        assert issue["loc"] == ["body", "state"] and "context length" in issue["msg"]
+        assert issue["ctx"]["tokens"] > 92 and "at least" not in issue["msg"]  # counted in full: exact
         assert fake.violations == []
 
 
