@@ -6,6 +6,7 @@ user passed as flags, so `OPENJEV_PORT=9000 openjev serve` and `openjev serve --
 
 from __future__ import annotations
 
+import shlex
 from enum import StrEnum
 from pathlib import Path
 
@@ -31,6 +32,24 @@ class AnswerCue(StrEnum):
 class Frontend(StrEnum):
     rust = "rust"
     python = "python"
+
+
+#: SGLang flags that carry openjev's own settings or its contract with SGLang (model, tokenizer, name,
+#: the private address, the prompt limit, the warm-up race, the key): OPENJEV_SGLANG_ARGS may not set them.
+SGLANG_FLAGS_SET_BY_OPENJEV = frozenset(
+    {
+        "--model-path",
+        "--model",
+        "--revision",
+        "--tokenizer-path",
+        "--served-model-name",
+        "--host",
+        "--port",
+        "--context-length",
+        "--skip-server-warmup",
+        "--api-key",
+    }
+)
 
 
 class Settings(BaseSettings):
@@ -72,6 +91,11 @@ class Settings(BaseSettings):
         None, description="Python interpreter of an SGLang environment: launch and supervise SGLang."
     )
     frontend: Frontend = Field(Frontend.rust, description="SGLang HTTP frontend in supervised mode.")
+    sglang_args: str | None = Field(
+        None,
+        description="Supervised mode: more SGLang flags, shell-quoted, appended to its launch command "
+        "(e.g. `--tp-size 2`); the flags openjev sets itself are refused.",
+    )
     backend_api_key: SecretStr | None = Field(None, description="Bearer key sent to SGLang.")
     backend_startup_timeout: float = Field(
         1800.0, gt=0, description="Seconds to wait for the backend to become ready before giving up."
@@ -167,6 +191,24 @@ class Settings(BaseSettings):
             from openjev.calibration import load_calibration
 
             load_calibration(value)
+        return value
+
+    @field_validator("sglang_args")
+    @classmethod
+    def _sglang_args_leave_openjev_flags_alone(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            arguments = shlex.split(value)
+        except ValueError as exc:
+            raise ValueError(f"OPENJEV_SGLANG_ARGS is not valid shell quoting: {exc}") from exc
+        # SGLang's argparse also takes unambiguous abbreviations: a prefix of one of these counts.
+        flags = {arg.split("=", 1)[0] for arg in arguments if arg.startswith("--") and len(arg) > 2}
+        taken = sorted(flag for flag in flags if any(own.startswith(flag) for own in SGLANG_FLAGS_SET_BY_OPENJEV))
+        if taken:
+            raise ValueError(
+                f"OPENJEV_SGLANG_ARGS may not set {', '.join(taken)}: openjev sets it (see the README's settings)"
+            )
         return value
 
     @field_validator("api_key")

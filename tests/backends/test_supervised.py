@@ -123,6 +123,26 @@ def test_command_without_optional_flags(tmp_path: Path) -> None:
     assert redacted(["x", "--api-key", "secret", "--port", "1"]) == ["x", "--api-key", "REDACTED", "--port", "1"]
 
 
+def test_extra_sglang_args_are_appended_and_may_not_take_openjev_flags(tmp_path: Path) -> None:
+    extra = "--device cpu --attention-backend torch_native --json-model-override-args '{\"a\": 1}'"
+    settings = Settings(sglang_python=tmp_path / "python", sglang_args=extra)
+    command = sglang_command(settings, 31234, tmp_path)
+    payloads.record_command(command[3:])
+    assert command[-6:] == [
+        "--device",
+        "cpu",
+        "--attention-backend",
+        "torch_native",
+        "--json-model-override-args",
+        '{"a": 1}',
+    ]
+    for taken in ("--port 9", "--context-length=8", "--context-len 8", "--api-key k", "--model x", "--skip-server"):
+        with pytest.raises(ValueError, match="may not set --"):
+            Settings(sglang_args=taken)
+    with pytest.raises(ValueError, match="shell quoting"):
+        Settings(sglang_args="--device 'cpu")
+
+
 # -- flags, environment, logs -----------------------------------------------------------------------
 
 

@@ -80,6 +80,7 @@ def sglang_command(settings: Settings, port: int, tokenizer_dir: Path) -> list[s
         # Prefill batches asking for logprobs (every readout) still replay breakable CUDA graphs.
         "--cuda-graph-backend-prefill", "breakable",
         *(["--api-key", api_key] if api_key else []),
+        *shlex.split(settings.sglang_args or ""),
     ]  # fmt: skip
 
 
