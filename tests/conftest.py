@@ -189,12 +189,17 @@ def gzip_compress(data: bytes) -> bytes:
     return buffer.getvalue()
 
 
+#: Markers whose tests must run, not skip, when the variable is set (`.ci/run` sets both): a missing
+#: package or environment must not turn them into silent skips.
+REQUIRED_MARKERS = {"embedded": "OPENJEV_REQUIRE_EMBEDDED", "sglang_live": "OPENJEV_REQUIRE_SGLANG_LIVE"}
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """With OPENJEV_REQUIRE_EMBEDDED set (as `.ci/run` does), a skipped `embedded` test is a failure:
-    a missing model package or extra must not turn the embedded tests into silent skips."""
+    """A skipped test of a required marker is a failure."""
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
-    if report.skipped and os.environ.get("OPENJEV_REQUIRE_EMBEDDED") and item.get_closest_marker("embedded"):
-        report.outcome = "failed"
-        report.longrepr = f"embedded test skipped, but OPENJEV_REQUIRE_EMBEDDED is set: {report.longrepr}"
+    for marker, variable in REQUIRED_MARKERS.items():
+        if report.skipped and os.environ.get(variable) and item.get_closest_marker(marker):
+            report.outcome = "failed"
+            report.longrepr = f"{marker} test skipped, but {variable} is set: {report.longrepr}"

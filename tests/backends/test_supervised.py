@@ -162,7 +162,6 @@ def test_flags_environment_and_logs_reach_sglang(supervised: Any, stand_in: Stan
         "--port": flags["--port"],
         "--context-length": "20000",
         "--skip-server-warmup": None,
-        "--mamba-radix-cache-strategy": "extra_buffer",
         "--cuda-graph-backend-prefill": "breakable",
         "--api-key": "backend-secret",
     }

@@ -74,9 +74,10 @@ def sglang_command(settings: Settings, port: int, tokenizer_dir: Path) -> list[s
         # it runs, and a readout batched with it crashes the scheduler (#34719). openjev's readiness
         # readout (which carries token_ids_logprob) is the warm-up instead.
         "--skip-server-warmup",
-        # The radix cache is on by default (never pass --disable-radix-cache). On a hybrid Mamba model
-        # it reuses the conversation prefix only if recurrent state is kept at branch points.
-        "--mamba-radix-cache-strategy", "extra_buffer",
+        # The radix cache is on by default (never pass --disable-radix-cache). On a hybrid model such as
+        # Qwen3.6 it reuses the prefix only if recurrent state is kept at branch points: SGLang's `auto`
+        # mamba strategy picks `extra_buffer` for those architectures itself. Forcing it crashes the
+        # scheduler at the first prefill of a dense model (0.5.19, found by tests/sglang_live).
         # Prefill batches asking for logprobs (every readout) still replay breakable CUDA graphs.
         "--cuda-graph-backend-prefill", "breakable",
         *(["--api-key", api_key] if api_key else []),

@@ -1,0 +1,45 @@
+"""Test-only stand-in for the `sgl_kernel` CPU ops SGLang 0.5.19 imports at module load on its CPU engine.
+
+Only `assign_req_to_token_pool_cpu` runs when serving a plain dense model (every extend,
+`mem_cache/allocation.py`); the others belong to speculative decoding and raise if called. Without
+`torch.ops.sgl_kernel.convert_weight_packed` SGLang keeps every layer on its pure-torch path.
+"""
+
+import torch
+
+
+def assign_req_to_token_pool_cpu(
+    req_pool_indices: torch.Tensor,
+    req_to_token: torch.Tensor,
+    start_offset: torch.Tensor,
+    end_offset: torch.Tensor,
+    out_cache_loc: torch.Tensor,
+    stride: int,
+) -> None:
+    """Row `req_pool_indices[i]`, slots `[start_offset[i], end_offset[i])`, takes the next entries of
+    `out_cache_loc`, request after request."""
+    position = 0
+    for index in range(req_pool_indices.numel()):
+        start, end = int(start_offset[index]), int(end_offset[index])
+        req_to_token[int(req_pool_indices[index]), start:end] = out_cache_loc[position : position + end - start]
+        position += end - start
+
+
+def _unavailable(name: str):
+    def op(*args: object, **kwargs: object) -> None:
+        raise NotImplementedError(f"sgl_kernel stand-in: {name} is not available")
+
+    return op
+
+
+for _name in (
+    "assign_extend_cache_locs_cpu",
+    "assign_draft_cache_locs_contiguous_cpu",
+    "build_tree_kernel_efficient_cpu",
+    "verify_tree_greedy_cpu",
+    "copy_all_layer_kv_cache_cpu",
+    "rotate_input_ids_cpu",
+    "fill_accept_out_cache_loc_cpu",
+    "fill_bonus_tokens_cpu",
+):
+    globals()[_name] = _unavailable(_name)

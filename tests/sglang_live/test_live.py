@@ -1,0 +1,189 @@
+"""openjev on a real SGLang 0.5.19: its CPU engine serving the 0.5B test model, both frontends, both modes.
+
+Two SGLang starts cover it all (each about a minute or two on a 2-core machine):
+1. Python frontend, supervised: readiness only once SGLang is ready, its log forwarded; a real
+   answer equal to the embedded backend's on the same weights; `cached_tokens` on a repeat; a prompt
+   exactly at the length limit answered, one token more refused with 422; a client that leaves
+   aborts its readout, and SGLang is free at once; a second openjev `--connect`s to the same SGLang;
+   then SGLang is killed and openjev exits non-zero, leaving no SGLang process behind.
+2. Rust frontend, supervised: the same answer, `--connect` too; on SIGTERM openjev stops taking
+   requests, then stops SGLang, then exits 0.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.backends.test_supervised import exit_code, process_gone
+from tests.conftest import RunningOpenJev, ServeOpenJev, eventually, wait_for
+
+pytestmark = [pytest.mark.sglang_live, pytest.mark.timeout(900)]
+
+MAX_INPUT_TOKENS = 1024
+#: SGLang's scheduler admits prompts shorter than min(context - 1, KV pool - 1) - 5 tokens.
+BRANCH_LIMIT = MAX_INPUT_TOKENS - 6
+START_TIMEOUT = 600
+STATE = "Hello, my parcel never arrived and the tracking page has not changed for two weeks. Can you help?"
+QUESTIONS = {
+    "spam": {"type": "noul", "instructions": "Is this message spam?"},
+    "topic": {
+        "type": "choice",
+        "instructions": "What is the message about?",
+        "criteria": {"billing": "Money, invoices, refunds.", "shipping": "Delivery of a parcel.", "other": "Else."},
+    },
+}
+
+
+def request(state: str, questions: dict | None = None) -> dict:
+    return {"model": "jev-latest", "state": state, "questions": questions or QUESTIONS}
+
+
+def answers(response: httpx.Response) -> dict:
+    assert response.status_code == 200, response.text
+    return response.json()["answers"]
+
+
+def ask(server: RunningOpenJev, state: str = "", questions: dict | None = None) -> dict:
+    return answers(httpx.post(f"{server.url}/v1/systemone", json=request(state or STATE, questions), timeout=300))
+
+
+def assert_close(left: dict, right: dict, tolerance: float = 0.01) -> None:
+    """The same readout from two backends: every probability within `tolerance`."""
+    assert left.keys() == right.keys()
+    assert abs(left["spam"]["noul"] - right["spam"]["noul"]) < tolerance, (left, right)
+    for option, probability in left["topic"]["probabilities"].items():
+        assert abs(probability - right["topic"]["probabilities"][option]) < tolerance, (left, right)
+
+
+def group_gone(group: int) -> bool:
+    """No process of SGLang's group (the launcher, its scheduler and detokenizer) is left."""
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def sglang_started(server: RunningOpenJev) -> tuple[int, int]:
+    """The supervised SGLang's pid and port, from openjev's own log line."""
+    found = re.search(r"SGLang started \(pid (\d+), port (\d+)\)", server.log())
+    assert found, server.log()
+    return int(found.group(1)), int(found.group(2))
+
+
+def serve_supervised(
+    serve_openjev: ServeOpenJev, sglang_python: Path, model: Path, environment: dict[str, str], frontend: str
+) -> RunningOpenJev:
+    server = serve_openjev(
+        "--sglang-python", str(sglang_python), "--frontend", frontend, "--model", str(model),
+        "--tokenizer", str(model), "--served-model-name", "qwen-0.5b", "--max-input-tokens", str(MAX_INPUT_TOKENS),
+        env=environment, ready=False, timeout=60,
+    )  # fmt: skip
+    # SGLang loads for a minute or more: openjev is alive but not ready until SGLang really answers.
+    assert httpx.get(f"{server.url}/health", timeout=10).status_code == 503
+    wait_for(f"{server.url}/health", timeout=START_TIMEOUT, process=server.process)
+    assert "[sglang] " in server.log() and "The server is fired up and ready to roll!" in server.log()
+    return server
+
+
+@pytest.fixture(scope="module")
+def embedded_answer(tmp_path_factory: pytest.TempPathFactory, sglang_model_dir: Path) -> dict:
+    """The embedded backend's answer on the same weights, the reference both frontends must match."""
+    from tests.conftest import launch_openjev, stop_openjev
+
+    server = launch_openjev(
+        "--local-model", str(sglang_model_dir.joinpath("model.safetensors").resolve().parent),
+        log_dir=tmp_path_factory.mktemp("embedded"), timeout=300,
+    )  # fmt: skip
+    try:
+        return ask(server)
+    finally:
+        stop_openjev(server)
+
+
+def refusal(server: RunningOpenJev, words: int) -> tuple[str, int]:
+    """What the 422 for a state of `words` times " a" (and the `spam` question) names, and its count:
+    the state's tokens when it alone leaves no room, else the branch's."""
+    state = "a" + " a" * (words - 1)
+    response = httpx.post(f"{server.url}/v1/systemone", json=request(state, {"spam": QUESTIONS["spam"]}))
+    assert response.status_code == 422, response.text
+    (issue,) = response.json()["detail"]
+    return issue["loc"][-1], issue["ctx"]["tokens"]
+
+
+def check_exact_length_limit(server: RunningOpenJev) -> None:
+    assert httpx.get(f"{server.url}/v1/limits").json()["max_input_tokens"] == BRANCH_LIMIT
+    words = BRANCH_LIMIT + 20
+    (where, prefix), (_, prefix_one_more) = refusal(server, words), refusal(server, words + 1)
+    assert where == "state" and prefix_one_more == prefix + 1  # one " a" is one token
+    # A state 10 tokens under the limit fits, but the question's own tokens take the branch over.
+    shorter = prefix - (BRANCH_LIMIT - 10)
+    where, branch = refusal(server, words - shorter)
+    assert where == "spam"
+    question = branch - (prefix - shorter)  # suffix + 1 output token
+    at_limit = words - (prefix - (BRANCH_LIMIT - question))
+    spam = ask(server, "a" + " a" * (at_limit - 1), {"spam": QUESTIONS["spam"]})["spam"]
+    # Its branch prompt is BRANCH_LIMIT - 1 tokens: the longest SGLang's scheduler admits.
+    assert 0 <= spam["noul"] <= 1
+    assert refusal(server, at_limit + 1) == ("spam", BRANCH_LIMIT + 1)
+
+
+def check_abort_frees_sglang(server: RunningOpenJev) -> None:
+    """A client that leaves mid-prefill: openjev aborts the readout, so the next request does not
+    wait for the abandoned prefill (chunked, so an abort takes effect between chunks)."""
+    long_state = lambda word: " ".join([word] * 900)  # noqa: E731
+    started = time.monotonic()
+    ask(server, long_state("b"))
+    full = time.monotonic() - started
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{server.url}/v1/systemone", json=request(long_state("c")), timeout=min(2.0, full / 4))
+    started = time.monotonic()
+    ask(server, "Short: is this spam?")
+    after_abort = time.monotonic() - started
+    print(f"live abort: a 900-word request took {full:.1f}s; the next, after an abandoned one, {after_abort:.1f}s")
+    assert after_abort < full / 2, (after_abort, full)
+    assert eventually(lambda: httpx.get(f"{server.url}/health").json()["in_flight"] == 0, 30)
+
+
+def test_python_frontend_supervised_and_connected(
+    serve_openjev: ServeOpenJev, sglang_python: Path, sglang_model_dir: Path, cpu_environment, embedded_answer
+) -> None:
+    server = serve_supervised(serve_openjev, sglang_python, sglang_model_dir, cpu_environment, "python")
+    pid, port = sglang_started(server)
+    first = httpx.post(f"{server.url}/v1/systemone", json=request(STATE), timeout=300)
+    assert_close(answers(first), embedded_answer)
+    repeat = httpx.post(f"{server.url}/v1/systemone", json=request(STATE), timeout=300)
+    assert_close(answers(repeat), answers(first), 1e-6)
+    # The Python frontend reports reuse: the whole prompt but the last token was in its radix cache.
+    assert int(repeat.headers["x-openjev-cached-tokens"]) > 0
+    connected = serve_openjev("--connect", f"http://127.0.0.1:{port}", "--tokenizer", str(sglang_model_dir))
+    assert_close(ask(connected), first.json()["answers"])
+    check_exact_length_limit(server)
+    check_abort_frees_sglang(server)
+    os.kill(pid, signal.SIGKILL)
+    assert exit_code(server, 60) == 1
+    assert "SGLang exited unexpectedly" in server.log()
+    assert eventually(lambda: process_gone(pid) and group_gone(pid), 30)
+
+
+def test_rust_frontend_supervised_and_connected(
+    serve_openjev: ServeOpenJev, sglang_python: Path, sglang_model_dir: Path, cpu_environment, embedded_answer
+) -> None:
+    server = serve_supervised(serve_openjev, sglang_python, sglang_model_dir, cpu_environment, "rust")
+    pid, port = sglang_started(server)
+    assert_close(ask(server), embedded_answer)
+    connected = serve_openjev("--connect", f"http://127.0.0.1:{port}", "--tokenizer", str(sglang_model_dir))
+    assert_close(ask(connected), embedded_answer)
+    server.process.send_signal(signal.SIGTERM)
+    assert exit_code(server, 60) == 0
+    log = server.log()
+    # Requests stop first (uvicorn's shutdown), then SGLang, and openjev exits once it is gone.
+    assert log.index("Shutting down") < log.index("stopping SGLang") < log.index("SGLang stopped")
+    assert eventually(lambda: group_gone(pid), 30)
