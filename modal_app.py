@@ -91,6 +91,17 @@ API_COMMAND = [
 ROOT = Path(__file__).resolve().parent
 
 
+def image_check(sglang_python: str, api_venv: str) -> str:
+    """The image's last build step: SGLang's interpreter imports SGLang 0.5.19's server arguments (what
+    the launch parses), and the API's own environment runs its command. A broken image fails the build,
+    not the first container start."""
+    sglang = (
+        "from importlib.metadata import version; import sglang.srt.server_args; "
+        "assert version('sglang') == '0.5.19', version('sglang')"
+    )
+    return f'{sglang_python} -c "{sglang}" && {api_venv}/bin/openjev --help > /dev/null'
+
+
 def container_env(local: Mapping[str, str]) -> dict[str, str]:
     """The container's environment: caches on the Volume, the budgets above, the forwarded local settings."""
     return {
@@ -139,6 +150,7 @@ image = (
         f"UV_PROJECT_ENVIRONMENT={API_VENV} uv sync --project {PROJECT_DIR} "
         "--frozen --no-dev --no-editable --compile-bytecode"
     )
+    .run_commands(image_check(SGLANG_PYTHON, API_VENV))
 )
 
 cache_volume = modal.Volume.from_name(VOLUME_NAME, create_if_missing=True)

@@ -1,4 +1,5 @@
-"""modal_app.py, offline: what its Modal objects declare, and its launcher's watchdog with real processes.
+"""modal_app.py, offline: what its Modal objects declare, its image check run with both interpreters, and
+its launcher's watchdog with real processes inside Modal's own serving loop (`call_server`).
 
 The declarations are read from the objects modal builds (the public `Server.info()`, and the private
 closures of the loaders where modal 1.6 has no public view: autoscaler, environment, image layers).
@@ -12,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +172,26 @@ def test_image_is_sglang_plus_the_api_in_its_own_environment() -> None:
     assert command == {"--sglang-python": modal_app.SGLANG_PYTHON, "--host": "0.0.0.0", "--port": "8000"}
 
 
+def test_the_image_checks_itself_as_its_last_build_step() -> None:
+    lines = _dockerfile_lines(modal_app.image)
+    assert lines[-1] == f"RUN {modal_app.image_check(modal_app.SGLANG_PYTHON, modal_app.API_VENV)}"
+
+
+def test_the_image_check_passes_with_both_interpreters_and_fails_without_sglang() -> None:
+    from tests.sglang_contract.plugin import contract_python
+    from tests.sglang_live.environment import install_cpu_stand_ins
+
+    api_venv = str(Path(sys.prefix))
+    without_sglang = subprocess.run(["bash", "-c", modal_app.image_check(sys.executable, api_venv)], check=False)
+    assert without_sglang.returncode != 0
+    python = contract_python()
+    if python is None:
+        pytest.skip("no SGLang 0.5.19 environment (.cache/sglang-0.5.19; .ci/run builds it)")
+    install_cpu_stand_ins(python)  # this CPU machine lacks the image's CUDA torchvision
+    check = subprocess.run(["bash", "-c", modal_app.image_check(str(python), api_venv)], check=False, timeout=300)
+    assert check.returncode == 0
+
+
 def test_lifecycle_and_entrypoint() -> None:
     user_cls = modal_app.OpenJev._get_user_cls()
     assert set(_find_partial_methods_for_user_cls(user_cls, _PartialFunctionFlags.ENTER_POST_SNAPSHOT)) == {"start"}
@@ -180,24 +202,25 @@ def test_lifecycle_and_entrypoint() -> None:
 # -- the launcher, with real processes -----------------------------------------------------------
 
 LAUNCHER_SCRIPT = """
-import json, signal, sys, time
+import json, sys, time
 sys.path.insert(0, {root!r})
 import modal_app
+from modal._container_entrypoint import call_server
+from modal._runtime.user_code_event_loop import UserCodeEventLoop
 
 launcher = modal_app.ApiLauncher({command!r}, {url!r}, fallback_exit_seconds=5)
-
-def container_exit(*_):  # what Modal does on SIGTERM: run @modal.exit, then leave
-    print(json.dumps({{"exit_hook": launcher.stop(timeout=5)}}), flush=True)
-    sys.exit(0)
-
-if {modal_handler}:
-    signal.signal(signal.SIGTERM, container_exit)
-launcher.start(timeout=20)
+launcher.start(timeout=20)  # @modal.enter
 print(json.dumps({{"ready": launcher.process.pid}}), flush=True)
 if {stop_normally}:
     print(json.dumps({{"stopped": launcher.stop(timeout=5)}}), flush=True)
     time.sleep(1.5)
     print(json.dumps({{"still_running": True}}), flush=True)
+elif {modal_handler}:
+    # Modal's own serving loop for @app.server (modal 1.6, _container_entrypoint.run_server): it
+    # returns on SIGTERM, and the container then runs @modal.exit.
+    with UserCodeEventLoop() as event_loop:
+        call_server(event_loop)
+    print(json.dumps({{"exit_hook": launcher.stop(timeout=5)}}), flush=True)
 else:
     time.sleep(30)
 """
@@ -224,22 +247,34 @@ def run_launcher(
     ready = next((json.loads(line) for line in lines if line.startswith("{")), {})
     assert "ready" in ready, process.communicate(timeout=10)
     if on_ready is not None:
-        on_ready(ready["ready"])
+        on_ready(ready["ready"], process.pid)
     stdout, stderr = process.communicate(timeout=20)
     events = [ready, *(json.loads(line) for line in stdout.splitlines() if line.startswith("{"))]
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr), events
 
 
 def test_launcher_takes_the_container_down_when_the_api_dies() -> None:
-    result, events = run_launcher(stop_normally=False, on_ready=lambda pid: os.kill(pid, signal.SIGKILL))
+    result, events = run_launcher(stop_normally=False, on_ready=lambda api, _: os.kill(api, signal.SIGKILL))
     assert "openjev exited with code -9; stopping the container" in result.stderr
     assert events[1:] == [{"exit_hook": -9}]
     assert result.returncode == 0
 
 
+def test_modal_stopping_the_container_runs_the_exit_hook_once() -> None:
+    # SIGTERM from Modal: its serving loop returns, @modal.exit stops the API; the watchdog stays quiet.
+    def modal_stops_the_container(api: int, launcher: int) -> None:
+        time.sleep(0.5)  # past @modal.enter: Modal's loop handles SIGTERM from here on
+        os.kill(launcher, signal.SIGTERM)
+
+    result, events = run_launcher(stop_normally=False, on_ready=modal_stops_the_container)
+    assert events[1:] == [{"exit_hook": -15}]
+    assert "stopping the container" not in result.stderr
+    assert result.returncode == 0
+
+
 def test_launcher_exits_at_once_without_modals_handler() -> None:
     # Outside Modal's serving loop SIGTERM has its default action (no exit hook, no commit): exit directly.
-    result, events = run_launcher(stop_normally=False, modal_handler=False, on_ready=lambda pid: os.kill(pid, 9))
+    result, events = run_launcher(stop_normally=False, modal_handler=False, on_ready=lambda api, _: os.kill(api, 9))
     assert "openjev exited with code -9; stopping the container" in result.stderr
     assert events[1:] == [] and result.returncode == 1
 

@@ -20,21 +20,7 @@ import pytest
 
 from tests.backends.embedded.conftest import TEST_MODEL
 from tests.sglang_contract.plugin import contract_python
-
-SITE = Path(__file__).resolve().parent / "site"
-PTH_NAME = "openjev-sglang-cpu.pth"
-#: SGLang's CPU engine with pure-torch attention; float32 as the embedded backend runs the same model.
-#: Prefill in chunks of 128 tokens, so an abort takes effect within one chunk.
-CPU_FLAGS = (
-    "--device cpu --attention-backend torch_native --dtype float32 --max-total-tokens 8192 --chunked-prefill-size 128"
-)
-CPU_ENVIRONMENT = {"SGLANG_USE_CPU_ENGINE": "1"}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("sglang_live") is None and "sglang_live" in str(item.path):
-            item.add_marker(pytest.mark.sglang_live)
+from tests.sglang_live.environment import CPU_ENVIRONMENT, CPU_FLAGS, install_cpu_stand_ins
 
 
 @pytest.fixture(scope="session")
@@ -42,18 +28,8 @@ def sglang_python() -> Path:
     python = contract_python()
     if python is None:
         pytest.skip("no SGLang 0.5.19 environment (.cache/sglang-0.5.19; .ci/run builds it)")
-    purelib = _site_packages(python)
-    pth = purelib / PTH_NAME
-    wanted = f"{SITE}\nimport openjev_sglang_cpu\n"
-    if not pth.is_file() or pth.read_text() != wanted:
-        pth.write_text(wanted)
+    install_cpu_stand_ins(python)
     return python
-
-
-def _site_packages(python: Path) -> Path:
-    environment = python.parent.parent
-    version = next((environment / "lib").glob("python3.*"))
-    return environment / "lib" / version.name / "site-packages"
 
 
 @pytest.fixture(scope="session")
