@@ -224,12 +224,19 @@ class FakeSGLang:
         }  # fmt: skip
         return self._unauthorized(request) or JSONResponse({"object": "list", "data": [model]})
 
-    async def _abort(self, request: Request) -> Response:
+    async def _read(self, request: Request) -> dict[str, Any] | Response:
+        """The JSON body, recorded with its path; or the 401 a keyed SGLang answers instead."""
         denied = self._unauthorized(request)
         if denied:
             return denied
         body = await request.json()
-        self.requests.append({"path": "/abort_request", "body": body})
+        self.requests.append({"path": request.url.path, "body": body})
+        return body
+
+    async def _abort(self, request: Request) -> Response:
+        body = await self._read(request)
+        if isinstance(body, Response):
+            return body
         rid = body.get("rid") or ""
         # 0.5.19's TokenizerManager drops an abort whose rid is not exactly an in-flight one.
         for live_rid, event in list(self._in_flight.items()):
@@ -262,11 +269,9 @@ class FakeSGLang:
         return _error(outcome.message, outcome.status)
 
     async def _generate(self, request: Request) -> Response:
-        denied = self._unauthorized(request)
-        if denied:
-            return denied
-        body = await request.json()
-        self.requests.append({"path": "/generate", "body": body})
+        body = await self._read(request)
+        if isinstance(body, Response):
+            return body
         self._calls += 1
         call_number = self._calls
         limits = {"context_length": self.context_length, "max_total_num_tokens": self.max_total_num_tokens}
