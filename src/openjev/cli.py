@@ -55,7 +55,7 @@ def serve(**flags: Any) -> None:
     import uvicorn
 
     from openjev.api import create_app
-    from openjev.api.server import h11_protocol
+    from openjev.api.server import http_protocol
     from openjev.backends import build_backend
 
     logging.basicConfig(
@@ -84,7 +84,7 @@ def serve(**flags: Any) -> None:
         port=settings.port,
         loop="uvloop" if sys.platform != "win32" else "auto",
         # Request heads get the body's deadline; idle keep-alive connections close after 5 s.
-        http=h11_protocol(settings.body_read_timeout),
+        http=http_protocol(settings.body_read_timeout),
         timeout_keep_alive=5,
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=int(settings.request_timeout) + 5,
