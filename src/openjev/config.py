@@ -97,6 +97,12 @@ class Settings(BaseSettings):
         "(e.g. `--tp-size 2`); the flags openjev sets itself are refused.",
     )
     backend_api_key: SecretStr | None = Field(None, description="Bearer key sent to SGLang.")
+    backend_vocab_size: int | None = Field(
+        None,
+        ge=1,
+        description="Vocabulary size (config.json `vocab_size`) of SGLang's model, where openjev cannot read "
+        "its config.json; token ids at or above it are never sent.",
+    )
     backend_startup_timeout: float = Field(
         1800.0, gt=0, description="Seconds to wait for the backend to become ready before giving up."
     )

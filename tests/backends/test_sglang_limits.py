@@ -99,8 +99,21 @@ def test_out_of_vocabulary_label_ids_never_reach_sglang() -> None:
 
 
 def test_unknown_vocabulary_size_means_not_ready() -> None:
-    with FakeSGLang(model_path="/nonexistent/model") as fake, pytest.raises(BackendUnavailable, match="vocabulary"):
+    expected = pytest.raises(BackendUnavailable, match="OPENJEV_BACKEND_VOCAB_SIZE")
+    with FakeSGLang(model_path="/nonexistent/model") as fake, expected:
         with_backend(fake, nothing, startup_timeout=1)
+
+
+def test_a_configured_vocabulary_size_stands_in_for_an_unreadable_config() -> None:
+    with FakeSGLang(model_path="/nonexistent/model") as fake:
+
+        async def check(backend: SGLangBackend) -> None:
+            assert backend.vocab_size == 1000
+            with pytest.raises(BackendError, match="outside the model's vocabulary of 1000 ids"):
+                await readout([5, 1000])(backend)
+
+        with_backend(fake, check, vocab_size=1000)
+        assert fake.violations == []
 
 
 CALL = ReadoutCall("r", [1, 2, 3], [19, 20])

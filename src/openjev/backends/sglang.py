@@ -75,6 +75,7 @@ def client_options(settings: Settings) -> dict[str, Any]:
         "request_timeout": settings.request_timeout,
         "startup_timeout": settings.backend_startup_timeout,
         "max_connections": settings.max_concurrent_branches,
+        "vocab_size": settings.backend_vocab_size,
     }
 
 
@@ -211,6 +212,7 @@ class SGLangBackend(Backend):
         request_timeout: float = 120.0,
         startup_timeout: float = 1800.0,
         max_connections: int = 64,
+        vocab_size: int | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url = base_url.rstrip("/")
@@ -240,6 +242,7 @@ class SGLangBackend(Backend):
         self.server_info: dict[str, Any] = {}
         self._context_length: int | None = None
         self._vocab_size: int | None = None
+        self._configured_vocab_size = vocab_size
 
     # -- readout ----------------------------------------------------------------------------------
 
@@ -346,12 +349,13 @@ class SGLangBackend(Backend):
                 "SGLang reports no usable context length (/server_info max_req_input_len, /v1/models "
                 "max_model_len): openjev cannot keep prompts below its refusal limit"
             )
-        vocab = self.model_info.get("vocab_size")
+        vocab = self._configured_vocab_size or self.model_info.get("vocab_size")
         self._vocab_size = vocab if _positive_int(vocab) else await self._read_vocab_size()
         if self._vocab_size is None:
             raise BackendUnavailable(
                 f"cannot learn the vocabulary size of SGLang's model {self.model_info.get('model_path')!r} "
-                "(its config.json): openjev cannot keep out-of-vocabulary ids from SGLang"
+                "(its config.json; or set OPENJEV_BACKEND_VOCAB_SIZE): openjev cannot keep out-of-vocabulary ids "
+                "from SGLang"
             )
 
     def _admissible_budget(self, models: dict[str, Any]) -> int | None:
