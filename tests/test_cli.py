@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 
@@ -18,6 +19,12 @@ def test_every_setting_has_a_serve_flag():
     for name in Settings.model_fields:
         assert f"--{name.replace('_', '-')}" in help_text, name
         assert f"OPENJEV_{name.upper()}" in help_text, name
+
+
+def test_every_setting_is_in_the_readme_table():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for name in Settings.model_fields:
+        assert f"| `OPENJEV_{name.upper()}` | `--{name.replace('_', '-')}` |" in readme, name
 
 
 def test_flags_override_the_environment(serve_openjev, fake_sglang, qwen_tokenizer_dir):
