@@ -177,11 +177,14 @@ class Engine:
         if over.index == 0:
             total = over.tokens * (1 + len(planned)) + len(planned)
             return self._total_issue(total, over.tokens, len(planned), "at least ")
-        needed = over.tokens + 2
+        question_id = planned[over.index - 1][0]
+        return self._question_issue(question_id, over.tokens + 2, f"its question text alone {over.tokens}")
+
+    def _question_issue(self, question_id: str, needed: int, parts: str, bound: str = "at least ") -> Issue:
         return Issue(
-            ("questions", planned[over.index - 1][0]),
-            f"this question needs at least {needed} tokens (its question text alone {over.tokens}), "
-            f"over the limit of {self.max_branch_tokens} ({self._branch_limit_name})",
+            ("questions", question_id),
+            f"this question needs {bound}{needed} tokens ({parts}), over the limit of {self.max_branch_tokens} "
+            f"({self._branch_limit_name})",
             "too_long",
             {"limit": self.max_branch_tokens, "tokens": needed},
         )
@@ -215,16 +218,8 @@ class Engine:
             # A question read in several rotations is named once, by its first rotation over the limit.
             if needed > self.max_branch_tokens and branch.question_id not in refused:
                 refused.add(branch.question_id)
-                issues.append(
-                    Issue(
-                        ("questions", branch.question_id),
-                        f"this question needs {needed} tokens (state {prefix} + question "
-                        f"{len(branch.suffix_ids)} + 1 output), over the limit of {self.max_branch_tokens} "
-                        f"({self._branch_limit_name})",
-                        "too_long",
-                        {"limit": self.max_branch_tokens, "tokens": needed},
-                    )
-                )
+                parts = f"state {prefix} + question {len(branch.suffix_ids)} + 1 output"
+                issues.append(self._question_issue(branch.question_id, needed, parts, bound=""))
         total = prefix + sum(prefix + len(branch.suffix_ids) for branch in branches)
         if total > self.settings.max_total_input_tokens:
             issues.append(self._total_issue(total, prefix, len(branches)))

@@ -175,6 +175,23 @@ def test_a_state_far_over_the_budget_is_refused_before_it_is_fully_tokenized(con
     assert len(fake_sglang.generate_calls) == calls_before
 
 
+def test_a_question_or_request_far_over_budget_is_refused_before_it_is_fully_tokenized(connect, fake_sglang):
+    server = connect(fake_sglang, "--max-input-tokens", "120", "--max-total-input-tokens", "400")
+    words = " ".join(f"w{i}" for i in range(100_000))  # about 200,000 tokens
+    calls_before = len(fake_sglang.generate_calls)
+    long_question = body({"long": {"type": "noul", "instructions": words}})
+    (issue,) = httpx.post(f"{server.url}/v1/systemone", json=long_question, timeout=60).json()["detail"]
+    assert issue["loc"] == ["body", "questions", "long"] and "at least" in issue["msg"]
+    assert 120 < issue["ctx"]["tokens"] < 50_000 and issue["ctx"]["limit"] == 120
+    # A state that fits one branch but, counted once per question, not the request total.
+    state = " ".join(f"w{i}" for i in range(30))
+    many = body({f"q{i}": NOUL for i in range(60)}, state=state)
+    (total,) = httpx.post(f"{server.url}/v1/systemone", json=many, timeout=60).json()["detail"]
+    assert total["loc"] == ["body", "questions"] and "OPENJEV_MAX_TOTAL_INPUT_TOKENS=400" in total["msg"]
+    assert total["ctx"]["tokens"] > 400
+    assert len(fake_sglang.generate_calls) == calls_before
+
+
 def test_backend_context_length_caps_the_branch_budget(connect):
     with FakeSGLang(context_length=100) as fake:
         server = connect(fake)

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from openjev.backends.supervised import redacted, sglang_command, sglang_environment
-from openjev.config import Frontend, Settings
+from openjev.config import SGLANG_FLAGS_SET_BY_OPENJEV, Frontend, Settings
 from openjev.examples import support_ticket
 from tests.conftest import RunningOpenJev, ServeOpenJev, eventually, wait_for
 from tests.fake_sglang import payloads
@@ -141,6 +141,13 @@ def test_extra_sglang_args_are_appended_and_may_not_take_openjev_flags(tmp_path:
             Settings(sglang_args=taken)
     with pytest.raises(ValueError, match="shell quoting"):
         Settings(sglang_args="--device 'cpu")
+
+
+def test_every_flag_carrying_an_openjev_setting_is_protected(tmp_path: Path) -> None:
+    settings = Settings(sglang_python=tmp_path / "python", revision="r", backend_api_key="k")
+    own = {part for part in sglang_command(settings, 31234, tmp_path) if part.startswith("--")}
+    # Only the tuning flag may be overridden by OPENJEV_SGLANG_ARGS.
+    assert own - SGLANG_FLAGS_SET_BY_OPENJEV == {"--cuda-graph-backend-prefill"}
 
 
 # -- flags, environment, logs -----------------------------------------------------------------------
