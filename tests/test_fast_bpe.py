@@ -1,0 +1,130 @@
+"""The tiktoken encoder gives the Qwen tokenizer's own ids, and is refused where it would not."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer
+
+from openjev.fast_bpe import FastBPE, _byte_decoder
+from openjev.tokenizer import ChatTokenizer
+
+PIECES = ["<think>", "<|im_end|>", "\n", "\n\n", "\r\n", "  ", "\t", " \n ", "日本語", "😀", "👍🏽", "e\u0301"]
+PIECES += ["'s", "'LL", "12345", "١٢٣", "\u00a0", "\u3000", "\u200b", "\u2028", "\u0898\u0899"]
+TEXT = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=12)), max_size=40).map("".join)
+
+
+@pytest.fixture(scope="module")
+def reference(qwen_tokenizer_dir: Path) -> Tokenizer:
+    return Tokenizer.from_file(str(qwen_tokenizer_dir / "tokenizer.json"))
+
+
+@pytest.fixture(scope="module")
+def fast(qwen_tokenizer_dir: Path, reference: Tokenizer) -> FastBPE:
+    loaded = FastBPE.load(qwen_tokenizer_dir / "tokenizer.json", reference)
+    assert loaded is not None, "the Qwen tokenizer is the kind tiktoken can run"
+    return loaded
+
+
+def expected(reference: Tokenizer, texts: list[str]) -> list[list[int]]:
+    return [encoding.ids for encoding in reference.encode_batch(texts, add_special_tokens=False)]
+
+
+def test_every_vocabulary_entry_encodes_the_same(reference: Tokenizer, fast: FastBPE) -> None:
+    """Each token's own text (where its bytes are whole UTF-8) through both: any merge rule that is
+    not the split tiktoken makes shows up here."""
+    decoder = _byte_decoder()
+    texts = []
+    for token in reference.get_vocab(with_added_tokens=False):
+        try:
+            texts.append(bytes(decoder[char] for char in token).decode("utf-8"))
+        except UnicodeDecodeError:
+            continue
+    texts = [text for text in texts if not fast.spells_added_token(text)]
+    assert len(texts) > 140_000
+    assert fast.encode_batch(texts) == expected(reference, texts)
+
+
+def test_every_code_point_encodes_the_same(reference: Tokenizer, fast: FastBPE) -> None:
+    """Every Unicode scalar value alone, doubled, after a letter, before a space and a digit, and
+    after a newline: the regex classes (letters, numbers, whitespace) and NFC must agree."""
+    points = [chr(code) for code in range(sys.maxunicode + 1) if not 0xD800 <= code <= 0xDFFF]
+    texts = []
+    for start in range(0, len(points), 512):
+        block = points[start : start + 512]
+        texts.append(
+            " ".join(block) + "\n" + "".join(c + c for c in block) + "\n" + "".join(f"a{c} 1\n{c}" for c in block)
+        )
+    texts = [text for text in texts if not fast.spells_added_token(text)]
+    assert fast.encode_batch(texts) == expected(reference, texts)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(TEXT, min_size=1, max_size=4))
+def test_random_text_through_the_chat_tokenizer(qwen_tokenizer_dir: Path, texts: list[str]) -> None:
+    chat = _chat(qwen_tokenizer_dir)
+    for quoted, reference in ((False, chat.tokenizer), (True, chat._quoting)):
+        assert chat.encode_batch(texts, quoted=quoted) == expected(reference, texts)
+
+
+_CHATS: dict[Path, ChatTokenizer] = {}
+
+
+def _chat(directory: Path) -> ChatTokenizer:
+    if directory not in _CHATS:
+        _CHATS[directory] = ChatTokenizer(directory)
+    assert _CHATS[directory].fast
+    return _CHATS[directory]
+
+
+def test_large_batches_run_on_threads_and_keep_order(reference: Tokenizer, fast: FastBPE) -> None:
+    texts = [f"Case {index}\n" + " ".join(f"word{index * j}" for j in range(3000)) for index in range(8)]
+    assert fast.encode_batch(texts) == expected(reference, texts)
+
+
+GPT2_BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True}
+
+
+def _edited(source: Path, target: Path, edit: Any) -> Path:
+    shutil.copytree(source, target)
+    config = json.loads((target / "tokenizer.json").read_text(encoding="utf-8"))
+    edit(config)
+    (target / "tokenizer.json").write_text(json.dumps(config), encoding="utf-8")
+    return target / "tokenizer.json"
+
+
+def _swap_two_merges(config: dict[str, Any]) -> None:
+    merges = config["model"]["merges"]
+    merges[10], merges[11] = merges[11], merges[10]
+
+
+def _drop_the_merge_of_and(config: dict[str, Any]) -> None:
+    # " and" (in the load-time check's text) is then no longer one token for tokenizers, but tiktoken,
+    # which merges by vocabulary rank, would still make it one.
+    config["model"]["merges"] = [
+        rule for rule in config["model"]["merges"] if rule not in (["Ġa", "nd"], "Ġa nd", ["Ġan", "d"], "Ġan d")
+    ]
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param(lambda config: config.update(normalizer={"type": "NFKC"}), id="NFKC normalizer"),
+        pytest.param(lambda config: config.update(pre_tokenizer=GPT2_BYTE_LEVEL), id="GPT-2 byte-level regex"),
+        pytest.param(lambda config: config["model"].update(dropout=0.1), id="BPE dropout"),
+        pytest.param(lambda config: config["model"]["vocab"].pop("Ā"), id="a byte without a token"),
+        pytest.param(_swap_two_merges, id="merges out of id order"),
+        pytest.param(_drop_the_merge_of_and, id="a token tiktoken would merge but tokenizers would not"),
+    ],
+)
+def test_refused_where_it_would_differ(qwen_tokenizer_dir: Path, tmp_path: Path, edit: Any) -> None:
+    path = _edited(qwen_tokenizer_dir, tmp_path / "edited", edit)
+    assert FastBPE.load(path, Tokenizer.from_file(str(path))) is None
+    assert not ChatTokenizer(path.parent).fast
