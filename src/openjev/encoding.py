@@ -17,7 +17,8 @@ Why cutting is exact:
    non-whitespace character stops before a space, and every alternative that starts with whitespace
    starts after it. BPE merges stay inside a pre-token and NFC never composes across a space or a
    newline, so a long piece cut at such places encodes to the same ids chunk by chunk. New pieces and
-   chunks are encoded together with `encode_batch`, which runs them on every core.
+   chunks are encoded together with `ChatTokenizer.encode_batch`, which runs them on every core, with
+   tiktoken where it gives the same ids (`openjev.fast_bpe`).
 Both properties are checked on the loaded tokenizer at start-up; where one fails, that cut is not made.
 Caller text that spells special tokens (quoted segments) is cached apart, with the quoting encoder.
 

@@ -142,6 +142,7 @@ class FastBPE:
                     "tiktoken's ids differ from the tokenizer's on %r; encoding with tokenizers only", text[:40]
                 )
                 return None
+        log.info("encoding text with tiktoken: it gave tokenizer.json's ids on every check")
         return fast
 
     def spells_added_token(self, text: str) -> bool:
