@@ -7,6 +7,8 @@ from pathlib import Path
 
 import jinja2
 import pytest
+from jinja2.runtime import LoopContext
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from openjev.tokenizer import ChatTokenizer, TemplateError
 
@@ -79,3 +81,35 @@ def test_the_real_qwen3_template_renders_with_thinking_off(qwen_tokenizer_dir: P
     rendered = ChatTokenizer(qwen_tokenizer_dir).render(MESSAGES, add_generation_prompt=True)
     assert rendered.startswith("<|im_start|>system\nBe brief.<|im_end|>")
     assert rendered.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
+def test_remembered_attribute_checks_agree_with_jinja2s_sandbox(qwen_tokenizer_dir: Path, tmp_path: Path) -> None:
+    template = "{% for m in messages %}{{ loop.index }}{{ m.items() | list | length }}{% endfor %}"
+    env = tokenizer_with(template, qwen_tokenizer_dir, tmp_path)._template.environment
+    reference = ImmutableSandboxedEnvironment()
+    namespace = env.globals["namespace"](count=0)
+    loop = LoopContext(iter([1]), jinja2.Undefined)
+    samples = ["text", {"role": "user"}, [1, 2], (1,), 3, 2.5, True, None, namespace, loop]
+    assert type(loop) in env._MEMO_TYPES and type(namespace) in env._MEMO_TYPES
+    names = ["strip", "format", "mro", "items", "get", "pop", "update", "append", "clear", "index", "__class__", "_x"]
+    for sample in samples:
+        for name in names:
+            for _ in range(2):  # the second answer comes from the memo
+                value = getattr(sample, name, None)
+                assert env.is_safe_attribute(sample, name, value) == reference.is_safe_attribute(sample, name, value)
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{% for m in messages %}{{ m.pop('role') }}{% endfor %}",
+        "{% for m in messages %}{{ messages.append(m) }}{% endfor %}",
+        "{% for m in messages %}{{ m.content.__class__.__mro__ }}{% endfor %}",
+    ],
+)
+def test_unsafe_reads_are_refused_every_time(qwen_tokenizer_dir: Path, tmp_path: Path, template: str) -> None:
+    chat = tokenizer_with(template, qwen_tokenizer_dir, tmp_path)
+    for _ in range(2):
+        with pytest.raises((TemplateError, jinja2.exceptions.SecurityError)):
+            chat.render(MESSAGES)
+    assert MESSAGES[0] == {"role": "system", "content": "Be brief."} and len(MESSAGES) == 4

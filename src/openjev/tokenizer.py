@@ -29,6 +29,7 @@ import jinja2.ext
 import jinja2.utils
 from jinja2 import nodes
 from jinja2.parser import Parser
+from jinja2.runtime import LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
@@ -76,6 +77,30 @@ class _Namespace(jinja2.utils.Namespace):
     def _check_name(name: object) -> None:
         if isinstance(name, str) and name.startswith("_"):
             raise jinja2.exceptions.SecurityError(f"chat templates cannot set the attribute {name!r}")
+
+
+class _SandboxEnvironment(ImmutableSandboxedEnvironment):
+    """jinja2's immutable sandbox, with its attribute check remembered per (type, name) for the
+    types a chat template reads: JSON data, `namespace` and `loop`. For those the check depends only
+    on the type and the name (jinja2 ignores the value; these types have no `__class__` tricks), so
+    asking once gives every later answer; it was about half of rendering a long conversation (some
+    500 attribute reads for 60 messages)."""
+
+    _MEMO_TYPES = frozenset({str, dict, list, tuple, int, float, bool, type(None), _Namespace, LoopContext})
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._safe: dict[tuple[type, str], bool] = {}
+
+    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+        kind = type(obj)
+        if kind not in self._MEMO_TYPES:
+            return bool(super().is_safe_attribute(obj, attr, value))
+        key = (kind, attr)
+        safe = self._safe.get(key)
+        if safe is None:
+            safe = self._safe[key] = bool(super().is_safe_attribute(obj, attr, value))
+        return safe
 
 
 class _GenerationBlock(jinja2.ext.Extension):
@@ -133,7 +158,7 @@ class ChatTokenizer:
         config = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
         self.bos_token = _token_text(config.get("bos_token"))
         self.eos_token = _token_text(config.get("eos_token"))
-        env = ImmutableSandboxedEnvironment(
+        env = _SandboxEnvironment(
             trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationBlock, jinja2.ext.loopcontrols]
         )
         env.filters["tojson"] = _tojson

@@ -30,7 +30,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def _surrogates(value: Any, loc: Loc) -> Iterator[Issue]:
     """An issue for every string (dict keys included) holding a lone UTF-16 surrogate."""
     if isinstance(value, str):
-        if _SURROGATE.search(value):
+        if not value.isascii() and _SURROGATE.search(value):
             yield Issue(loc, "text must be valid Unicode: it holds a lone UTF-16 surrogate", "string_unicode")
     elif isinstance(value, dict):
         for key, item in value.items():

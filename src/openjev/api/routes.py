@@ -39,7 +39,7 @@ from openjev.validation import check_request
 T = TypeVar("T")
 
 
-def get_service(request: Request) -> Service:
+async def get_service(request: Request) -> Service:
     service: Service = request.app.state.service
     return service
 
@@ -47,7 +47,7 @@ def get_service(request: Request) -> Service:
 ServiceDep = Annotated[Service, Depends(get_service)]
 
 
-def ready_runtime(service: ServiceDep) -> Runtime:
+async def ready_runtime(service: ServiceDep) -> Runtime:
     return service.runtime()
 
 
