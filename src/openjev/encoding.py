@@ -107,7 +107,7 @@ class PromptEncoder:
         self.chat = chat
         self.cache = TokenCache(cache_bytes)
         self._special_ids = {token: chat.tokenizer.token_to_id(token) for token in chat.special_tokens}
-        self._special = re.compile("|".join(map(re.escape, chat.special_tokens))) if chat.special_tokens else None
+        self._special = chat.special_pattern
         self.cuts_at_special_tokens = self._special is not None
         self.cuts_at_special_tokens = self.cuts_at_special_tokens and self._check(self._cut_at_special_tokens)
         self.cuts_long_text = self._check(lambda text: self._chunks(text, 16))

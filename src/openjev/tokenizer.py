@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -174,6 +175,9 @@ class ChatTokenizer:
                 reverse=True,
             )
         )
+        self.special_pattern = (
+            re.compile("|".join(map(re.escape, self.special_tokens))) if self.special_tokens else None
+        )
 
     @property
     def unknown_token_id(self) -> int | None:
@@ -201,7 +205,7 @@ class ChatTokenizer:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
     def spells_special_token(self, text: str) -> bool:
-        return any(token in text for token in self.special_tokens)
+        return self.special_pattern is not None and self.special_pattern.search(text) is not None
 
     def encode_segments(self, segments: Sequence[Segment]) -> list[int]:
         """Template text with its special tokens; quoted text with special-token strings as plain text."""
