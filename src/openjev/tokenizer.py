@@ -227,15 +227,7 @@ class ChatTokenizer:
         """Encode on every core; `quoted` texts read special-token spellings as plain text. Texts
         that spell no added token go to the fast encoder where there is one: the ids are the same."""
         encoder = self._quoting if quoted else self.tokenizer
-        fast = self._fast
-        by_tokenizers = [fast is None or fast.spells_added_token(text) for text in texts]
-        marked = [index for index, flag in enumerate(by_tokenizers) if flag]
-        plain = [index for index, flag in enumerate(by_tokenizers) if not flag]
-        ids: list[list[int]] = [[] for _ in texts]
-        for index, encoding in zip(
-            marked, encoder.encode_batch_fast([texts[i] for i in marked], add_special_tokens=False), strict=True
-        ):
-            ids[index] = encoding.ids
-        for index, encoded in zip(plain, fast.encode_batch([texts[i] for i in plain]) if fast else [], strict=True):
-            ids[index] = encoded
-        return ids
+        found: list[list[int] | None] = self._fast.encode_batch(texts) if self._fast else [None] * len(texts)
+        left = [texts[index] for index, ids in enumerate(found) if ids is None]
+        by_tokenizers = iter(encoder.encode_batch_fast(left, add_special_tokens=False))
+        return [ids if ids is not None else next(by_tokenizers).ids for ids in found]

@@ -160,7 +160,9 @@ def test_python_frontend_supervised_and_connected(
     first = httpx.post(f"{server.url}/v1/systemone", json=request(STATE), timeout=300)
     assert_close(answers(first), embedded_answer)
     repeat = httpx.post(f"{server.url}/v1/systemone", json=request(STATE), timeout=300)
-    assert_close(answers(repeat), answers(first), 1e-6)
+    # Float32 on the CPU: the repeat reuses prefix KV computed in other chunks than its own, so sums
+    # round differently (seen: 1.4e-6); a changed token would move these by far more than 1e-5.
+    assert_close(answers(repeat), answers(first), 1e-5)
     # The Python frontend reports reuse: the whole prompt but the last token was in its radix cache.
     assert int(repeat.headers["x-openjev-cached-tokens"]) > 0
     connected = serve_openjev("--connect", f"http://127.0.0.1:{port}", "--tokenizer", str(sglang_model_dir))
