@@ -37,6 +37,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from openjev.fast_bpe import SELF_CHECK_TEXTS
 from openjev.tokenizer import ChatTokenizer, Segment
 
 #: Pieces longer than this many characters are cut into chunks of about this size.
@@ -47,12 +48,6 @@ FIRST_ROUND_CHARS = 8 * CHUNK_CHARS
 # Places where Qwen's pre-tokenizer must split (module docstring, 2): after a newline that precedes a
 # non-whitespace character; before a space that follows one.
 _CHUNK_BOUNDARY = re.compile(r"(?<=\n)(?=\S)|(?<=\S)(?= )")
-_SELF_CHECK_TEXTS = (
-    "plain words, numbers 12345 and punctuation!?",
-    "  leading spaces\n\n\ttabs\n  \nnew lines\r\nwindows\n日本語のテキスト\n😀 emoji 👍🏽\nend  ",
-    "code:\n    def f(x):\n        return x ** 2\n\n\nprint(f(3))\n",
-    "'s 're 'll contractions\nDon't\n'quoted'\n",
-)
 
 Piece = tuple[str, bool]
 
@@ -215,10 +210,10 @@ class PromptEncoder:
 
     def _check(self, cut: object) -> bool:
         """Whether a cut keeps the ids of the whole text on this tokenizer, on a few tricky texts."""
-        specials = self.chat.special_tokens[: len(_SELF_CHECK_TEXTS)]
+        specials = self.chat.special_tokens[: len(SELF_CHECK_TEXTS)]
         samples = [
-            *_SELF_CHECK_TEXTS,
-            "".join(text + token for text, token in zip(_SELF_CHECK_TEXTS, specials, strict=False)),
+            *SELF_CHECK_TEXTS,
+            "".join(text + token for text, token in zip(SELF_CHECK_TEXTS, specials, strict=False)),
         ]
         for text in samples:
             whole = self.chat.encode(text)

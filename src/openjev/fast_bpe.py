@@ -3,8 +3,8 @@
 Contract: for a tokenizer this module accepts, `FastBPE.encode_batch(texts)` gives, for each text,
 the ids of `tokenizers.Tokenizer.encode_batch(texts, add_special_tokens=False)`, or None where the
 text spells an added token: matching those (special or not, with their strip and normalisation
-flags) stays the job of `tokenizers`. tiktoken encodes about ten times faster on one core (MMLU-Pro text:
-27 ms against 269 ms for 57k tokens), which is most of what openjev spends on a new long state.
+flags) stays the job of `tokenizers`. tiktoken encodes about ten times faster on one core (MMLU-Pro
+text: 27 ms against 269 ms for 57k tokens), which is most of what openjev spends on a new long state.
 
 Why the ids are the same. A `tokenizer.json` is accepted only when it is a byte-level BPE of the kind
 tiktoken runs (Qwen's, converted from tiktoken ranks):
@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import tiktoken
 from tokenizers import Tokenizer
 from tokenizers.normalizers import Normalizer
 
@@ -41,10 +42,12 @@ log = logging.getLogger(__name__)
 
 #: Below this many characters in a batch, threads cost more than they save.
 PARALLEL_CHARS = 16_384
-_SELF_CHECK_TEXTS = (
+#: Texts that exercise what encoders disagree on; checked whenever a tokenizer loads.
+SELF_CHECK_TEXTS = (
     "plain words, numbers 12345 and punctuation!?  'S 'LL don't",
     "  leading spaces\n\n\ttabs\n  \nnew lines\r\nwindows\n日本語のテキスト\n😀 emoji 👍🏽\nend  ",
     "code:\n    def f(x):\n        return x ** 2\n\n\nprint(f(3))\n",
+    "'s 're 'll contractions\nDon't\n'quoted'\n",
     "composed e\u0301 and \u212b, Ω; numbers ١٢٣ ⅷ; zero\u200bwidth; \u00a0nbsp\u3000ideographic",
 )
 
@@ -120,10 +123,6 @@ class FastBPE:
     @classmethod
     def load(cls, path: Path, reference: Tokenizer) -> FastBPE | None:
         """The fast encoder for `tokenizer.json` at `path`, or None where it cannot give `reference`'s ids."""
-        try:
-            import tiktoken
-        except ImportError:
-            return None
         config = json.loads(path.read_text(encoding="utf-8"))
         normalizer = config.get("normalizer")
         pattern = _split_pattern(config)
@@ -136,7 +135,7 @@ class FastBPE:
             return None
         added = [token.content for token in reference.get_added_tokens_decoder().values()]
         fast = cls(encoding, reference.normalizer if normalizer else None, added)
-        for text in _SELF_CHECK_TEXTS:
+        for text in SELF_CHECK_TEXTS:
             if fast.encode_batch([text]) != [reference.encode(text, add_special_tokens=False).ids]:
                 log.warning(
                     "tiktoken's ids differ from the tokenizer's on %r; encoding with tokenizers only", text[:40]
