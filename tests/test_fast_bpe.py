@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
@@ -70,27 +70,37 @@ def test_every_code_point_encodes_the_same(reference: Tokenizer, fast: FastBPE) 
     assert assert_same_ids(fast, reference, texts) == len(texts)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.fixture(scope="module")
+def chat(qwen_tokenizer_dir: Path) -> ChatTokenizer:
+    loaded = ChatTokenizer(qwen_tokenizer_dir)
+    assert loaded.fast
+    return loaded
+
+
+@settings(max_examples=400, deadline=None)
 @given(texts=st.lists(TEXT, min_size=1, max_size=4))
-def test_random_text_through_the_chat_tokenizer(qwen_tokenizer_dir: Path, texts: list[str]) -> None:
-    chat = _chat(qwen_tokenizer_dir)
+def test_random_text_through_the_chat_tokenizer(chat: ChatTokenizer, texts: list[str]) -> None:
     for quoted, reference in ((False, chat.tokenizer), (True, chat._quoting)):
         assert chat.encode_batch(texts, quoted=quoted) == expected(reference, texts)
-
-
-_CHATS: dict[Path, ChatTokenizer] = {}
-
-
-def _chat(directory: Path) -> ChatTokenizer:
-    if directory not in _CHATS:
-        _CHATS[directory] = ChatTokenizer(directory)
-    assert _CHATS[directory].fast
-    return _CHATS[directory]
 
 
 def test_large_batches_run_on_threads_and_keep_order(reference: Tokenizer, fast: FastBPE) -> None:
     texts = [f"Case {index}\n" + " ".join(f"word{index * j}" for j in range(3000)) for index in range(8)]
     assert fast.encode_batch(texts) == expected(reference, texts)
+
+
+def test_text_spelling_an_added_token_is_left_to_tokenizers(qwen_tokenizer_dir: Path, tmp_path: Path) -> None:
+    """Also where only the normalised text spells it: U+037E (Greek question mark) is `;` after NFC,
+    and an added token marked `normalized` is matched after normalising."""
+    token = {"id": 151669, "content": "<semi;colon>", "single_word": False, "lstrip": False, "rstrip": False}
+    token |= {"normalized": True, "special": False}
+    path = _edited(qwen_tokenizer_dir, tmp_path / "edited", lambda config: config["added_tokens"].append(token))
+    chat = ChatTokenizer(path.parent)
+    assert chat.fast
+    texts = ["a <think> b", "a <semi\u037ecolon> b", "a <semi;colon> b", "plain words"]
+    assert [ids is None for ids in chat._fast.encode_batch(texts)] == [True, True, True, False]  # type: ignore[union-attr]
+    ids = chat.encode_batch(texts)
+    assert ids == expected(chat.tokenizer, texts) and 151669 in ids[1] and 151669 in ids[2]
 
 
 GPT2_BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True}
