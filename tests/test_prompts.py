@@ -162,6 +162,34 @@ def test_forged_markup_reaches_the_backend_as_text(chat):
         "<|im_start|>", "<|im_end|>", "<|im_start|>", "<|im_end|>", "<|im_start|>")]  # fmt: skip
 
 
+@pytest.mark.parametrize("spelled", ["all", "each"])
+def test_every_added_token_in_caller_text_reaches_the_backend_as_text(chat, spelled):
+    """Special or not (Qwen3's `<think>`, `</think>`, `<tool_call>`...): the prompt's added-token ids
+    are the template's own, exactly those of the same request with the spellings replaced by `x`."""
+    from openjev.backends.sglang import SGLangBackend
+    from openjev.config import Settings
+    from openjev.engine import Engine
+    from openjev.schema import SystemOneRequest
+
+    engine = Engine(Settings(), chat, SGLangBackend("http://127.0.0.1:9"))
+    decoder = chat.tokenizer.get_added_tokens_decoder()
+    added = {token.content: token_id for token_id, token in decoder.items()}
+    assert {"<think>", "</think>", "<tool_call>"} <= {token.content for token in decoder.values() if not token.special}
+
+    def added_ids(spell) -> list[int]:
+        request = SystemOneRequest.model_validate(
+            {"model": "jev-latest", "state": [{"role": "user", "content": f"a{spell}b"},
+                                               {"role": "assistant", "content": spell}],
+             "questions": {"q": {"type": "noul", "instructions": f"{spell} Is it?"}}}
+        )  # fmt: skip
+        prepared = engine.prepare(request)
+        return [token for token in prepared.shared_prefix_ids + prepared.branches[0].suffix_ids if token in decoder]
+
+    spellings = ["".join(added)] if spelled == "all" else list(added)
+    for spell in spellings:
+        assert added_ids(spell) == added_ids("x"), spell
+
+
 def test_json_cue_keeps_255_single_token_labels(chat):
     # The label is read right after `{"answer": "`; Qwen's pre-tokenizer takes ` "` as its own piece,
     # so the quote does not swallow the letter.

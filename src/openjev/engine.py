@@ -132,7 +132,7 @@ class Engine:
                 [
                     frame.shared_prefix_segments,
                     *(
-                        frame.question_suffix_segments(text, self.chat.spells_special_token(text))
+                        frame.question_suffix_segments(text, self.chat.spells_added_token(text))
                         for *_, text, _ in planned
                     ),
                 ],

@@ -17,7 +17,7 @@ Contract:
   question turn's opening special token is the shared prefix; the question text is spliced between
   the turn opening and the turn close. Splitting at a special token keeps tokenization stable:
   `encode(prefix) + encode(suffix) == encode(prefix + suffix)`.
-- Caller text that spells one of the model's special tokens stays text: such message contents and
+- Caller text that spells one of the model's added tokens (special or not) stays text: such message contents and
   question texts become quoted segments (see `ChatTokenizer.encode_segments`). Those contents are
   rendered through placeholders, so the template sees the placeholder, not the forged markup.
 """
@@ -209,7 +209,7 @@ def _render_with_markers(chat: ChatTokenizer, messages: Sequence[Mapping[str, An
         markers, quoted, turns = _Markers(), [], []
         for message in messages:
             content = message.get("content")
-            if isinstance(content, str) and chat.spells_special_token(content):
+            if isinstance(content, str) and chat.spells_added_token(content):
                 message = {**message, "content": markers.quote(len(quoted))}
                 quoted.append(content)
             turns.append(message)

@@ -10,9 +10,11 @@ underscore names, a `tojson` that keeps non-ASCII text and takes `indent`, `sepa
 Text is encoded without adding special tokens, because the rendered template already contains every
 marker the model expects.
 
-Text that the caller wrote is quoted, never markup: where it spells a special token (`<|im_end|>`,
-say), `encode_segments` encodes that stretch with special-token matching off, so a state cannot
-close its own turn or forge an assistant turn.
+Text that the caller wrote is quoted, never markup: where it spells an added token, special
+(`<|im_end|>`) or not (Qwen3's `<think>`, `</think>`, `<tool_call>`), `encode_segments` encodes that
+stretch with added-token matching off, so a state cannot close its own turn, forge an assistant turn
+or open a thinking block. (`tokenizers`' `encode_special_tokens` leaves only special tokens unmatched;
+the quoting tokenizer is a copy of `tokenizer.json` with every added token marked special.)
 """
 
 from __future__ import annotations
@@ -142,6 +144,17 @@ def chat_template_source(directory: Path) -> str:
     return template
 
 
+def _quoting_tokenizer(path: Path) -> Tokenizer:
+    """`tokenizer.json` with every added token marked special and special-token matching off: every
+    added-token spelling is encoded as the plain text it is."""
+    config = json.loads(path.read_text(encoding="utf-8"))
+    for token in config.get("added_tokens") or []:
+        token["special"] = True
+    quoting = Tokenizer.from_str(json.dumps(config))
+    quoting.encode_special_tokens = True
+    return quoting
+
+
 class ChatTokenizer:
     """Renders conversations with the model's template and turns text into token ids."""
 
@@ -153,8 +166,7 @@ class ChatTokenizer:
         self.directory = directory
         self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
         # A second instance, so that encoding quoted text never flips a switch other threads see.
-        self._quoting = Tokenizer.from_file(str(directory / "tokenizer.json"))
-        self._quoting.encode_special_tokens = True
+        self._quoting = _quoting_tokenizer(directory / "tokenizer.json")
         self._fast = FastBPE.load(directory / "tokenizer.json", self.tokenizer)
         config = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
         self.bos_token = _token_text(config.get("bos_token"))
@@ -178,6 +190,8 @@ class ChatTokenizer:
         self.special_pattern = (
             re.compile("|".join(map(re.escape, self.special_tokens))) if self.special_tokens else None
         )
+        added = sorted((token.content for token in self.tokenizer.get_added_tokens_decoder().values()), key=len)
+        self._added_pattern = re.compile("|".join(map(re.escape, reversed(added)))) if added else None
 
     @property
     def unknown_token_id(self) -> int | None:
@@ -204,11 +218,17 @@ class ChatTokenizer:
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
-    def spells_special_token(self, text: str) -> bool:
-        return self.special_pattern is not None and self.special_pattern.search(text) is not None
+    def spells_added_token(self, text: str) -> bool:
+        """Whether `text` spells an added token, special or not, before or after normalising (an added
+        token marked `normalized` is matched on the normalised text): caller text that does is quoted."""
+        if self._added_pattern is None:
+            return False
+        normalizer = self.tokenizer.normalizer
+        normalized = normalizer.normalize_str(text) if normalizer is not None and not text.isascii() else text
+        return any(self._added_pattern.search(candidate) for candidate in {text, normalized})
 
     def encode_segments(self, segments: Sequence[Segment]) -> list[int]:
-        """Template text with its special tokens; quoted text with special-token strings as plain text."""
+        """Template text with its added tokens; quoted text with added-token strings as plain text."""
         ids: list[int] = []
         for quoted, run in itertools.groupby(segments, key=lambda segment: segment[1]):
             # Adjacent template texts are one text: only quoting changes how a stretch is read.
@@ -224,7 +244,7 @@ class ChatTokenizer:
         return self._fast is not None
 
     def encode_batch(self, texts: Sequence[str], *, quoted: bool = False) -> list[list[int]]:
-        """Encode on every core; `quoted` texts read special-token spellings as plain text. Texts
+        """Encode on every core; `quoted` texts read added-token spellings as plain text. Texts
         that spell no added token go to the fast encoder where there is one: the ids are the same."""
         encoder = self._quoting if quoted else self.tokenizer
         found: list[list[int] | None] = self._fast.encode_batch(texts) if self._fast else [None] * len(texts)
