@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import shutil
 import sys
 from pathlib import Path
@@ -13,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from openjev.fast_bpe import FastBPE, _byte_decoder
+from openjev.fast_bpe import SELF_CHECK_TEXTS, FastBPE, _byte_decoder, vocabulary_differences, vocabulary_texts
 from openjev.tokenizer import ChatTokenizer
 
 PIECES = ["<think>", "<|im_end|>", "\n", "\n\n", "\r\n", "  ", "\t", " \n ", "日本語", "😀", "👍🏽", "e\u0301"]
@@ -27,8 +29,8 @@ def reference(qwen_tokenizer_dir: Path) -> Tokenizer:
 
 
 @pytest.fixture(scope="module")
-def fast(qwen_tokenizer_dir: Path, reference: Tokenizer) -> FastBPE:
-    loaded = FastBPE.load(qwen_tokenizer_dir / "tokenizer.json", reference)
+def fast(qwen_tokenizer_dir: Path, reference: Tokenizer, tmp_path_factory: pytest.TempPathFactory) -> FastBPE:
+    loaded = FastBPE.load(qwen_tokenizer_dir / "tokenizer.json", reference, tmp_path_factory.mktemp("cache"))
     assert loaded is not None, "the Qwen tokenizer is the kind tiktoken can run"
     return loaded
 
@@ -47,14 +49,58 @@ def assert_same_ids(fast: FastBPE, reference: Tokenizer, texts: list[str]) -> in
 def test_every_vocabulary_entry_encodes_the_same(reference: Tokenizer, fast: FastBPE) -> None:
     """Each token's own text (where its bytes are whole UTF-8) through both: any merge rule that is
     not the split tiktoken makes shows up here."""
+    assert assert_same_ids(fast, reference, vocabulary_texts(reference)) > 140_000
+
+
+def test_the_load_checks_every_vocabulary_entry_and_keeps_the_verdict_by_sha256(
+    qwen_tokenizer_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = qwen_tokenizer_dir / "tokenizer.json"
+    with caplog.at_level(logging.INFO, logger="openjev.fast_bpe"):
+        assert ChatTokenizer(qwen_tokenizer_dir, tmp_path).fast
+    (kept,) = (tmp_path / "tokenizer-checks").iterdir()
+    verdict = json.loads(kept.read_text())
+    assert kept.name == f"{hashlib.sha256(path.read_bytes()).hexdigest()}.json" == f"{verdict['sha256']}.json"
+    assert verdict["same"] is True and verdict["entries"] > 140_000 and verdict["seconds"] > 0
+    assert f"on {verdict['entries']} vocabulary entries in" in caplog.text
+    # The kept verdict decides later loads of the same file: one saying "differs" turns the fast path off.
+    kept.write_text(json.dumps({**verdict, "same": False}))
+    assert not ChatTokenizer(qwen_tokenizer_dir, tmp_path).fast
+
+
+def _drop_the_last_utf8_merge(config: dict[str, Any]) -> str:
+    """Remove the merge rule of the last-merged vocabulary entry that is whole UTF-8, one no check text
+    contains: tokenizers can no longer make that token, tiktoken (merging by rank) still does."""
     decoder = _byte_decoder()
-    texts = []
-    for token in reference.get_vocab(with_added_tokens=False):
+    merges = config["model"]["merges"]
+    for index in range(len(merges) - 1, 0, -1):
+        token = "".join(merges[index] if isinstance(merges[index], list) else merges[index].split(" ", 1))
         try:
-            texts.append(bytes(decoder[char] for char in token).decode("utf-8"))
+            text = bytes(decoder[char] for char in token).decode("utf-8")
         except UnicodeDecodeError:
             continue
-    assert assert_same_ids(fast, reference, texts) > 140_000
+        if not any(text in check for check in SELF_CHECK_TEXTS):
+            del merges[index]
+            return text
+    raise AssertionError("no such merge")
+
+
+def test_a_difference_only_the_vocabulary_check_finds_turns_the_fast_path_off(
+    qwen_tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    dropped: list[str] = []
+    path = _edited(
+        qwen_tokenizer_dir, tmp_path / "edited", lambda config: dropped.append(_drop_the_last_utf8_merge(config))
+    )
+    reference = Tokenizer.from_file(str(path))
+    fast = FastBPE._build(path, reference)
+    assert fast is not None and all(
+        fast.encode_batch([text]) == [reference.encode(text, add_special_tokens=False).ids] for text in SELF_CHECK_TEXTS
+    )  # the few check texts alone would have let it through
+    assert vocabulary_differences(fast, reference)[1] == dropped
+    chat = ChatTokenizer(path.parent, tmp_path / "cache")
+    assert not chat.fast
+    assert chat.encode_batch(dropped) == [reference.encode(dropped[0], add_special_tokens=False).ids]
 
 
 def test_every_code_point_encodes_the_same(reference: Tokenizer, fast: FastBPE) -> None:
@@ -140,5 +186,5 @@ def _drop_the_merge_of_and(config: dict[str, Any]) -> None:
 )
 def test_refused_where_it_would_differ(qwen_tokenizer_dir: Path, tmp_path: Path, edit: Any) -> None:
     path = _edited(qwen_tokenizer_dir, tmp_path / "edited", edit)
-    assert FastBPE.load(path, Tokenizer.from_file(str(path))) is None
-    assert not ChatTokenizer(path.parent).fast
+    assert FastBPE.load(path, Tokenizer.from_file(str(path)), tmp_path / "cache") is None
+    assert not ChatTokenizer(path.parent, tmp_path / "cache").fast

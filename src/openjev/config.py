@@ -6,6 +6,7 @@ user passed as flags, so `OPENJEV_PORT=9000 openjev serve` and `openjev serve --
 
 from __future__ import annotations
 
+import os
 import shlex
 from enum import StrEnum
 from pathlib import Path
@@ -82,7 +83,9 @@ class Settings(BaseSettings):
         "default: the packaged Qwen2.5-Coder-1.5B-Instruct.",
     )
     cache_dir: Path | None = Field(
-        None, description="Where the embedded backend keeps converted weights (default ~/.cache/openjev)."
+        None,
+        description="Where converted embedded weights and the tokenizer checks' verdicts are kept "
+        "(default ~/.cache/openjev).",
     )
 
     # Backend connection.
@@ -229,3 +232,11 @@ class Settings(BaseSettings):
 def served_model_name(settings: Settings, backend_model_name: str | None) -> str:
     """The public model id: OPENJEV_SERVED_MODEL_NAME, else the backend's own, else the SGLang default."""
     return settings.served_model_name or backend_model_name or DEFAULT_SERVED_MODEL_NAME
+
+
+def default_cache_dir() -> Path:
+    """`$OPENJEV_CACHE_DIR`, else `$XDG_CACHE_HOME/openjev`, else `~/.cache/openjev`."""
+    if explicit := os.environ.get("OPENJEV_CACHE_DIR"):
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "openjev"

@@ -17,18 +17,28 @@ tiktoken runs (Qwen's, converted from tiktoken ranks):
   merge rule first; tiktoken merges the adjacent pair whose concatenation has the lowest id. With ids
   in merge order these orders agree, and for vocabularies converted from tiktoken ranks each token's
   merge rule is the split tiktoken itself makes, so both take the same steps.
-The last point is a property of the files, not of the format, so it is checked: at load on a few
-tricky texts (any difference and the fast encoder is not used), and in the test suite on the real
-Qwen tokenizer for every vocabulary entry, every Unicode code point and random text.
+The last point is a property of the files, not of the format, so it is checked on the tokenizer
+actually loaded: on a few tricky texts (`SELF_CHECK_TEXTS`) and on the text of every vocabulary entry
+that is whole UTF-8 (any merge rule that is not the split tiktoken makes shows up there); any
+difference and the fast encoder is not used. The full check takes seconds (about 5 s for Qwen3's
+150k entries on 2 cores), so its verdict is kept in `<cache dir>/tokenizer-checks/<sha256 of
+tokenizer.json>.json` with the tiktoken and tokenizers versions it was made with, and later loads of
+the same file with the same versions read it. The test suite also checks every Unicode code point and
+random text on the real Qwen tokenizer.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import importlib.metadata
 import itertools
 import json
 import logging
 import os
 import re
+import tempfile
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -121,8 +131,25 @@ class FastBPE:
         self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="openjev-bpe")
 
     @classmethod
-    def load(cls, path: Path, reference: Tokenizer) -> FastBPE | None:
-        """The fast encoder for `tokenizer.json` at `path`, or None where it cannot give `reference`'s ids."""
+    def load(cls, path: Path, reference: Tokenizer, cache_dir: Path) -> FastBPE | None:
+        """The fast encoder for `tokenizer.json` at `path`, or None where it cannot give `reference`'s
+        ids; the verdict of the full check is read from, or written to, `cache_dir`."""
+        fast = cls._build(path, reference)
+        if fast is None:
+            return None
+        for text in SELF_CHECK_TEXTS:
+            if fast.encode_batch([text]) != [reference.encode(text, add_special_tokens=False).ids]:
+                log.warning(
+                    "tiktoken's ids differ from the tokenizer's on %r; encoding with tokenizers only", text[:40]
+                )
+                return None
+        if not checked_vocabulary(fast, reference, path, cache_dir):
+            return None
+        log.info("encoding text with tiktoken: it gave tokenizer.json's ids on every check")
+        return fast
+
+    @classmethod
+    def _build(cls, path: Path, reference: Tokenizer) -> FastBPE | None:
         config = json.loads(path.read_text(encoding="utf-8"))
         normalizer = config.get("normalizer")
         pattern = _split_pattern(config)
@@ -134,15 +161,7 @@ class FastBPE:
         except ValueError:  # a pattern tiktoken's regex engine does not take
             return None
         added = [token.content for token in reference.get_added_tokens_decoder().values()]
-        fast = cls(encoding, reference.normalizer if normalizer else None, added)
-        for text in SELF_CHECK_TEXTS:
-            if fast.encode_batch([text]) != [reference.encode(text, add_special_tokens=False).ids]:
-                log.warning(
-                    "tiktoken's ids differ from the tokenizer's on %r; encoding with tokenizers only", text[:40]
-                )
-                return None
-        log.info("encoding text with tiktoken: it gave tokenizer.json's ids on every check")
-        return fast
+        return cls(encoding, reference.normalizer if normalizer else None, added)
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int] | None]:
         """Ids of each text, or None for a text that spells an added token (before or after
@@ -164,3 +183,56 @@ class FastBPE:
 
     def _spells_added_token(self, text: str) -> bool:
         return self._added is not None and self._added.search(text) is not None
+
+
+def vocabulary_texts(reference: Tokenizer) -> list[str]:
+    """The text of every vocabulary entry (added tokens aside) whose bytes are whole UTF-8."""
+    decoder = _byte_decoder()
+    texts = []
+    for token in reference.get_vocab(with_added_tokens=False):
+        try:
+            texts.append(bytes(decoder[char] for char in token).decode("utf-8"))
+        except (KeyError, UnicodeDecodeError):
+            continue
+    return texts
+
+
+def vocabulary_differences(fast: FastBPE, reference: Tokenizer) -> tuple[int, list[str]]:
+    """How many vocabulary texts the fast encoder takes, and those where its ids differ."""
+    texts = vocabulary_texts(reference)
+    # One at a time: for short texts the thread pool costs more than it saves.
+    found = [fast._encode(text) for text in texts]
+    taken = [(text, ids) for text, ids in zip(texts, found, strict=True) if ids is not None]
+    expected = reference.encode_batch_fast([text for text, _ in taken], add_special_tokens=False)
+    return len(taken), [text for (text, ids), want in zip(taken, expected, strict=True) if ids != want.ids]
+
+
+def _versions() -> dict[str, str]:
+    return {name: importlib.metadata.version(name) for name in ("tiktoken", "tokenizers")}
+
+
+def checked_vocabulary(fast: FastBPE, reference: Tokenizer, path: Path, cache_dir: Path) -> bool:
+    """Whether the fast encoder gives `reference`'s ids on every vocabulary text: the cached verdict
+    for this file and these library versions, else the check, timed, logged and cached."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    verdict_path = cache_dir / "tokenizer-checks" / f"{digest}.json"
+    with contextlib.suppress(OSError, ValueError):
+        verdict = json.loads(verdict_path.read_text(encoding="utf-8"))
+        if verdict.get("versions") == _versions():
+            return bool(verdict["same"])
+    started = time.perf_counter()
+    entries, differing = vocabulary_differences(fast, reference)
+    seconds = time.perf_counter() - started
+    verdict = {"same": not differing, "entries": entries, "differing": differing[:20], "seconds": round(seconds, 2)}
+    if differing:
+        log.warning("tiktoken's ids differ from the tokenizer's on %d of %d vocabulary entries (%r first); "
+                    "encoding with tokenizers only", len(differing), entries, differing[0])  # fmt: skip
+    log.info("checked tiktoken against tokenizers on %d vocabulary entries in %.1f s", entries, seconds)
+    try:
+        verdict_path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=verdict_path.parent, delete=False, suffix=".tmp") as handle:
+            json.dump({**verdict, "sha256": digest, "versions": _versions()}, handle)
+        os.replace(handle.name, verdict_path)
+    except OSError as error:
+        log.warning("could not keep the tokenizer check's verdict in %s: %s", verdict_path.parent, error)
+    return not differing

@@ -91,7 +91,7 @@ class Service:
                 self.settings.model,
                 self.settings.revision,
             )
-            chat = await asyncio.to_thread(ChatTokenizer, tokenizer_dir)
+            chat = await asyncio.to_thread(ChatTokenizer, tokenizer_dir, self.settings.cache_dir)
             engine = await asyncio.to_thread(Engine, self.settings, chat, self.backend)
         except Exception as error:
             self.startup_error = str(error) or type(error).__name__

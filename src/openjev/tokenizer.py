@@ -36,6 +36,7 @@ from jinja2.runtime import LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
+from openjev.config import default_cache_dir
 from openjev.fast_bpe import FastBPE
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
@@ -158,7 +159,7 @@ def _quoting_tokenizer(path: Path) -> Tokenizer:
 class ChatTokenizer:
     """Renders conversations with the model's template and turns text into token ids."""
 
-    def __init__(self, directory: Path | str) -> None:
+    def __init__(self, directory: Path | str, cache_dir: Path | None = None) -> None:
         directory = Path(directory)
         missing = [name for name in TOKENIZER_FILES if not (directory / name).is_file()]
         if missing:
@@ -167,7 +168,7 @@ class ChatTokenizer:
         self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
         # A second instance, so that encoding quoted text never flips a switch other threads see.
         self._quoting = _quoting_tokenizer(directory / "tokenizer.json")
-        self._fast = FastBPE.load(directory / "tokenizer.json", self.tokenizer)
+        self._fast = FastBPE.load(directory / "tokenizer.json", self.tokenizer, cache_dir or default_cache_dir())
         config = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
         self.bos_token = _token_text(config.get("bos_token"))
         self.eos_token = _token_text(config.get("eos_token"))

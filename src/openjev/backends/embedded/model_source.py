@@ -24,7 +24,6 @@ import hashlib
 import importlib.util
 import json
 import logging
-import os
 import re
 import time
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from openjev.backends.embedded.conversion import (
     converted_dir,
     sha256_file,
 )
+from openjev.config import default_cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -137,14 +137,6 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
         ),
     )
 }
-
-
-def default_cache_dir() -> Path:
-    """`$OPENJEV_CACHE_DIR`, else `$XDG_CACHE_HOME/openjev`, else `~/.cache/openjev`."""
-    if explicit := os.environ.get("OPENJEV_CACHE_DIR"):
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "openjev"
 
 
 def normalize_dtype(dtype: str) -> str:
