@@ -111,6 +111,7 @@ def container_env(local: Mapping[str, str]) -> dict[str, str]:
         "FLASHINFER_WORKSPACE_BASE": f"{CACHE_DIR}/flashinfer",  # FlashInfer's JIT workspace (default ~)
         "TRITON_CACHE_DIR": f"{CACHE_DIR}/triton",  # Triton's compiled kernels
         "TORCHINDUCTOR_CACHE_DIR": f"{CACHE_DIR}/torchinductor",  # torch.compile's cache (default /tmp)
+        "OPENJEV_CACHE_DIR": f"{CACHE_DIR}/openjev",  # the tokenizer check's verdict: checked once, not per start
         "HF_XET_HIGH_PERFORMANCE": "1",  # the weights download at full speed
         "OPENJEV_BACKEND_STARTUP_TIMEOUT": str(BACKEND_STARTUP_SECONDS),
         "OPENJEV_MAX_CONCURRENT_REQUESTS": str(MAX_CONCURRENT_REQUESTS),

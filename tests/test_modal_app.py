@@ -96,7 +96,7 @@ def test_environment_puts_every_cache_on_the_volume() -> None:
     assert environment == modal_app.container_env(os.environ)
     (mount,) = modal_app.OpenJev.info().volumes
     caches = ("HF_HOME", "SGLANG_CACHE_DIR", "SGLANG_JIT_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE", "TRITON_CACHE_DIR",
-              "TORCHINDUCTOR_CACHE_DIR")  # fmt: skip
+              "TORCHINDUCTOR_CACHE_DIR", "OPENJEV_CACHE_DIR")  # fmt: skip
     for variable in caches:
         assert environment[variable].startswith(f"{mount}/"), variable
     assert int(environment["OPENJEV_BACKEND_STARTUP_TIMEOUT"]) < modal_app.OpenJev.info().startup_timeout
