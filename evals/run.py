@@ -3,15 +3,19 @@
 Usage: uv run evals/run.py SUITE [--url URL] [--api-key K] [--limit N] [--concurrency C] --out DIR
 
 Contract:
-- DIR/run.json: the run's metadata (suite, protocol, dataset sha256, URL, the server's `/v1/models`,
+- DIR/run.json: the run's metadata (suite, protocol, dataset sha256, URL, `--shifts`, the server's
+  answer settings (`/v1/limits`), the server's `/v1/models`,
   the harness checkout's git revision, the installed openjev version when the server is on this
   machine, one entry per session with its times). The API key is never written.
 - DIR/results.jsonl: one JSON line per item as soon as it is answered: `position` (in the suite
   order), `id`, `row`, `subject`, `gold`, then `choice`, `probabilities`, `confidence`, `model`,
   `usage`, `latency_s` (of the answered attempt) and `attempts`; or `error` instead of the answer.
 - Resumable: running again on the same DIR asks only the items of the first N that have no answer
-  yet (errors are asked again). A DIR made for another suite, protocol, dataset, URL or set of
-  served model names is refused.
+  yet (errors are asked again). A DIR made for another suite, protocol, dataset, URL, set of
+  served model names, `--shifts` (absent in run.json: 1) or other answer settings of the server
+  (`answer_settings` of its `/v1/limits`: cue, option shifts, label prior, temperature, confidence,
+  calibration file's sha256; None for a server without them) is refused. A DIR from before answer
+  settings were recorded takes the server's at its next session.
 - 429, 503 and 529 are retried after `retry-after-ms` or `Retry-After` (1 s when absent, at most
   60 s a wait) for up to 30 minutes an item. Any other failure status, or an answer that breaks
   the contract, is recorded as that item's error. A transport failure (server gone) stops the run;
@@ -55,6 +59,8 @@ MAX_RETRY_WAIT_S = 60.0
 REQUEST_TIMEOUT_S = 600.0
 REPO = Path(__file__).resolve().parents[1]
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+#: The key of openjev's `/v1/limits` answer settings, kept under the same name in run.json.
+ANSWER_SETTINGS = "answer_settings"
 
 
 class RunRefused(RuntimeError):
@@ -184,23 +190,27 @@ def model_names(models: Any) -> list[str]:
     return sorted(str(entry.get("name")) for entry in models.get("models", []) if isinstance(entry, dict))
 
 
-def prepare_run(directory: Path, suite: Suite, url: str, models: Any, shifts: int = 1) -> dict[str, Any]:
+def prepare_run(
+    directory: Path, suite: Suite, url: str, models: Any, shifts: int = 1, settings: Any = None
+) -> dict[str, Any]:
     """run.json's content: the stored one when resuming (after checking it matches), else a new one."""
     path = directory / "run.json"
     identity = {"suite": suite.name, "protocol": PROTOCOL, "dataset_sha256": suite.dataset_sha256, "url": url}
-    if shifts > 1:
-        # The protocol's own answer is unchanged; the rotations are extra questions in the same request.
-        identity["shifts"] = shifts
+    # The protocol's own answer is unchanged by --shifts; the rotations are extra questions in the same request.
+    identity["shifts"] = shifts
     if path.is_file():
         meta = json.loads(path.read_text())
-        for key, value in identity.items():
-            if meta.get(key) != value:
-                raise RunRefused(f"{directory} holds a run with another {key}: {meta.get(key)!r}, not {value!r}")
+        stored = {**meta, "shifts": meta.get("shifts", 1)}
+        stored.setdefault(ANSWER_SETTINGS, settings)  # a run from before they were recorded takes these
+        for key, value in {**identity, ANSWER_SETTINGS: settings}.items():
+            if stored.get(key) != value:
+                raise RunRefused(f"{directory} holds a run with another {key}: {stored.get(key)!r}, not {value!r}")
         if model_names(meta["server_models"]) != model_names(models):
             raise RunRefused(f"{directory} was run against other models: {model_names(meta['server_models'])}")
-        return meta
+        return {**meta, ANSWER_SETTINGS: settings}
     return {
         **identity,
+        ANSWER_SETTINGS: settings,
         "description": suite.description,
         "server_models": models,
         "openjev_version": local_openjev_version(url),
@@ -213,6 +223,16 @@ def write_json(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
+async def fetch_answer_settings(client: httpx.AsyncClient) -> Any:
+    """The server's answer settings (openjev's `/v1/limits`), or None where it does not say them."""
+    response, _, _ = await send_with_retry(lambda: client.get("/v1/limits"))
+    if response.status_code != 200:
+        return None
+    with contextlib.suppress(ValueError, AttributeError):
+        return response.json().get(ANSWER_SETTINGS)
+    return None
+
+
 async def fetch_models(client: httpx.AsyncClient) -> Any:
     response, _, _ = await send_with_retry(lambda: client.get("/v1/models"))
     if response.status_code != 200:
@@ -221,11 +241,11 @@ async def fetch_models(client: httpx.AsyncClient) -> Any:
 
 
 def start_session(
-    directory: Path, suite: Suite, items: Sequence[Item], args: argparse.Namespace, models: Any
+    directory: Path, suite: Suite, items: Sequence[Item], args: argparse.Namespace, models: Any, settings: Any = None
 ) -> tuple[dict[str, Any], list[tuple[int, Item]]]:
     """Check or create run.json, keep only answered lines in results.jsonl; run.json and the items to ask."""
     directory.mkdir(parents=True, exist_ok=True)
-    meta = prepare_run(directory, suite, args.url, models, args.shifts)
+    meta = prepare_run(directory, suite, args.url, models, args.shifts, settings)
     # Keep each item's latest answer; errors and a line cut short by a crash are dropped and asked again.
     answered = [record for record in read_results(directory) if "error" not in record]
     done = {record["id"] for record in answered}
@@ -244,9 +264,10 @@ async def evaluate(args: argparse.Namespace, suite: Suite, directory: Path) -> i
     async with httpx.AsyncClient(base_url=args.url, headers=headers, timeout=REQUEST_TIMEOUT_S) as client:
         try:
             models = await fetch_models(client)
+            settings = await fetch_answer_settings(client)
         except httpx.TransportError as error:
             raise RunRefused(f"{args.url} cannot be reached: {error!r}") from error
-        meta, pending = start_session(directory, suite, items, args, models)
+        meta, pending = start_session(directory, suite, items, args, models, settings)
         started = time.monotonic()
         errors = await ask_all(client, pending, args, directory / "results.jsonl", len(items))
     meta["sessions"][-1].update(

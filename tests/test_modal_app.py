@@ -178,15 +178,16 @@ def test_the_image_checks_itself_as_its_last_build_step() -> None:
 
 
 def test_the_image_check_passes_with_both_interpreters_and_fails_without_sglang() -> None:
-    from tests.sglang_contract.plugin import contract_python
+    from tests.sglang_contract.pinned import PinnedEnvironmentError, contract_python
     from tests.sglang_live.environment import install_cpu_stand_ins
 
     api_venv = str(Path(sys.prefix))
     without_sglang = subprocess.run(["bash", "-c", modal_app.image_check(sys.executable, api_venv)], check=False)
     assert without_sglang.returncode != 0
-    python = contract_python()
-    if python is None:
-        pytest.skip("no SGLang 0.5.19 environment (.cache/sglang-0.5.19; .ci/run builds it)")
+    try:
+        python = contract_python()
+    except PinnedEnvironmentError as error:
+        pytest.fail(str(error))
     install_cpu_stand_ins(python)  # this CPU machine lacks the image's CUDA torchvision
     check = subprocess.run(["bash", "-c", modal_app.image_check(str(python), api_venv)], check=False, timeout=300)
     assert check.returncode == 0

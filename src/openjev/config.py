@@ -6,6 +6,7 @@ user passed as flags, so `OPENJEV_PORT=9000 openjev serve` and `openjev serve --
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 from enum import StrEnum
@@ -240,3 +241,18 @@ def default_cache_dir() -> Path:
         return Path(explicit).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "openjev"
+
+
+def answer_settings(settings: Settings) -> dict[str, object]:
+    """Every setting that changes an answer for the same request and backend, as `/v1/limits` shows it
+    and `evals/run.py` records it (a run resumed against other ones is refused). A new setting that
+    changes answers gets one line here. The calibration file counts by its content (sha256)."""
+    calibration = settings.calibration_file
+    return {
+        "answer_cue": settings.answer_cue.value,
+        "option_shifts": settings.option_shifts,
+        "label_prior": settings.label_prior,
+        "temperature": settings.temperature,
+        "confidence": settings.confidence.value,
+        "calibration_sha256": hashlib.sha256(calibration.read_bytes()).hexdigest() if calibration else None,
+    }

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from openjev import metrics
 from openjev.backends.base import Backend
-from openjev.config import COMPAT_MODEL_ALIAS, Settings, served_model_name
+from openjev.config import COMPAT_MODEL_ALIAS, Settings, answer_settings, served_model_name
 from openjev.engine import Engine
 from openjev.errors import ModelNotFound, NotReady, Overloaded
 from openjev.tokenizer import ChatTokenizer
@@ -62,6 +62,8 @@ class Service:
         self.active_evaluations = 0
         self.active_preparations = 0
         self.startup_error: str | None = None
+        #: Read once, as the engine reads the calibration file once (see `config.answer_settings`).
+        self.answer_settings = answer_settings(settings)
         self._runtime: Runtime | None = None
         self._on_fatal = on_fatal
 

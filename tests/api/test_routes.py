@@ -4,6 +4,7 @@ admission, model names and the error mapping, on an instant in-process backend."
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import threading
 from collections.abc import Iterator
@@ -164,7 +165,18 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
     app = create_app(settings_for(qwen_tokenizer_dir, calibration_file=calibration), InstantBackend())
     with TestClient(app) as client:
         assert _eventually_ready(client)
-        assert client.get("/v1/limits").json()["calibration_file"] == "support-calibration.json"
-    with TestClient(create_app(settings_for(qwen_tokenizer_dir), InstantBackend())) as client:
+        limits = client.get("/v1/limits").json()
+        assert limits["calibration_file"] == "support-calibration.json"
+        assert limits["answer_settings"] == {
+            "answer_cue": "plain", "option_shifts": 1, "label_prior": False, "temperature": 1.0,
+            "confidence": "typesafe", "calibration_sha256": hashlib.sha256(calibration.read_bytes()).hexdigest(),
+        }  # fmt: skip
+    other = {"answer_cue": "json", "option_shifts": 4, "label_prior": True, "temperature": 0.5, "confidence": "entropy"}
+    with TestClient(create_app(settings_for(qwen_tokenizer_dir, **other), InstantBackend())) as client:
         assert _eventually_ready(client)
-        assert client.get("/v1/limits").json()["calibration_file"] is None
+        limits = client.get("/v1/limits").json()
+        assert limits["calibration_file"] is None
+        assert limits["answer_settings"] == {
+            "answer_cue": "json", "option_shifts": 4, "label_prior": True, "temperature": 0.5,
+            "confidence": "entropy", "calibration_sha256": None,
+        }  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from pathlib import Path
 
@@ -132,3 +133,65 @@ def test_a_shifted_run_reports_its_variants_and_compares_them(openjev_on_fake: R
     assert compare.main([str(out), f"{out}@nonsense"]) == 2
     # A run with another --shifts is another run: refused, not mixed.
     assert run.main([*argv[:-4], "--shifts", "2", "--out", str(out)]) == 2
+
+
+def test_a_shifted_run_is_not_resumed_without_its_shifts(openjev_on_fake: RunningOpenJev, tmp_path: Path) -> None:
+    out = tmp_path / "shifted"
+    assert run.main(["mmlu", "--url", openjev_on_fake.url, "--limit", "1", "--shifts", "4", "--out", str(out)]) == 0
+    assert run.main(["mmlu", "--url", openjev_on_fake.url, "--limit", "2", "--out", str(out)]) == 2
+    plain = tmp_path / "plain"
+    assert run.main(["mmlu", "--url", openjev_on_fake.url, "--limit", "1", "--out", str(plain)]) == 0
+    assert json.loads((plain / "run.json").read_text())["shifts"] == 1
+    assert run.main(["mmlu", "--url", openjev_on_fake.url, "--limit", "2", "--shifts", "4", "--out", str(plain)]) == 2
+
+
+def test_the_server_answer_settings_are_recorded_and_a_resume_against_others_refused(
+    serve_openjev, fake_sglang, qwen_tokenizer_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calibration = tmp_path / "calibration.json"
+    calibration.write_text(json.dumps({"format": "openjev-calibration/1", "temperatures": {"choice": {"3-4": 1.5}}}))
+    base = ["--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir)]
+    first = serve_openjev(*base, env={"OPENJEV_CALIBRATION_FILE": str(calibration)})
+    out = tmp_path / "run"
+    assert run.main(["mmlu", "--url", first.url, "--limit", "1", "--out", str(out)]) == 0
+    recorded = json.loads((out / "run.json").read_text())["answer_settings"]
+    assert recorded == httpx.get(f"{first.url}/v1/limits").json()["answer_settings"]
+    assert recorded["calibration_sha256"] == hashlib.sha256(calibration.read_bytes()).hexdigest()
+    assert run.main(["mmlu", "--url", first.url, "--limit", "2", "--out", str(out)]) == 0
+    # Another server that differs only in its cue, or in the calibration file's content: refused, not mixed.
+    # (run.json is pointed at its URL, so that only the answer settings differ.)
+    calibration.write_text(json.dumps({"format": "openjev-calibration/1", "temperatures": {"choice": {"3-4": 1.2}}}))
+    for env in ({"OPENJEV_CALIBRATION_FILE": str(calibration), "OPENJEV_ANSWER_CUE": "json"},
+                {"OPENJEV_CALIBRATION_FILE": str(calibration)}):  # fmt: skip
+        other = serve_openjev(*base, env=env)
+        meta = json.loads((out / "run.json").read_text())
+        (out / "run.json").write_text(json.dumps({**meta, "url": other.url}))
+        capsys.readouterr()
+        assert run.main(["mmlu", "--url", other.url, "--limit", "3", "--out", str(out)]) == 2
+        assert "another answer_settings" in capsys.readouterr().err
+    assert len(read_lines(out / "results.jsonl")) == 2
+
+
+def test_a_run_from_before_answer_settings_were_recorded_is_read_and_resumed(
+    openjev_on_fake: RunningOpenJev, tmp_path: Path
+) -> None:
+    out = tmp_path / "old"
+    assert run.main(["mmlu", "--url", openjev_on_fake.url, "--limit", "1", "--out", str(out)]) == 0
+    meta = json.loads((out / "run.json").read_text())
+    old = {key: value for key, value in meta.items() if key not in ("answer_settings", "shifts")}
+    (out / "run.json").write_text(json.dumps(old))  # as evals/runs/ holds them
+    assert report.main([str(out)]) == 0 and compare.main([str(out), str(out)]) == 0
+    assert run.main(["mmlu", "--url", openjev_on_fake.url, "--limit", "2", "--out", str(out)]) == 0
+    assert json.loads((out / "run.json").read_text())["answer_settings"] == meta["answer_settings"]
+
+
+@pytest.mark.parametrize(
+    "directory", sorted(path.parent for path in (Path(__file__).parents[2] / "evals" / "runs").glob("*/*/run.json"))
+)
+def test_the_committed_runs_are_still_read(directory: Path, tmp_path: Path) -> None:
+    copy = tmp_path / directory.name
+    copy.mkdir()
+    for name in ("run.json", "results.jsonl"):
+        (copy / name).write_bytes((directory / name).read_bytes())
+    assert report.main([str(copy)]) == 0
+    assert compare.main([str(copy), str(copy)]) == 0

@@ -10,9 +10,17 @@ must be the same, so this also checks the fake. SGLang's verdict, in its own req
   (`managers/io_struct.py:378`), the TokenizerManager's `_validate_one_request`
   (`managers/tokenizer_manager.py:1162`: lengths, `token_ids_logprob` ids), `SamplingParams(**params)`
   with `normalize` and `verify` (`tokenizer_manager.py:1361-1363`): an error in any is `refused`;
-- then the scheduler's `validate_input_length` with `max_req_input_len` (`managers/utils.py:207`,
-  `managers/tp_worker.py:543-556`) and the embedding lookup of `input_ids`, which 0.5.19 never checks
-  against the vocabulary: a failure is `crash` on the Python frontend, `refused` on the Rust one.
+- then the scheduler's `validate_input_length` (`managers/utils.py:207-219`, the check
+  `managers/scheduler.py:2835` makes too) with `max_req_input_len`, and the embedding lookup of
+  `input_ids`: a failure is `crash` on the Python frontend, `refused` on the Rust one.
+Two rules are copied, not called (tests/sglang_contract/test_pins.py pins each cited line):
+- `max_req_input_len` = `min(context_len - 1, max_total_num_tokens - 1) - 5`: `get_worker_info`
+  (`managers/tp_worker.py:543-556`; `attn_dcp_size` is 1 without decode context parallelism) returns
+  `max_req_len` and `max_req_len - 5`, which the scheduler unpacks as `max_req_len, max_req_input_len`
+  (`managers/scheduler.py:1084-1097`);
+- `input_ids` are never checked against the vocabulary: `_validate_input_ids_in_vocab`
+  (`managers/tokenizer_manager.py:1318`) is defined and never called; only `token_ids_logprob` ids are
+  (`managers/tokenizer_manager.py:1312`), so an id outside the embedding reaches the lookup.
 Each command line is an argv after `-m sglang.launch_server`, parsed by `ServerArgs`'s own parser.
 """
 
@@ -37,7 +45,7 @@ from sglang.srt.runtime_context import get_context  # noqa: E402
 from sglang.srt.sampling.sampling_params import SamplingParams  # noqa: E402
 from sglang.srt.server_args import ServerArgs  # noqa: E402
 
-SCHEDULER_RESERVED = 5  # tp_worker.py:556 `max_req_len - 5`
+SCHEDULER_RESERVED = 5  # managers/tp_worker.py:556 `max_req_len - 5`
 
 
 def tokenizer_manager(context_length: int, vocab_size: int) -> types.SimpleNamespace:

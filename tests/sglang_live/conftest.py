@@ -2,12 +2,13 @@
 and the flags that put it on the CPU engine.
 
 - The interpreter is the test-only environment of `tests/sglang_contract` (`.cache/sglang-0.5.19`,
-  built by `.ci/run`; `OPENJEV_SGLANG_CONTRACT_PYTHON` overrides). A `.pth` file written into it makes
+  built by `tests/sglang_contract/build-env` the first time a session needs it;
+  `OPENJEV_SGLANG_CONTRACT_PYTHON` overrides). A `.pth` file written into it makes
   every SGLang process import `site/openjev_sglang_cpu.py`: stand-ins for torchvision (PyPI's wheel
   needs CUDA libraries) and for the one `sgl_kernel` CPU op a dense model uses.
 - The model is the project's packaged test model (Qwen2.5-Coder-0.5B, float32), exposed as a Hugging
   Face directory: the converted weights and tokenizer, and a config naming its architecture.
-- Without the interpreter these tests skip, except with OPENJEV_REQUIRE_SGLANG_LIVE set (`.ci/run`).
+- Where the environment cannot be built these tests fail, naming the command that builds it.
 """
 
 from __future__ import annotations
@@ -19,15 +20,16 @@ from pathlib import Path
 import pytest
 
 from tests.backends.embedded.conftest import TEST_MODEL
-from tests.sglang_contract.plugin import contract_python
+from tests.sglang_contract.pinned import PinnedEnvironmentError, contract_python
 from tests.sglang_live.environment import CPU_ENVIRONMENT, CPU_FLAGS, install_cpu_stand_ins
 
 
 @pytest.fixture(scope="session")
 def sglang_python() -> Path:
-    python = contract_python()
-    if python is None:
-        pytest.skip("no SGLang 0.5.19 environment (.cache/sglang-0.5.19; .ci/run builds it)")
+    try:
+        python = contract_python()
+    except PinnedEnvironmentError as error:
+        pytest.fail(str(error))
     install_cpu_stand_ins(python)
     return python
 

