@@ -132,6 +132,29 @@ def test_a_pure_letter_prior_is_removed_by_the_prior_correction():
     assert biased["choice"] == "a" and answer["choice"] == "d"
 
 
+def test_the_prior_can_change_the_letter_even_with_every_rotation():
+    """README: with 4 options and all 4 rotations the prior correction is not a mere re-weighting:
+    each rotation is renormalised after the division and the rotations averaged arithmetically."""
+    rows = [[0.05, 0.55, 0.15, 0.95], [0.75, 0.75, 0.75, 0.05], [0.05, 0.65, 1.05, 0.95], [0.75, 0.75, 0.25, 0.85]]
+    by_option = [[value / sum(row) for value in row] for row in rows]
+    offsets = shift_offsets(4, 4)
+    assert argmax_first(combine_shifts(by_option, offsets, prior=False)) == 3
+    assert argmax_first(combine_shifts(by_option, offsets, prior=True)) == 1
+
+
+def test_temperature_keeps_a_choice_and_moves_noul_and_score_answers():
+    """calibration.py: a temperature never changes a choice's option, but it moves P(yes) and a
+    score's expected level (towards 0.5 and the middle as T grows)."""
+    logprobs = [-0.2, -1.0, -2.5, -4.0]
+    choices = {t: choice_answer(list("abcd"), logprobs, t, ConfidenceMode.typesafe) for t in (0.5, 1.0, 2.0)}
+    assert {answer["choice"] for answer in choices.values()} == {"a"}
+    assert choices[0.5]["confidence"] > choices[1.0]["confidence"] > choices[2.0]["confidence"]
+    levels = [score_answer([1, 2, 3, 4], logprobs, t, ConfidenceMode.typesafe)["score"] for t in (0.5, 1.0, 2.0, 100.0)]
+    assert levels[0] < levels[1] < levels[2] < levels[3] and levels[3] == pytest.approx(1.5, abs=0.02)
+    yes = [noul_answer([-0.3, -1.5], t)["noul"] for t in (0.5, 1.0, 2.0)]
+    assert yes[0] > yes[1] > yes[2] > 0.5
+
+
 def test_one_unrotated_readout_is_the_plain_answer():
     logprobs = [-0.5, -1.5, -3.0]
     plain = choice_answer(list("xyz"), logprobs, 2.0, ConfidenceMode.entropy)

@@ -46,3 +46,12 @@ def test_readme_and_ci_agree_on_the_sglang_environment_and_the_skip_guard() -> N
     build = "tests/sglang_contract/build-env"
     assert re.search(rf"^{re.escape(build)}$", CI, re.MULTILINE) and f"`{build}`" in section("Development")
     assert re.search(r"^CI=1 uv run pytest\b", CI, re.MULTILINE) and "sets `CI=1`" in section("Development")
+
+
+def test_the_live_tolerance_is_the_one_the_readme_states() -> None:
+    from tests.sglang_live.test_live import TOLERANCE
+
+    assert TOLERANCE == {"float32": 1e-3, "bfloat16": 1e-2}
+    text = " ".join(README.split())
+    assert "every probability within 1e-3 when the embedded backend runs float32" in text
+    assert "within 1e-2 where it picks bfloat16" in text and "(to 1e-6)" not in text

@@ -5,9 +5,12 @@ applies it in the answer step. A temperature T turns the readout's distribution 
 
     p_T(o) = p(o)^(1/T) / sum_o' p(o')^(1/T),
 
-so T > 1 flattens an over-confident model and T < 1 sharpens an under-confident one; the argmax, and
-so the answer, never changes. Where the file has no entry for a question's type and bucket,
-OPENJEV_TEMPERATURE applies as before.
+so T > 1 flattens an over-confident model and T < 1 sharpens an under-confident one. The argmax
+never changes, so a choice keeps its option (its probabilities and confidence move); but a noul's
+answer is P(yes) and a score's the expected level sum_i i p_T(i), and both move with T: towards 0.5
+and the middle level as T grows, towards the likelier side as it shrinks. That is intended: the
+calibrated distribution is the better estimate, and its expectation the better level. Where the
+file has no entry for a question's type and bucket, OPENJEV_TEMPERATURE applies as before.
 
 The file (`FORMAT`):
 
