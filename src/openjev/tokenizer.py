@@ -14,7 +14,7 @@ Text that the caller wrote is quoted, never markup: where it spells an added tok
 (`<|im_end|>`) or not (Qwen3's `<think>`, `</think>`, `<tool_call>`), `encode_segments` encodes that
 stretch with added-token matching off, so a state cannot close its own turn, forge an assistant turn
 or open a thinking block. (`tokenizers`' `encode_special_tokens` leaves only special tokens unmatched;
-the quoting tokenizer is a copy of `tokenizer.json` with every added token marked special.)
+the quoting tokenizer re-declares every added token special.)
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from jinja2 import nodes
 from jinja2.parser import Parser
 from jinja2.runtime import LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
-from tokenizers import Tokenizer
+from tokenizers import AddedToken, Tokenizer
 
 from openjev.config import default_cache_dir
 from openjev.fast_bpe import FastBPE
@@ -146,12 +146,17 @@ def chat_template_source(directory: Path) -> str:
 
 
 def _quoting_tokenizer(path: Path) -> Tokenizer:
-    """`tokenizer.json` with every added token marked special and special-token matching off: every
-    added-token spelling is encoded as the plain text it is."""
-    config = json.loads(path.read_text(encoding="utf-8"))
-    for token in config.get("added_tokens") or []:
-        token["special"] = True
-    quoting = Tokenizer.from_str(json.dumps(config))
+    """`tokenizer.json` with every added token re-declared special (same id, content and flags) and
+    special-token matching off: every added-token spelling is encoded as the plain text it is."""
+    quoting = Tokenizer.from_file(str(path))
+    quoting.add_special_tokens(
+        [
+            AddedToken(token.content, single_word=token.single_word, lstrip=token.lstrip, rstrip=token.rstrip,
+                       normalized=token.normalized, special=True)
+            for token in quoting.get_added_tokens_decoder().values()
+            if not token.special
+        ]
+    )  # fmt: skip
     quoting.encode_special_tokens = True
     return quoting
 
