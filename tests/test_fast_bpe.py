@@ -147,6 +147,9 @@ def test_text_spelling_an_added_token_is_left_to_tokenizers(qwen_tokenizer_dir: 
     assert [ids is None for ids in chat._fast.encode_batch(texts)] == [True, True, True, False]  # type: ignore[union-attr]
     ids = chat.encode_batch(texts)
     assert ids == expected(chat.tokenizer, texts) and 151669 in ids[1] and 151669 in ids[2]
+    # Caller text spelling it, either way, is quoted, and then it is plain text.
+    assert [chat.spells_added_token(text) for text in texts] == [True, True, True, False]
+    assert all(151669 not in ids for ids in chat.encode_batch(texts, quoted=True))
 
 
 GPT2_BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True}

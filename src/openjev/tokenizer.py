@@ -196,8 +196,11 @@ class ChatTokenizer:
         self.special_pattern = (
             re.compile("|".join(map(re.escape, self.special_tokens))) if self.special_tokens else None
         )
-        added = sorted((token.content for token in self.tokenizer.get_added_tokens_decoder().values()), key=len)
+        added_tokens = self.tokenizer.get_added_tokens_decoder().values()
+        added = sorted((token.content for token in added_tokens), key=len)
         self._added_pattern = re.compile("|".join(map(re.escape, reversed(added)))) if added else None
+        # Only an added token marked `normalized` is matched on normalised text.
+        self._matched_normalized = any(token.normalized for token in added_tokens)
 
     @property
     def unknown_token_id(self) -> int | None:
@@ -229,9 +232,12 @@ class ChatTokenizer:
         token marked `normalized` is matched on the normalised text): caller text that does is quoted."""
         if self._added_pattern is None:
             return False
+        if self._added_pattern.search(text):
+            return True
         normalizer = self.tokenizer.normalizer
-        normalized = normalizer.normalize_str(text) if normalizer is not None and not text.isascii() else text
-        return any(self._added_pattern.search(candidate) for candidate in {text, normalized})
+        if not self._matched_normalized or normalizer is None or text.isascii():
+            return False
+        return self._added_pattern.search(normalizer.normalize_str(text)) is not None
 
     def encode_segments(self, segments: Sequence[Segment]) -> list[int]:
         """Template text with its added tokens; quoted text with added-token strings as plain text."""
