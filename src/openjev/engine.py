@@ -108,6 +108,10 @@ class Engine:
             else "the backend's context length"
         )
         self._backend_slots = asyncio.Semaphore(settings.max_concurrent_branches)
+        # Every id the tokenizer can make is at most its largest (ids need not be contiguous).
+        vocab = backend.vocab_size
+        largest = max(chat.tokenizer.get_vocab(with_added_tokens=True).values(), default=-1)
+        self._ids_in_vocabulary = vocab is not None and largest < vocab
         self.calibration: Calibration | None = (
             load_calibration(settings.calibration_file) if settings.calibration_file is not None else None
         )
@@ -240,7 +244,8 @@ class Engine:
 
     async def _call_backend(self, input_ids: list[int], label_token_ids: tuple[int, ...]) -> LabelLogprobs:
         async with self._backend_slots:
-            return await self.backend.readout(ReadoutCall(new_rid(), input_ids, label_token_ids))
+            call = ReadoutCall(new_rid(), input_ids, label_token_ids, self._ids_in_vocabulary)
+            return await self.backend.readout(call)
 
     async def evaluate(self, prepared: PreparedRequest) -> Evaluation:
         prefix = prepared.shared_prefix_ids
