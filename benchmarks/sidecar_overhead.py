@@ -3,10 +3,10 @@
 Three processes: an instant SGLang stand-in (a bare uvloop HTTP/1.1 server that answers `/generate`
 with the requested ids' logprobs, no model, no framework), `openjev serve --connect` to it, and the
 *floor*: a bare uvicorn app that parses the same JSON body and makes the same backend calls (a
-warm-up, then N concurrent `/generate` calls with `input_ids` of the same lengths as openjev's) over
-one pooled httpx client, then answers, with orjson for every JSON it reads or writes. The floor does
-no validation, rendering, tokenization or readout, so openjev / floor is what openjev's own work costs
-on top of unavoidable HTTP and JSON.
+warm-up, then N concurrent `/generate` calls with `input_ids` of the same lengths and about the same
+bytes as openjev's) over one pooled httpx client, then answers, with orjson for every JSON it reads
+or writes. The floor does no validation, rendering, tokenization or readout, so openjev / floor is
+what openjev's own work costs on top of unavoidable HTTP and JSON.
 
 A "new" state is a seeded random text per request, new all the way through, so no piece of it was
 tokenized before. The growing conversations (50, 400 and 1,100 messages) add one new message per
@@ -74,6 +74,9 @@ WORDS = [
     "log",
 ]
 JSON_HEADERS = {"content-type": "application/json"}
+#: The id the floor sends: four digits, so its prompts take the bytes openjev's do (4.7 to 5.0 bytes an
+#: id on these texts), and the backend parses as much.
+FLOOR_ID = 1000
 GROWN_SIZES = (50, 400, 1_100)
 
 
@@ -134,7 +137,7 @@ def floor_server(port: int, backend_port: int) -> None:
 
     async def call(length: int) -> Any:
         payload = {
-            "input_ids": [1] * length,
+            "input_ids": [FLOOR_ID] * length,
             "sampling_params": {"max_new_tokens": 1, "temperature": 0},
             "return_logprob": True,
             "logprob_start_len": -1,

@@ -1,6 +1,7 @@
 """The request's journey from a validated Jev request to typed answers.
 
-1. `prepare` (CPU only): render the conversation once, tokenize the shared prefix once and each
+1. `prepare` (CPU only): render the conversation once (a conversation that extends one prepared
+   before: only its new messages, `conversation_memo.py`), tokenize the shared prefix once and each
    question suffix on its own (each distinct text once per process: `encoding.py`), pick label ids,
    and enforce the token budgets. Nothing is truncated:
    a prompt over a limit is a 422 naming the limit and the count.
