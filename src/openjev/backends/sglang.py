@@ -26,8 +26,7 @@ server's limits must be known: no readout may reach what SGLang 0.5.19 refuses o
 - Vocabulary: 0.5.19 never checks `input_ids` against the vocabulary (`tokenizer_manager.py:1162`
   checks only `token_ids_logprob`); one bad id kills the Python frontend. Every readout's ids are
   checked here against the model's `vocab_size` (its `config.json`, as SGLang reads it), unless the
-  caller vouches for them (`ReadoutCall.ids_in_vocabulary`: the engine does when its tokenizer has no
-  id at or past `vocab_size`).
+  caller vouches for them (`ReadoutCall.ids_in_vocabulary`, when its tokenizer fits the model).
 """
 
 from __future__ import annotations
