@@ -3,12 +3,17 @@
 Three processes: an instant SGLang stand-in (a bare uvloop HTTP/1.1 server that answers `/generate`
 with the requested ids' logprobs, no model, no framework), `openjev serve --connect` to it, and the
 *floor*: a bare uvicorn app that parses the same JSON body and makes the same backend calls (a
-warm-up, then N concurrent `/generate` calls with `input_ids` of the same lengths as openjev's) over
-one pooled httpx client, then answers. The floor does no validation, rendering, tokenization or
-readout, so openjev / floor is what openjev's own work costs on top of unavoidable HTTP and JSON.
+warm-up, then N concurrent `/generate` calls with `input_ids` of the same lengths and about the same
+bytes as openjev's) over one pooled httpx client, then answers, with orjson for every JSON it reads
+or writes. The floor does no validation, rendering, tokenization or readout, so openjev / floor is
+what openjev's own work costs on top of unavoidable HTTP and JSON.
+
+A "new" state is a seeded random text per request, new all the way through, so no piece of it was
+tokenized before. The growing conversations (50, 400 and 1,100 messages) add one new message per
+request; for them openjev's own preparation time (its `Server-Timing` `prep`) is printed too.
 
 Requests alternate between openjev and the floor (same body, one keep-alive connection each), so
-both see the same machine noise. Printed per case: p50 of each and the ratio, ratios first.
+both see the same machine noise. Printed per case: the ratio of p50s, p50 of each, and p50 prep.
 
     uv run python benchmarks/sidecar_overhead.py [--scale 1.0]
 """
@@ -17,19 +22,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
 import random
 import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -69,6 +73,11 @@ WORDS = [
     "error",
     "log",
 ]
+JSON_HEADERS = {"content-type": "application/json"}
+#: The id the floor sends: four digits, so its prompts take the bytes openjev's do (4.7 to 5.0 bytes an
+#: id on these texts), and the backend parses as much.
+FLOOR_ID = 1000
+GROWN_SIZES = (50, 400, 1_100)
 
 
 async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -82,10 +91,10 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
         for line in head.split(b"\r\n"):
             if line.lower().startswith(b"content-length:"):
                 length = int(line.split(b":", 1)[1])
-        body = json.loads(await reader.readexactly(length)) if length else {}
+        body = orjson.loads(await reader.readexactly(length)) if length else {}
         ids = body.get("token_ids_logprob") or []
         path = head.split(b" ", 2)[1]
-        payload = json.dumps(
+        payload = orjson.dumps(
             SERVER_FACTS[path]
             if path in SERVER_FACTS
             else {
@@ -99,7 +108,7 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
                     "output_token_ids_logprobs": [[[-1.0 - i, token, None] for i, token in enumerate(ids)]],
                 },
             }
-        ).encode()
+        )
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(payload))
         writer.write(payload)
         await writer.drain()
@@ -128,13 +137,14 @@ def floor_server(port: int, backend_port: int) -> None:
 
     async def call(length: int) -> Any:
         payload = {
-            "input_ids": [1] * length,
+            "input_ids": [FLOOR_ID] * length,
             "sampling_params": {"max_new_tokens": 1, "temperature": 0},
             "return_logprob": True,
             "logprob_start_len": -1,
             "token_ids_logprob": [1, 2, 3],
         }
-        return (await client.post("/generate", json=payload)).json()
+        response = await client.post("/generate", content=orjson.dumps(payload), headers=JSON_HEADERS)
+        return orjson.loads(response.content)
 
     async def app(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
         if scope["type"] != "http":
@@ -145,12 +155,12 @@ def floor_server(port: int, backend_port: int) -> None:
             chunks.append(message.get("body", b""))
             if not message.get("more_body"):
                 break
-        body = json.loads(b"".join(chunks) or b"{}")
+        body = orjson.loads(b"".join(chunks) or b"{}")
         headers = dict(scope["headers"])
         lengths = [int(n) for n in headers.get(b"x-floor-lengths", b"1").split(b",")]
         await call(lengths[0])
         answers = await asyncio.gather(*(call(length) for length in lengths[1:]))
-        out = json.dumps({"questions": list(body.get("questions", {})), "answers": answers}).encode()
+        out = orjson.dumps({"questions": list(body.get("questions", {})), "answers": answers})
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": out})
 
@@ -162,35 +172,48 @@ def chat_body(state: Any, count: int) -> dict[str, Any]:
 
 
 def document(tokens: int, seed: int = 7) -> str:
-    """About `tokens` tokens of plain text in paragraphs (one word is about one token here)."""
+    """About `tokens` tokens of plain text in paragraphs (one word is about one token here), random
+    throughout for each seed."""
     rng = random.Random(seed)
     lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 30))) + "." for _ in range(tokens // 18)]
     return "\n".join(lines)
 
 
+def message(index: int) -> dict[str, Any]:
+    """Message `index` of a conversation: a user or assistant turn of 6 to 20 random words."""
+    rng = random.Random(1_000_003 * index)
+    words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 20)))
+    return {"role": "user" if index % 2 == 0 else "assistant", "content": f"Message {index}: {words}."}
+
+
+def grown(size: int, requests: int) -> list[dict[str, Any]]:
+    """A conversation of `size` messages, then one new message per request: the first request
+    (warm-up) shows `size` messages, each later one the same ones plus one more."""
+    conversation = [SYSTEM, *(message(i) for i in range(size - 1))]
+    bodies = [chat_body(conversation, 3)]
+    for i in range(requests):
+        conversation = [*conversation, message(size - 1 + i)]
+        bodies.append(chat_body(conversation, 3))
+    return bodies
+
+
 def cases(scale: float) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """Each case's bodies; the first one warms both servers up and is not counted."""
+
     def n(count: int) -> int:
         return max(5, int(count * scale))
 
     small = [SYSTEM, TICKET]
-    yield "3 questions, small chat", [chat_body(small, 3)] * n(200)
-    yield "64 questions, small chat", [chat_body(small, 64)] * n(40)
-    doc = document(24_000)
+    yield "3 questions, small chat", [chat_body(small, 3)] * (n(200) + 1)
+    yield "64 questions, small chat", [chat_body(small, 64)] * (n(40) + 1)
     yield (
         "8 questions, ~24k-token state, new each time",
-        [chat_body(f"Case {uuid.uuid4().hex}\n{doc}", 8) for _ in range(n(20))],
+        [chat_body(document(24_000, seed=seed), 8) for seed in range(n(20) + 1)],
     )
-    yield "8 questions, the same ~24k-token state again", [chat_body(f"Case fixed\n{doc}", 8)] * n(20)
-    conversation = [SYSTEM] + [
-        {"role": "user" if i % 2 == 0 else "assistant", "content": f"Message {i}: {document(60, seed=i)}"}
-        for i in range(40)
-    ]
-    grown = []
-    for i in range(n(40)):
-        role = "user" if (len(conversation) + i) % 2 else "assistant"
-        conversation = [*conversation, {"role": role, "content": f"Message {40 + i}: {document(60, seed=99 + i)}"}]
-        grown.append(chat_body(conversation, 3))
-    yield "3 questions, a 40-message chat grown by one message", grown
+    same = chat_body(document(24_000, seed=-1), 8)
+    yield "8 questions, the same ~24k-token state again", [same] * (n(20) + 1)
+    for size in GROWN_SIZES:
+        yield f"3 questions, {size:,}-message chat + 1 new message", grown(size, n(40))
 
 
 def backend_lengths(response: httpx.Response, count: int) -> str:
@@ -200,20 +223,29 @@ def backend_lengths(response: httpx.Response, count: int) -> str:
     return ",".join([str(prefix)] + [str(branches // count)] * count)
 
 
-def run_case(openjev: httpx.Client, floor: httpx.Client, bodies: list[dict[str, Any]]) -> tuple[float, float]:
-    ours, theirs = [], []
-    for index, body in enumerate([bodies[0], *bodies]):  # the first request warms both up
+def prep_seconds(response: httpx.Response) -> float:
+    """openjev's own preparation time, from its `Server-Timing: prep;dur=<ms>, ...` header."""
+    first = response.headers["server-timing"].split(",")[0]
+    return float(first.split("dur=")[1]) / 1000
+
+
+def run_case(openjev: httpx.Client, floor: httpx.Client, bodies: list[dict[str, Any]]) -> tuple[float, float, float]:
+    """p50 seconds of openjev, of the floor, and of openjev's preparation; bodies[0] only warms up."""
+    ours, theirs, preps = [], [], []
+    for index, body in enumerate(bodies):
+        content = orjson.dumps(body)
         started = time.perf_counter()
-        response = openjev.post("/v1/systemone", json=body)
+        response = openjev.post("/v1/systemone", content=content, headers=JSON_HEADERS)
         elapsed = time.perf_counter() - started
         response.raise_for_status()
-        lengths = backend_lengths(response, len(body["questions"]))
+        headers = {**JSON_HEADERS, "x-floor-lengths": backend_lengths(response, len(body["questions"]))}
         started = time.perf_counter()
-        floor.post("/", json=body, headers={"x-floor-lengths": lengths}).raise_for_status()
+        floor.post("/", content=content, headers=headers).raise_for_status()
         if index:
             ours.append(elapsed)
             theirs.append(time.perf_counter() - started)
-    return statistics.median(ours), statistics.median(theirs)
+            preps.append(prep_seconds(response))
+    return statistics.median(ours), statistics.median(theirs), statistics.median(preps)
 
 
 def main() -> None:
@@ -240,10 +272,14 @@ def main() -> None:
                     httpx.Client(base_url=server.url, timeout=120) as openjev,
                     httpx.Client(base_url=f"http://127.0.0.1:{floor_port}", timeout=120) as floor,
                 ):
-                    print(f"{'case':<52} {'ratio':>6} {'openjev p50':>12} {'floor p50':>10}")
+                    print(f"{'case':<52} {'ratio':>6} {'openjev p50':>12} {'floor p50':>10} {'prep p50':>9}")
                     for name, bodies in cases(args.scale):
-                        ours, theirs = run_case(openjev, floor, bodies)
-                        print(f"{name:<52} {ours / theirs:6.2f} {ours * 1000:9.1f} ms {theirs * 1000:7.1f} ms")
+                        ours, theirs, prep = run_case(openjev, floor, bodies)
+                        print(
+                            f"{name:<52} {ours / theirs:6.2f} {ours * 1000:9.1f} ms {theirs * 1000:7.1f} ms "
+                            f"{prep * 1000:6.1f} ms",
+                            flush=True,
+                        )
             finally:
                 stop_openjev(server)
     finally:

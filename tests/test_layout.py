@@ -16,7 +16,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("errors", "config", "calibration", "examples", "metrics", "fast_bpe"),
     ("schema", "tokenizer", "tokenizer_source"),
     ("encoding",),
-    ("validation", "prompts", "labels", "answers"),
+    ("validation", "prompts", "labels", "answers", "conversation_memo"),
     ("backends",),
     ("engine",),
     ("service",),

@@ -177,6 +177,12 @@ class Settings(BaseSettings):
     tokenize_cache_bytes: int = Field(
         256 * 1024**2, ge=0, description="Bytes of tokenized text pieces kept, so a repeated text is tokenized once."
     )
+    conversation_memo_bytes: int = Field(
+        64 * 1024**2,
+        ge=0,
+        description="Bytes of prepared conversations kept, so a conversation that grows renders and tokenizes "
+        "only its new messages; 0 renders every conversation in full.",
+    )
 
     # Embedded backend.
     prefix_cache_bytes: int = Field(

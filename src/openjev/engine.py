@@ -1,6 +1,7 @@
 """The request's journey from a validated Jev request to typed answers.
 
-1. `prepare` (CPU only): render the conversation once, tokenize the shared prefix once and each
+1. `prepare` (CPU only): render the conversation once (a conversation that extends one prepared
+   before: only its new messages, `conversation_memo.py`), tokenize the shared prefix once and each
    question suffix on its own (each distinct text once per process: `encoding.py`), pick label ids,
    and enforce the token budgets. Nothing is truncated:
    a prompt over a limit is a 422 naming the limit and the count.
@@ -40,10 +41,11 @@ from openjev.answers import (
 from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall
 from openjev.calibration import Calibration, load_calibration
 from openjev.config import Settings
+from openjev.conversation_memo import ConversationMemo
 from openjev.encoding import PromptEncoder, PromptTooLong
 from openjev.errors import Issue, RequestRejected
 from openjev.labels import build_label_set
-from openjev.prompts import ANSWER_CUES, choice_text, frame_conversation, noul_text, score_text, state_messages
+from openjev.prompts import ANSWER_CUES, choice_text, frame_conversation, noul_text, score_text
 from openjev.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion, SystemOneRequest
 from openjev.tokenizer import ChatTokenizer, TemplateError
 from openjev.validation import check_request
@@ -95,6 +97,9 @@ class Engine:
         answer_context = frame_conversation(chat, [{"role": "user", "content": "?"}], self.cue).turn_close
         self.labels = build_label_set(chat, answer_context, max(settings.max_choice_options, settings.max_score_levels))
         self.encoder = PromptEncoder(chat, settings.tokenize_cache_bytes)
+        self.memo = ConversationMemo(
+            chat, self.cue, settings.conversation_memo_bytes, exact_cuts=self.encoder.cuts_at_special_tokens
+        )
         self.backend = backend
         context = backend.context_length
         self.max_branch_tokens = min(settings.max_input_tokens, context) if context else settings.max_input_tokens
@@ -104,6 +109,10 @@ class Engine:
             else "the backend's context length"
         )
         self._backend_slots = asyncio.Semaphore(settings.max_concurrent_branches)
+        # Every id the tokenizer can make is at most its largest (ids need not be contiguous).
+        vocab = backend.vocab_size
+        largest = max(chat.tokenizer.get_vocab(with_added_tokens=True).values(), default=-1)
+        self._ids_in_vocabulary = vocab is not None and largest < vocab
         self.calibration: Calibration | None = (
             load_calibration(settings.calibration_file) if settings.calibration_file is not None else None
         )
@@ -112,14 +121,16 @@ class Engine:
 
     # -- 1. prepare -------------------------------------------------------------------------------
 
-    def prepare(self, request: SystemOneRequest) -> PreparedRequest:
-        issues = check_request(request, self.settings)
+    def prepare(self, request: SystemOneRequest, *, checked: bool = False) -> PreparedRequest:
+        """`checked`: the caller has run `check_request` on this request already and found nothing."""
+        issues = [] if checked else check_request(request, self.settings)
         if issues:
             raise RequestRejected(issues)
         try:
-            frame = frame_conversation(self.chat, state_messages(request.state), self.cue)
+            framing = self.memo.frame(request.state)
         except TemplateError as error:
             raise RequestRejected([Issue(("state",), str(error))]) from error
+        frame, known = framing.frame, framing.known_ids
 
         questions: list[tuple[str, AnswerableQuestion]] = list(request.questions.items())  # type: ignore[arg-type]
         planned = [
@@ -128,7 +139,7 @@ class Engine:
             for offset in self._offsets(question)
         ]
         try:
-            shared_prefix_ids, *suffixes = self.encoder.encode_many(
+            new_prefix_ids, *suffixes = self.encoder.encode_many(
                 [
                     frame.shared_prefix_segments,
                     *(
@@ -136,15 +147,18 @@ class Engine:
                         for *_, text, _ in planned
                     ),
                 ],
-                self._encode_limits(len(planned)),
+                self._encode_limits(len(planned), len(known)),
             )
         except PromptTooLong as over:
+            over = PromptTooLong(over.index, over.tokens + (len(known) if over.index == 0 else 0))
             raise RequestRejected([self._early_budget_issue(over, planned)]) from None
+        shared_prefix_ids = known + new_prefix_ids
         branches = [
             Branch(question_id, question, suffix_ids, ids, offset)
             for (question_id, question, offset, _, ids), suffix_ids in zip(planned, suffixes, strict=True)
         ]
         self._check_budget(shared_prefix_ids, branches)
+        self.memo.remember(framing, shared_prefix_ids)
         return PreparedRequest(shared_prefix_ids, branches)
 
     def _offsets(self, question: AnswerableQuestion) -> list[int]:
@@ -162,13 +176,14 @@ class Engine:
             return choice_text(question, labels.option_labels[:count], offset), labels.option_label_ids[:count]
         return score_text(question, labels.option_labels[:count]), labels.option_label_ids[:count]
 
-    def _encode_limits(self, branch_count: int) -> list[int]:
+    def _encode_limits(self, branch_count: int, known: int = 0) -> list[int]:
         """Per prompt, a length past which `_check_budget` must refuse whatever the others' lengths:
         every prompt (question suffixes and the prefix) has at least one token, and each branch adds one
-        output token; the prefix counts once for the warm-up and once per branch."""
+        output token; the prefix counts once for the warm-up and once per branch. `known`: prefix
+        tokens already known, not encoded again."""
         suffix_limit = self.max_branch_tokens - 2
         total_share = (self.settings.max_total_input_tokens - branch_count) // (1 + branch_count)
-        return [min(suffix_limit, total_share), *[suffix_limit] * branch_count]
+        return [max(0, min(suffix_limit, total_share) - known), *[suffix_limit] * branch_count]
 
     def _early_budget_issue(self, over: PromptTooLong, planned: list[tuple[Any, ...]]) -> Issue:
         """The issue for a prompt found over its `_encode_limits` entry before it was fully tokenized."""
@@ -230,7 +245,8 @@ class Engine:
 
     async def _call_backend(self, input_ids: list[int], label_token_ids: tuple[int, ...]) -> LabelLogprobs:
         async with self._backend_slots:
-            return await self.backend.readout(ReadoutCall(new_rid(), input_ids, label_token_ids))
+            call = ReadoutCall(new_rid(), input_ids, label_token_ids, self._ids_in_vocabulary)
+            return await self.backend.readout(call)
 
     async def evaluate(self, prepared: PreparedRequest) -> Evaluation:
         prefix = prepared.shared_prefix_ids

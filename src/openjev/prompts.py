@@ -24,7 +24,9 @@ Contract:
 
 from __future__ import annotations
 
+import itertools
 import json
+import operator
 import re
 import secrets
 from collections.abc import Mapping, Sequence
@@ -55,11 +57,11 @@ def render_value(value: FreeForm) -> str:
 
 
 def _looks_like_chat(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and len(value) > 0
-        and all(isinstance(item, Mapping) and "role" in item for item in value)
-    )
+    if not isinstance(value, list) or not value:
+        return False
+    if set(map(type, value)) == {dict}:  # the common case, in C: a chat of 1,100 messages in 30 µs
+        return all(map(operator.contains, value, itertools.repeat("role")))
+    return all(isinstance(item, Mapping) and "role" in item for item in value)
 
 
 def _message_text(content: Any, loc: Loc) -> str:
@@ -84,18 +86,19 @@ def _message_text(content: Any, loc: Loc) -> str:
     raise _refuse(loc, "message content must be a string, a list of text parts, or null")
 
 
-def state_messages(state: FreeForm) -> list[dict[str, Any]]:
-    """The state as chat turns."""
-    messages_loc: Loc = ("state",)
-    raw: Any = None
+def chat_messages(state: FreeForm) -> tuple[list[Any], Loc] | None:
+    """The state's chat messages as sent, and where they are; None when the state is not a chat."""
     if _looks_like_chat(state):
-        raw = state
-    elif isinstance(state, Mapping) and set(state) == {"messages"} and _looks_like_chat(state["messages"]):
-        raw, messages_loc = state["messages"], ("state", "messages")
-    if raw is None:
-        return [{"role": "user", "content": render_value(state)}]
+        return state, ("state",)  # type: ignore[return-value]
+    if isinstance(state, Mapping) and set(state) == {"messages"} and _looks_like_chat(state["messages"]):
+        return state["messages"], ("state", "messages")
+    return None
+
+
+def normalize_messages(raw: Sequence[Any], messages_loc: Loc, start: int = 0) -> list[dict[str, Any]]:
+    """Chat messages as turns the template takes (`raw[i]` is message `start + i` at `messages_loc`)."""
     messages = []
-    for index, message in enumerate(raw):
+    for index, message in enumerate(raw, start):
         role = message.get("role")
         if role not in CHAT_ROLES:
             raise _refuse(
@@ -106,6 +109,14 @@ def state_messages(state: FreeForm) -> list[dict[str, Any]]:
         turn["content"] = _message_text(message.get("content"), (*messages_loc, index, "content"))
         messages.append(turn)
     return messages
+
+
+def state_messages(state: FreeForm) -> list[dict[str, Any]]:
+    """The state as chat turns."""
+    chat = chat_messages(state)
+    if chat is None:
+        return [{"role": "user", "content": render_value(state)}]
+    return normalize_messages(*chat)
 
 
 def _option_line(label: str, value: FreeForm) -> str:

@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
+
 from openjev.config import Settings
 from openjev.errors import Issue, Loc
 from openjev.schema import BoxQuestion, ChoiceQuestion, NoulQuestion, ScoreQuestion, SystemOneRequest
@@ -44,8 +46,20 @@ def _surrogates(value: Any, loc: Loc) -> Iterator[Issue]:
             yield from _surrogates(item, (*loc, index))
 
 
+def _surrogate_issues(value: Any, loc: Loc) -> list[Issue]:
+    """`_surrogates`, walked only where there can be one: orjson refuses to encode a string (or key)
+    holding a lone surrogate, so a value it encodes has none (about 0.1 ms for 100 KB of chat
+    against 8 ms for the walk). It refuses other things too (deep nesting, huge integers); the walk
+    then decides."""
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return list(_surrogates(value, loc))
+    return []
+
+
 def check_request(request: SystemOneRequest, settings: Settings) -> list[Issue]:
-    issues: list[Issue] = list(_surrogates(request.state, ("state",)))
+    issues: list[Issue] = _surrogate_issues(request.state, ("state",))
     if request.assets is not None:
         issues.append(ASSETS_REFUSED)
     if len(request.questions) > settings.max_questions:
@@ -62,7 +76,7 @@ def check_request(request: SystemOneRequest, settings: Settings) -> list[Issue]:
             issues.append(Issue(("questions",), "a question id holds a lone UTF-16 surrogate", "string_unicode"))
             continue
         loc = ("questions", question_id)
-        issues += _surrogates(question.model_dump(include={"instructions", "criteria"}), loc)
+        issues += _surrogate_issues(question.model_dump(include={"instructions", "criteria"}), loc)
         if isinstance(question, BoxQuestion):
             issues.append(
                 Issue(

@@ -143,10 +143,10 @@ def test_preparation_has_its_own_limit(qwen_tokenizer_dir) -> None:
         gate, entered = threading.Event(), threading.Event()
         prepare = engine.prepare
 
-        def slow_prepare(body):
+        def slow_prepare(body, **options):
             entered.set()
             gate.wait(10)
-            return prepare(body)
+            return prepare(body, **options)
 
         engine.prepare = slow_prepare
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -166,7 +166,7 @@ def test_cheap_limits_come_before_any_preparation(qwen_tokenizer_dir) -> None:
     with TestClient(app) as client:
         assert _eventually_ready(client)
         engine = app.state.service.runtime().engine
-        engine.prepare = lambda body: pytest.fail("prepared a request that breaks a counted limit")
+        engine.prepare = lambda body, **options: pytest.fail("prepared a request that breaks a counted limit")
         questions = {f"q{i}": {"type": "noul", "instructions": "x" * 100_000} for i in range(3)}
         response = client.post("/v1/systemone", json={"model": "jev-latest", "state": "s", "questions": questions})
     assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "questions"]

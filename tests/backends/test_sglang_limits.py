@@ -7,12 +7,17 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from openjev.backends.base import BackendError, BackendUnavailable, ReadoutCall
 from openjev.backends.sglang import SGLangBackend, admissible_budget, parse_label_logprobs
+from openjev.config import Settings
+from openjev.engine import Engine
+from openjev.schema import SystemOneRequest
+from openjev.tokenizer import ChatTokenizer
 from tests.fake_sglang import VOCAB_SIZE, FakeSGLang
 from tests.fake_sglang.rules import judge
 
@@ -165,3 +170,29 @@ def test_well_formed_answers_parse() -> None:
     float32_min = position([-3.4028234663852886e38, 19, None], [0.0, 20, None])
     assert parse_label_logprobs(float32_min, CALL).logprobs == (-3.4028234663852886e38, 0.0)
     assert parse_label_logprobs(meta(cached_tokens=2), CALL).cached_tokens == 2
+
+
+@pytest.mark.parametrize(("vocab_size", "vouched"), [(1000, False), (VOCAB_SIZE, True)])
+def test_the_engine_vouches_for_its_ids_only_when_its_tokenizer_fits_the_model(
+    qwen_tokenizer_dir: Path, vocab_size: int, vouched: bool
+) -> None:
+    chat = ChatTokenizer(qwen_tokenizer_dir)
+    request = SystemOneRequest.model_validate(
+        {"model": "jev-latest", "state": "héllo wörld", "questions": {"q": {"type": "noul", "instructions": "Ok?"}}}
+    )
+
+    async def check(backend: SGLangBackend) -> None:
+        engine = Engine(Settings(), chat, backend)
+        assert engine._ids_in_vocabulary is vouched
+        calls = len(fake.generate_calls)
+        if vouched:
+            await engine.evaluate(engine.prepare(request))
+            assert len(fake.generate_calls) == calls + 2
+        else:  # Qwen's ids go past 1000: refused here, never sent
+            with pytest.raises(BackendError, match="outside the model's vocabulary of 1000 ids"):
+                await engine.evaluate(engine.prepare(request))
+            assert len(fake.generate_calls) == calls
+
+    with FakeSGLang(model_path="/nonexistent/model") as fake:
+        with_backend(fake, check, vocab_size=vocab_size)
+        assert fake.violations == []

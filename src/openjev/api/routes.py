@@ -138,7 +138,7 @@ async def system_one(body: SystemOneRequest, request: Request, service: ServiceD
     started = time.perf_counter()
     try:
         with service.admit():
-            prepared = await service.prepare(functools.partial(runtime.engine.prepare, body))
+            prepared = await service.prepare(functools.partial(runtime.engine.prepare, body, checked=True))
             prepared_at = time.perf_counter()
             evaluation = await run_while_connected(request, runtime.engine.evaluate(prepared))
     except ClientDisconnected:

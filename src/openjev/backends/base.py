@@ -28,6 +28,9 @@ class ReadoutCall:
     rid: str
     input_ids: Sequence[int]
     label_token_ids: Sequence[int]
+    #: The caller vouches that every id is in [0, the backend's `vocab_size`), so the backend need
+    #: not scan the prompt again (about 0.4 ms for each 24k-id readout).
+    ids_in_vocabulary: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,11 @@ class Backend(abc.ABC):
     @property
     def context_length(self) -> int | None:
         """Largest prompt + output length the backend accepts, when it knows one."""
+        return None
+
+    @property
+    def vocab_size(self) -> int | None:
+        """Ids the model has, when the backend knows and checks them (see `ReadoutCall.ids_in_vocabulary`)."""
         return None
 
     @property

@@ -25,7 +25,8 @@ server's limits must be known: no readout may reach what SGLang 0.5.19 refuses o
   prompt + its one output token), read from `/server_info` or derived from `/v1/models`.
 - Vocabulary: 0.5.19 never checks `input_ids` against the vocabulary (`tokenizer_manager.py:1162`
   checks only `token_ids_logprob`); one bad id kills the Python frontend. Every readout's ids are
-  checked here against the model's `vocab_size` (its `config.json`, as SGLang reads it).
+  checked here against the model's `vocab_size` (its `config.json`, as SGLang reads it), unless the
+  caller vouches for them (`ReadoutCall.ids_in_vocabulary`, when its tokenizer fits the model).
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def client_options(settings: Settings) -> dict[str, Any]:
 def generate_payload(call: ReadoutCall) -> dict[str, Any]:
     return {
         "rid": call.rid,
-        "input_ids": list(call.input_ids),
+        "input_ids": call.input_ids if type(call.input_ids) is list else list(call.input_ids),
         "sampling_params": READOUT_SAMPLING_PARAMS,
         "return_logprob": True,
         "logprob_start_len": -1,
@@ -247,7 +248,7 @@ class SGLangBackend(Backend):
     # -- readout ----------------------------------------------------------------------------------
 
     async def readout(self, call: ReadoutCall) -> LabelLogprobs:
-        if self._vocab_size is not None:
+        if self._vocab_size is not None and not call.ids_in_vocabulary:
             check_vocabulary(call, self._vocab_size)
         return await self._generate(call)
 

@@ -1,0 +1,309 @@
+"""Incremental preparation: a conversation that extends one prepared before renders and tokenizes
+only its new messages.
+
+Contract: `ConversationMemo.frame(state)` returns a `Framing` whose `known_ids` followed by the ids of
+`frame.shared_prefix_segments` are exactly the ids of the full render's shared prefix, and whose
+question turn (`turn_open`, `turn_close`) is the full render's. `remember(framing, prefix_ids)`
+keeps the prepared conversation for later requests, in a byte-bounded LRU
+(`OPENJEV_CONVERSATION_MEMO_BYTES`; 0 turns reuse off).
+
+Write P(M) for the shared prefix of conversation M (the text before the question turn's opening
+special token, `prompts.frame_conversation`) and let M' = M + D extend a remembered M.
+
+1. **Tokens.** If P(M') = P(M) + X where X is empty or starts with a special token, then
+   ids(P(M')) = ids(P(M)) + ids(X): the tokenizer cuts at special tokens before anything else
+   (`PromptEncoder` checks that at load; without it nothing is reused). X's start is checked per request.
+2. **Text.** Whether P(M') starts with P(M) is a property of the chat template, which is a program.
+   X is rendered from a window, W = M's first message and its last one or two (as many as keep
+   len(W) and len(M) of the same parity, for templates that check role alternation by index):
+   X = P(W + D) minus P(W), and P(W) must be a prefix of P(W + D) (checked per request; for
+   M of at most 3 messages W is M itself, so nothing else is assumed). For longer M the window
+   stands for the whole conversation, which is proven per template and *shape* (role of M's first
+   message, of its last, of D's first or none) before any conversation of that shape is reused, once
+   per process (`prove_shape`): probe conversations of 4 and 5 messages (users and assistants
+   alternating between the first and the last), extended by the new role alone and followed by each
+   role, are rendered both in full and through the window, and the shape is reused only if every
+   probe that the template renders in full agrees, in text, quoting and question turn (and one at
+   least does). What probes cannot show is a template that reads a message far from the window
+   by its content, or refuses a conversation by its length alone. A conversation of an
+   unproven shape renders in full (on Qwen3's template that is a tool message followed by another,
+   whose `<|im_end|>` depends on the next message). Templates that read the clock (`strftime_now`)
+   are never reused.
+3. **Which messages.** Only messages of exactly a role and a string content, the probes' shape, are
+   remembered or reused; a message with anything else (a name, tool calls, content parts) renders in
+   full. A remembered conversation is matched by equality of every message, not by a hash.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from openjev.prompts import (
+    CHAT_ROLES,
+    ConversationFrame,
+    chat_messages,
+    frame_conversation,
+    normalize_messages,
+    state_messages,
+)
+from openjev.schema import FreeForm
+from openjev.tokenizer import ChatTokenizer, Segment, TemplateError, chat_template_source
+
+#: Bytes a remembered prompt id costs (a list slot and an int object); a message's overhead besides its text.
+ID_BYTES, MESSAGE_BYTES = 36, 300
+#: Conversations of at most this many messages are their own window (nothing is assumed about them).
+WHOLE_WINDOW = 3
+_ROLES = tuple(sorted(CHAT_ROLES))
+_PROBE_LENGTHS = (4, 5)
+
+Turn = dict[str, Any]
+Shape = tuple[str, str, str | None]
+
+
+def reusable(message: Any) -> bool:
+    """A message of exactly a role and a string content (the shape the load-time probes cover)."""
+    return type(message) is dict and len(message) == 2 and type(message.get("content")) is str and "role" in message
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    raw: list[Any]
+    head: Turn
+    #: The last two messages after the first (fewer in a shorter conversation).
+    tail: tuple[Turn, ...]
+    prefix_ids: list[int]
+    #: Characters of message text, and the bytes the whole entry is counted as.
+    text_bytes: int
+    cost: int
+
+    def window(self) -> list[Turn]:
+        length = len(self.raw)
+        if length <= WHOLE_WINDOW:
+            return [self.head, *self.tail]
+        return [self.head, *self.tail[-(1 if length % 2 == 0 else 2) :]]
+
+    def shape(self, new: Sequence[Turn]) -> Shape:
+        last = self.tail[-1] if self.tail else self.head
+        return (self.head["role"], last["role"], new[0]["role"] if new else None)
+
+
+@dataclass(frozen=True, slots=True)
+class Framing:
+    """The question frame; with `known_ids`, its `shared_prefix_segments` hold only the new text."""
+
+    frame: ConversationFrame
+    known_ids: list[int] = field(default_factory=list)
+    #: What `remember` keeps: the messages as sent, the first one and the last two normalised, and
+    #: the text bytes; `raw` is None when the conversation is not to be remembered.
+    raw: list[Any] | None = None
+    head: Turn | None = None
+    tail: tuple[Turn, ...] = ()
+    text_bytes: int = 0
+
+
+def split_segments(segments: Sequence[Segment], offset: int) -> tuple[str, tuple[Segment, ...]] | None:
+    """The text of the first `offset` characters and the segments after them; None when the cut
+    falls inside quoted text or past the end."""
+    head: list[str] = []
+    rest: list[Segment] = []
+    position = 0
+    for text, quoted in segments:
+        end = position + len(text)
+        if end <= offset:
+            head.append(text)
+        elif position >= offset:
+            rest.append((text, quoted))
+        elif quoted:
+            return None
+        else:
+            head.append(text[: offset - position])
+            rest.append((text[offset - position :], False))
+        position = end
+    return ("".join(head), tuple(rest)) if position >= offset else None
+
+
+def extend_frame(
+    chat: ChatTokenizer, cue: str, window: Sequence[Turn], new: Sequence[Turn]
+) -> ConversationFrame | None:
+    """The frame of `window + new` holding only the text after P(window); None when P(window) is not
+    a prefix of P(window + new) or the rest does not start at a special token."""
+    known = frame_conversation(chat, window, cue).shared_prefix
+    grown = frame_conversation(chat, [*window, *new], cue)
+    split = split_segments(grown.shared_prefix_segments, len(known))
+    if split is None or split[0] != known:
+        return None
+    rest = split[1]
+    if rest and (chat.special_pattern is None or not chat.special_pattern.match(rest[0][0]) or rest[0][1]):
+        return None
+    return ConversationFrame(rest, grown.turn_open, grown.turn_close)
+
+
+def _probe(roles: Sequence[str], start: int = 0) -> list[Turn]:
+    return [
+        {"role": role, "content": f"Probe message {index}, as a {role}.\nSecond line."}
+        for index, role in enumerate(roles, start)
+    ]
+
+
+def canonical(segments: Sequence[Segment]) -> tuple[Segment, ...]:
+    """Segments as the encoder reads them: adjacent template texts joined, quoted texts each apart."""
+    joined: list[Segment] = []
+    for text, quoted in segments:
+        if joined and not quoted and not joined[-1][1]:
+            joined[-1] = (joined[-1][0] + text, False)
+        elif text:
+            joined.append((text, quoted))
+    return tuple(joined)
+
+
+def _agrees(chat: ChatTokenizer, cue: str, conversation: list[Turn], new: list[Turn]) -> bool | None:
+    """Whether the window's frame of `conversation + new` equals the full one; None when the template
+    refuses the conversation in full (the probe then says nothing)."""
+    try:
+        full = frame_conversation(chat, [*conversation, *new], cue)
+    except TemplateError:
+        return None
+    try:
+        base = frame_conversation(chat, conversation, cue).shared_prefix_segments
+        entry = _Entry(conversation, conversation[0], tuple(conversation[1:][-2:]), [], 0, 0)
+        extended = extend_frame(chat, cue, entry.window(), new)
+    except TemplateError:
+        return False
+    return (
+        extended is not None
+        and canonical((*base, *extended.shared_prefix_segments)) == canonical(full.shared_prefix_segments)
+        and (extended.turn_open, extended.turn_close) == (full.turn_open, full.turn_close)
+    )
+
+
+def reads_the_clock(chat: ChatTokenizer) -> bool:
+    """Whether the template may show the date: a remembered prefix would keep yesterday's."""
+    return "strftime_now" in chat_template_source(chat.directory)
+
+
+def probe_roles(first: str, last: str, length: int) -> list[str]:
+    """`length` roles from `first` to `last`, users and assistants alternating between them and the
+    one before `last` the other of the two (as a template that checks alternation expects)."""
+    middle = [
+        "assistant" if (length - 2 - index) % 2 == (last == "assistant") else "user" for index in range(1, length - 1)
+    ]
+    return [first, *middle, last]
+
+
+def prove_shape(chat: ChatTokenizer, cue: str, shape: Shape) -> bool:
+    """Whether rendering through the window equals rendering in full for `shape`, on every probe the
+    template accepts (and on one at least): conversations of both parities past `WHOLE_WINDOW`,
+    extended by the new role alone and followed by each role."""
+    first, last, new = shape
+    follow_ups = [[new], *([new, role] for role in _ROLES)] if new else [[]]
+    verdicts = [
+        _agrees(chat, cue, _probe(probe_roles(first, last, length)), _probe(more, length))
+        for length in _PROBE_LENGTHS
+        for more in follow_ups
+    ]
+    return False not in verdicts and True in verdicts
+
+
+class ConversationMemo:
+    """Prepared conversations by their messages; safe to share between preparation threads."""
+
+    def __init__(self, chat: ChatTokenizer, cue: str, capacity_bytes: int, exact_cuts: bool) -> None:
+        self.chat = chat
+        self.cue = cue
+        self.capacity_bytes = max(0, capacity_bytes) if exact_cuts else 0
+        if reads_the_clock(chat):
+            self.capacity_bytes = 0
+        #: Each shape's proof, made on the first conversation of that shape (`prove_shape`).
+        self.shapes: dict[Shape, bool] = {}
+        self.bytes = 0
+        self.reused = 0
+        self._entries: OrderedDict[tuple[int, str, str], _Entry] = OrderedDict()
+        self._lengths: Counter[int] = Counter()
+        self._lock = threading.Lock()
+
+    def frame(self, state: FreeForm) -> Framing:
+        """The question frame of `state`, reusing the longest remembered conversation it extends."""
+        found = chat_messages(state)
+        if found is None or not self.capacity_bytes:
+            return Framing(frame_conversation(self.chat, state_messages(state), self.cue))
+        raw, loc = found
+        entry = self._find(raw)
+        if entry is not None and all(reusable(message) for message in raw[len(entry.raw) :]):
+            new = normalize_messages(raw[len(entry.raw) :], loc, len(entry.raw))
+            framing = self._extend(entry, raw, new)
+            if framing is not None:
+                return framing
+        messages = normalize_messages(raw, loc)
+        frame = frame_conversation(self.chat, messages, self.cue)
+        if not all(reusable(message) for message in raw):
+            return Framing(frame)
+        text_bytes = sum(len(message["content"]) for message in messages)
+        return Framing(frame, [], list(raw), messages[0], tuple(messages[1:][-2:]), text_bytes)
+
+    def _extend(self, entry: _Entry, raw: list[Any], new: list[Turn]) -> Framing | None:
+        if len(entry.raw) > WHOLE_WINDOW and not self._proven(entry.shape(new)):
+            return None
+        try:
+            frame = extend_frame(self.chat, self.cue, entry.window(), new)
+        except TemplateError:
+            return None  # the full render says whether the conversation itself is refused
+        if frame is None:
+            return None
+        with self._lock:
+            self.reused += 1
+        text_bytes = entry.text_bytes + sum(len(message["content"]) for message in new)
+        return Framing(frame, entry.prefix_ids, list(raw), entry.head, (*entry.tail, *new)[-2:], text_bytes)
+
+    def _proven(self, shape: Shape) -> bool:
+        proven = self.shapes.get(shape)
+        if proven is None:
+            # Two threads may prove the same shape at once; both get the same answer.
+            proven = self.shapes[shape] = prove_shape(self.chat, self.cue, shape)
+        return proven
+
+    def _find(self, raw: list[Any]) -> _Entry | None:
+        """The longest remembered conversation that `raw` starts with (every message equal)."""
+        with self._lock:
+            lengths = sorted(self._lengths, reverse=True)
+        for length in lengths:
+            last = raw[length - 1] if length <= len(raw) else None
+            if not reusable(last):
+                continue
+            key = (length, last["role"], last["content"])  # type: ignore[index]
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is not None:
+                    self._entries.move_to_end(key)
+            if entry is not None and raw[:length] == entry.raw:
+                return entry
+        return None
+
+    def remember(self, framing: Framing, prefix_ids: list[int]) -> None:
+        """Keep a prepared conversation: its messages and the ids of its shared prefix (not copied:
+        neither may change afterwards)."""
+        if framing.raw is None or framing.head is None:
+            return
+        raw = framing.raw
+        cost = framing.text_bytes + MESSAGE_BYTES * len(raw) + ID_BYTES * len(prefix_ids) + sys.getsizeof(raw)
+        entry = _Entry(raw, framing.head, framing.tail, prefix_ids, framing.text_bytes, cost)
+        key = (len(raw), raw[-1]["role"], raw[-1]["content"])
+        with self._lock:
+            if cost > self.capacity_bytes or key in self._entries:
+                return
+            while self.bytes + cost > self.capacity_bytes:
+                self._drop(next(iter(self._entries)))
+            self._entries[key] = entry
+            self._lengths[len(raw)] += 1
+            self.bytes += cost
+
+    def _drop(self, key: tuple[int, str, str]) -> None:
+        entry = self._entries.pop(key)
+        self.bytes -= entry.cost
+        self._lengths[key[0]] -= 1
+        if not self._lengths[key[0]]:
+            del self._lengths[key[0]]
