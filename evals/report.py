@@ -236,6 +236,10 @@ def plot_reliability(report: dict[str, Any], path: Path) -> None:
 
 
 def write_report(directory: Path) -> dict[str, Any]:
+    if json.loads((directory / "run.json").read_text())["suite"] == "jev-dev":
+        from evals.jev_report import write_jev_report
+
+        return write_jev_report(directory)
     report = build_report(*read_run(directory))
     (directory / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     (directory / "report.md").write_text(render_markdown(report))

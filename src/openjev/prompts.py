@@ -137,9 +137,13 @@ def choice_text(question: ChoiceQuestion, labels: Sequence[str], offset: int = 0
     return "\n".join([head, "", "Options:", *options, "", "Answer with the letter of the best option."])
 
 
-def score_text(question: ScoreQuestion, labels: Sequence[str]) -> str:
+def score_text(question: ScoreQuestion, labels: Sequence[str], reverse: bool = False) -> str:
+    """The rubric as levels from lowest to highest; `reverse` lists them in reverse order (each level
+    keeping its text), exactly as a client sending the reversed rubric would see it."""
     head = render_value(question.instructions) if question.instructions is not None else "Rate the content."
-    levels = [_option_line(label, level) for label, level in zip(labels, question.criteria, strict=False)]
+    shown = question.criteria[::-1] if reverse else question.criteria
+    levels = [_option_line(label, level) for label, level in zip(labels, shown, strict=False)]
+    word = "number" if labels and labels[0].isdigit() else "letter"
     return "\n".join(
         [
             head,
@@ -147,7 +151,7 @@ def score_text(question: ScoreQuestion, labels: Sequence[str]) -> str:
             "Levels, from lowest to highest:",
             *levels,
             "",
-            "Answer with the letter of the level that fits.",
+            f"Answer with the {word} of the level that fits.",
         ]
     )
 
