@@ -154,3 +154,15 @@ def test_the_settings_work_through_the_api_on_the_fake_sglang(
     second = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=30)
     assert second.json()["usage"]["output_tokens"] == 1 + 3
     assert second.json()["answers"] == answers
+
+
+def test_score_and_noul_settings_leave_choice_questions_untouched(chat) -> None:
+    """Why MMLU (choice only) cannot move under the score and noul settings: same prompts, same answers."""
+    choice = {"type": "choice", "instructions": "Which?", "criteria": {"a": "calm", "b": "fire"}}
+    plain_backend, tuned_backend = PositionBiasedModel(chat), PositionBiasedModel(chat)
+    plain, _ = ask(Engine(Settings(), chat, plain_backend), {"c": choice})
+    tuned_settings = Settings(
+        score_labels="digits", score_reverse=True, contextual_calibration="score,noul", answer_cue_score="json"
+    )
+    tuned, _ = ask(Engine(tuned_settings, chat, tuned_backend), {"c": choice})
+    assert tuned == plain and tuned_backend.prompts == plain_backend.prompts
