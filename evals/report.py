@@ -8,6 +8,7 @@ at least `suite`, `n`, `errors`, `accuracy`, `accuracy_ci95`, `nll`, `brier`, `e
 `dataset_sha256`, and also the per-subject accuracies, chance and always-A baselines, the
 reliability bins, mean top probability - accuracy, automate@1/5/10% error, the predicted and gold
 letter histograms, latency percentiles and token usage. Metric definitions: evals/metrics.py.
+A `jev-dev` run's report is evals/jev_report.py's.
 """
 
 from __future__ import annotations

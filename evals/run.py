@@ -17,6 +17,8 @@ Contract:
   the contract, is recorded as that item's error. A transport failure (server gone) stops the run;
   what was answered stays in DIR.
 - At the end DIR/report.{json,md} and DIR/reliability.png are written (evals/report.py).
+- `jev-dev` (several questions per request, all three types) is asked by evals/jev_run.py, with
+  the same retries, resuming and run.json checks; `--types` keeps only some question types.
 - Exit status: 0 when every item asked for has an answer, 1 when some have errors, 2 when the run
   could not go on (a refused DIR, an unreachable server).
 """
