@@ -30,7 +30,7 @@ from typing import Any
 
 from evals import metrics
 from evals.jev_variants import TYPES, jev_variant_records
-from evals.report import accuracy_of, read_run
+from evals.report import accuracy_of, read_run, run_identity
 
 #: The offline variants reported (evals/jev_variants.py); each is scored where the readouts allow it.
 VARIANTS = ("reverse", "cc", "reverse+cc", "average", "score:reverse+cc,noul:cc")
@@ -152,12 +152,7 @@ def build_jev_report(meta: dict[str, Any], answered: Sequence[dict[str, Any]], e
         raise ValueError("no answered questions to report on")
     latencies = [record["latency_s"] for record in answered if record.get("latency_s") is not None]
     return {
-        "suite": meta["suite"],
-        "description": meta.get("description"),
-        "url": meta["url"],
-        "protocol": meta["protocol"],
-        "dataset_sha256": meta["dataset_sha256"],
-        "models": sorted({str(record.get("model")) for record in answered}),
+        **run_identity(meta, answered),
         "states": len({record["state"] for record in answered}),
         "errors": len(errors),
         **figures(answered),

@@ -94,6 +94,18 @@ def variants_of(answered: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]
     return {variant: quality(variant_records(answered, variant)) for variant in VARIANTS}
 
 
+def run_identity(meta: dict[str, Any], answered: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What was asked of which server: the head of every report."""
+    return {
+        "suite": meta["suite"],
+        "description": meta.get("description"),
+        "url": meta["url"],
+        "protocol": meta["protocol"],
+        "dataset_sha256": meta["dataset_sha256"],
+        "models": sorted({str(record.get("model")) for record in answered}),
+    }
+
+
 def build_report(meta: dict[str, Any], answered: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]) -> dict:
     """The report of a run's answered items (at least one)."""
     n = len(answered)
@@ -106,12 +118,7 @@ def build_report(meta: dict[str, Any], answered: Sequence[dict[str, Any]], error
     usage = [record.get("usage") or {} for record in answered]
     tokens = {key: sum(entry.get(key, 0) for entry in usage) for key in ("input_tokens", "output_tokens")}
     return {
-        "suite": meta["suite"],
-        "description": meta.get("description"),
-        "url": meta["url"],
-        "protocol": meta["protocol"],
-        "dataset_sha256": meta["dataset_sha256"],
-        "models": sorted({str(record.get("model")) for record in answered}),
+        **run_identity(meta, answered),
         **overall,
         "errors": len(errors),
         "baselines": {

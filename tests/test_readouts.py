@@ -7,7 +7,6 @@ answers the position prior alone. So every correction has an exact expected answ
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 
@@ -18,9 +17,9 @@ from openjev.backends.base import Backend, LabelLogprobs, ReadoutCall
 from openjev.config import Settings
 from openjev.debias import CONTENT_FREE_STATE, combine_log_space, debiased, divide_prior, mirrored
 from openjev.engine import Engine
-from openjev.schema import SystemOneRequest
 from openjev.tokenizer import ChatTokenizer
 from tests.conftest import ServeOpenJev
+from tests.test_engine_shifts import ask
 
 CONTENT = {"calm": 0.1, "busy": 0.2, "tense": 0.3, "fire": 0.4}
 POSITION_PRIOR = [0.1, 0.1, 0.7, 0.1]
@@ -67,12 +66,6 @@ class PositionBiasedModel(Backend):
 @pytest.fixture(scope="module")
 def chat(qwen_tokenizer_dir):
     return ChatTokenizer(qwen_tokenizer_dir)
-
-
-def ask(engine: Engine, questions: dict) -> tuple[dict, int]:
-    request = SystemOneRequest.model_validate({"model": "jev-latest", "state": "Smoke.", "questions": questions})
-    evaluation = asyncio.run(engine.evaluate(engine.prepare(request)))
-    return evaluation.answers, evaluation.output_tokens
 
 
 def normalised(values: list[float]) -> list[float]:
