@@ -1,6 +1,6 @@
 """Paired comparison of two runs of one suite: accuracy(B) - accuracy(A) with a bootstrap 95% interval.
 
-Usage: uv run evals/compare.py RUN_A[@VARIANT] RUN_B[@VARIANT]
+Usage: uv run evals/compare.py [--type noul|choice|score] RUN_A[@VARIANT] RUN_B[@VARIANT]
 
 `DIR@average` or `DIR@prior` scores a `--shifts K` run as that offline variant (evals/variants.py);
 `DIR@shift0`, like plain `DIR`, is the protocol's own answer. So one run compares with itself:
@@ -10,7 +10,8 @@ Contract: both directories are read as evals/report.py reads them. Runs are comp
 share the suite, protocol and dataset sha256 and answered exactly the same items (errors or a
 different --limit make the item sets differ); otherwise the comparison is refused (exit 2). The
 interval comes from metrics.paired_bootstrap: 10,000 draws over the 2x2 right/wrong table, seed 0,
-so the same two runs always print the same figures.
+so the same two runs always print the same figures. `--type` compares only that question type of two
+`jev-dev` runs (whose other types, or --types, may differ); variants are evals/jev_variants.py's there.
 """
 
 from __future__ import annotations
@@ -34,17 +35,21 @@ class Incomparable(ValueError):
     """The two runs did not ask the same items the same way."""
 
 
-def read_scored(spec: str | Path) -> tuple[dict, list[dict]]:
-    """run.json and the answered records of `DIR` or `DIR@VARIANT`."""
+def read_scored(spec: str | Path, question_type: str | None = None) -> tuple[dict, list[dict]]:
+    """run.json and the answered records of `DIR` or `DIR@VARIANT` (of one jev-dev question type if given)."""
     directory, _, variant = str(spec).partition("@")
     meta, answered, _ = read_run(Path(directory))
+    if question_type is not None:
+        answered = [record for record in answered if record.get("type") == question_type]
     return meta, variant_records(answered, variant) if variant else answered
 
 
-def compare(run_a: str | Path, run_b: str | Path) -> metrics.PairedComparison:
-    meta_a, answered_a = read_scored(run_a)
-    meta_b, answered_b = read_scored(run_b)
-    for key in ("suite", "protocol", "dataset_sha256"):
+def compare(run_a: str | Path, run_b: str | Path, question_type: str | None = None) -> metrics.PairedComparison:
+    meta_a, answered_a = read_scored(run_a, question_type)
+    meta_b, answered_b = read_scored(run_b, question_type)
+    # A jev-dev run limited to some types (--types) pairs with a full run on those types.
+    keys = ("suite", "dataset_sha256") if question_type else ("suite", "protocol", "dataset_sha256")
+    for key in keys:
         if meta_a[key] != meta_b[key]:
             raise Incomparable(f"the runs differ in {key}: {meta_a[key]!r} and {meta_b[key]!r}")
     ids_a = [record["id"] for record in answered_a]
@@ -62,11 +67,14 @@ def compare(run_a: str | Path, run_b: str | Path) -> metrics.PairedComparison:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
+    question_type = None
+    if arguments[:1] == ["--type"] and len(arguments) > 1:
+        question_type, arguments = arguments[1], arguments[2:]
     if len(arguments) != 2:
-        print("usage: uv run evals/compare.py RUN_A RUN_B", file=sys.stderr)
+        print("usage: uv run evals/compare.py [--type noul|choice|score] RUN_A RUN_B", file=sys.stderr)
         return 2
     try:
-        result = compare(arguments[0], arguments[1])
+        result = compare(arguments[0], arguments[1], question_type)
     except (Incomparable, ValueError) as error:
         print(f"refused: {error}", file=sys.stderr)
         return 2

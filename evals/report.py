@@ -8,6 +8,7 @@ at least `suite`, `n`, `errors`, `accuracy`, `accuracy_ci95`, `nll`, `brier`, `e
 `dataset_sha256`, and also the per-subject accuracies, chance and always-A baselines, the
 reliability bins, mean top probability - accuracy, automate@1/5/10% error, the predicted and gold
 letter histograms, latency percentiles and token usage. Metric definitions: evals/metrics.py.
+A `jev-dev` run's report is evals/jev_report.py's.
 """
 
 from __future__ import annotations
@@ -93,6 +94,18 @@ def variants_of(answered: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]
     return {variant: quality(variant_records(answered, variant)) for variant in VARIANTS}
 
 
+def run_identity(meta: dict[str, Any], answered: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What was asked of which server: the head of every report."""
+    return {
+        "suite": meta["suite"],
+        "description": meta.get("description"),
+        "url": meta["url"],
+        "protocol": meta["protocol"],
+        "dataset_sha256": meta["dataset_sha256"],
+        "models": sorted({str(record.get("model")) for record in answered}),
+    }
+
+
 def build_report(meta: dict[str, Any], answered: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]) -> dict:
     """The report of a run's answered items (at least one)."""
     n = len(answered)
@@ -105,12 +118,7 @@ def build_report(meta: dict[str, Any], answered: Sequence[dict[str, Any]], error
     usage = [record.get("usage") or {} for record in answered]
     tokens = {key: sum(entry.get(key, 0) for entry in usage) for key in ("input_tokens", "output_tokens")}
     return {
-        "suite": meta["suite"],
-        "description": meta.get("description"),
-        "url": meta["url"],
-        "protocol": meta["protocol"],
-        "dataset_sha256": meta["dataset_sha256"],
-        "models": sorted({str(record.get("model")) for record in answered}),
+        **run_identity(meta, answered),
         **overall,
         "errors": len(errors),
         "baselines": {
@@ -236,6 +244,10 @@ def plot_reliability(report: dict[str, Any], path: Path) -> None:
 
 
 def write_report(directory: Path) -> dict[str, Any]:
+    if json.loads((directory / "run.json").read_text())["suite"] == "jev-dev":
+        from evals.jev_report import write_jev_report
+
+        return write_jev_report(directory)
     report = build_report(*read_run(directory))
     (directory / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     (directory / "report.md").write_text(render_markdown(report))

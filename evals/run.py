@@ -21,6 +21,8 @@ Contract:
   the contract, is recorded as that item's error. A transport failure (server gone) stops the run;
   what was answered stays in DIR.
 - At the end DIR/report.{json,md} and DIR/reliability.png are written (evals/report.py).
+- `jev-dev` (several questions per request, all three types) is asked by evals/jev_run.py, with
+  the same retries, resuming and run.json checks; `--types` keeps only some question types.
 - Exit status: 0 when every item asked for has an answer, 1 when some have errors, 2 when the run
   could not go on (a refused DIR, an unreachable server).
 """
@@ -53,6 +55,8 @@ from evals.suites import PROTOCOL, QUESTION_ID, SUITES, Item, Suite, load_suite,
 from openjev.answers import shift_offsets
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+#: Jev-native requests, several questions each (evals/jev_dev.py, evals/jev_run.py).
+JEV_DEV_SUITE = "jev-dev"
 RETRY_STATUSES = frozenset({429, 503, 529})
 RETRY_DEADLINE_S = 1800.0
 MAX_RETRY_WAIT_S = 60.0
@@ -191,11 +195,17 @@ def model_names(models: Any) -> list[str]:
 
 
 def prepare_run(
-    directory: Path, suite: Suite, url: str, models: Any, shifts: int = 1, settings: Any = None
+    directory: Path,
+    suite: Suite,
+    url: str,
+    models: Any,
+    shifts: int = 1,
+    settings: Any = None,
+    protocol: dict[str, str] = PROTOCOL,
 ) -> dict[str, Any]:
     """run.json's content: the stored one when resuming (after checking it matches), else a new one."""
     path = directory / "run.json"
-    identity = {"suite": suite.name, "protocol": PROTOCOL, "dataset_sha256": suite.dataset_sha256, "url": url}
+    identity = {"suite": suite.name, "protocol": protocol, "dataset_sha256": suite.dataset_sha256, "url": url}
     # The protocol's own answer is unchanged by --shifts; the rotations are extra questions in the same request.
     identity["shifts"] = shifts
     if path.is_file():
@@ -311,7 +321,7 @@ async def ask_all(
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Run an answer-quality suite against a Jev /v1/systemone.")
-    parser.add_argument("suite", choices=SUITES)
+    parser.add_argument("suite", choices=(*SUITES, JEV_DEV_SUITE))
     parser.add_argument("--url", default=DEFAULT_URL, help=f"server base URL (default {DEFAULT_URL})")
     parser.add_argument("--api-key", help="sent as Authorization: Bearer KEY")
     parser.add_argument("--limit", type=int, help="ask only the suite's first N items")
@@ -323,6 +333,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=1,
         help="also ask each item's options in K-1 more cyclic rotations, in the same request (default 1: off)",
     )
+    parser.add_argument(
+        "--types", default="noul,choice,score", help="jev-dev: the question types asked (default all three)"
+    )
     args = parser.parse_args(argv)
     if args.concurrency < 1 or args.shifts < 1 or (args.limit is not None and args.limit < 1):
         parser.error("--limit, --concurrency and --shifts must be at least 1")
@@ -332,6 +345,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.suite == JEV_DEV_SUITE:
+        from evals.jev_run import run_jev_dev
+
+        return run_jev_dev(args)
     suite = load_suite(args.suite)
     directory = Path(args.out)
     try:

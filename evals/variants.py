@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from evals.jev_variants import is_jev, jev_variant_records
 from openjev.answers import argmax_first, combine_shifts, sharpen
 
 VARIANTS = ("shift0", "average", "prior")
@@ -51,6 +52,9 @@ def variant_record(record: dict[str, Any], variant: str, temperature: float = 1.
 
 
 def variant_records(records: Sequence[dict[str, Any]], variant: str) -> list[dict[str, Any]]:
+    """Every record as `variant` answers it; a `jev-dev` run's variants are evals/jev_variants.py's."""
+    if is_jev(records):
+        return jev_variant_records(records, variant)
     return [variant_record(record, variant) for record in records]
 
 

@@ -95,7 +95,7 @@ def test_a_growing_conversation_gets_the_ids_of_a_full_render_on_the_embedded_te
 
 
 def test_only_the_new_message_is_rendered_and_tokenized(qwen_chat: ChatTokenizer) -> None:
-    memo = ConversationMemo(qwen_chat, ANSWER_CUE, 1 << 26, exact_cuts=True)
+    memo = ConversationMemo(qwen_chat, 1 << 26, exact_cuts=True)
     engine = Engine(Settings(), qwen_chat, Instant())
     conversation = [{"role": "system", "content": "Be brief."}] + [
         {"role": "user" if i % 2 else "assistant", "content": f"message {i}"} for i in range(1, 1100)
@@ -112,14 +112,14 @@ def test_only_the_new_message_is_rendered_and_tokenized(qwen_chat: ChatTokenizer
 def test_a_tool_message_after_a_tool_message_is_not_proven_on_qwen3_and_renders_in_full(
     qwen_chat: ChatTokenizer,
 ) -> None:
-    assert not prove_shape(qwen_chat, ANSWER_CUE, ("system", "tool", "tool"))
-    assert prove_shape(qwen_chat, ANSWER_CUE, ("system", "tool", "user"))
+    assert not prove_shape(qwen_chat, ("system", "tool", "tool"))
+    assert prove_shape(qwen_chat, ("system", "tool", "user"))
     engine = Engine(Settings(), qwen_chat, Instant())
     conversation = [{"role": "system", "content": "s"}] + [{"role": "tool", "content": f"r{i}"} for i in range(5)]
     engine.prepare(request(conversation))
     grown = [*conversation, {"role": "tool", "content": "r5"}]
     before = engine.memo.reused
-    full = frame_conversation(qwen_chat, state_messages(grown), engine.cue).shared_prefix_segments
+    full = frame_conversation(qwen_chat, state_messages(grown), ANSWER_CUE).shared_prefix_segments
     assert engine.prepare(request(grown)).shared_prefix_ids == qwen_chat.encode_segments(full)
     assert engine.memo.reused == before
 

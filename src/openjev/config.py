@@ -31,6 +31,15 @@ class AnswerCue(StrEnum):
     json = "json"
 
 
+class ScoreLabels(StrEnum):
+    letters = "letters"
+    digits = "digits"
+
+
+#: The question types a per-type readout setting names.
+QUESTION_TYPES = ("noul", "choice", "score")
+
+
 class Frontend(StrEnum):
     rust = "rust"
     python = "python"
@@ -168,6 +177,33 @@ class Settings(BaseSettings):
         description="Choice questions with option shifts: divide out the letter-position prior estimated "
         "from the rotations before averaging.",
     )
+    answer_cue_noul: AnswerCue | None = Field(
+        None, description="The answer cue of noul questions (`plain` or `json`); default: OPENJEV_ANSWER_CUE."
+    )
+    answer_cue_choice: AnswerCue | None = Field(
+        None, description="The answer cue of choice questions (`plain` or `json`); default: OPENJEV_ANSWER_CUE."
+    )
+    answer_cue_score: AnswerCue | None = Field(
+        None, description="The answer cue of score questions (`plain` or `json`); default: OPENJEV_ANSWER_CUE."
+    )
+    score_labels: ScoreLabels = Field(
+        ScoreLabels.letters,
+        description="Score questions: label the levels `letters` (A, B, ...) or `digits` (1, 2, ...; rubrics of "
+        "up to 9 levels, longer ones stay lettered).",
+    )
+    score_reverse: bool = Field(
+        False,
+        description="Score questions: also read the rubric in reverse order and combine both readouts in log "
+        "space (one more backend call per score question).",
+    )
+    contextual_calibration: str = Field(
+        "",
+        description="Question types (comma-separated: noul, choice, score) whose readout is divided by a "
+        "content-free readout of the same question (state `N/A`), cached per question text.",
+    )
+    content_free_cache: int = Field(
+        4096, ge=0, description="Content-free readouts kept (contextual calibration), one per question text."
+    )
     calibration_file: Path | None = Field(
         None,
         description="JSON file of temperatures per question type and option count (evals/calibrate.py); "
@@ -198,6 +234,19 @@ class Settings(BaseSettings):
     # Operations.
     profile: str | None = Field(None, description="Free-form deployment profile name, reported by /health.")
     log_level: str = Field("info", description="Log level of openjev and uvicorn.")
+
+    @field_validator("contextual_calibration")
+    @classmethod
+    def _known_question_types(cls, value: str) -> str:
+        types = [part.strip() for part in value.split(",") if part.strip()]
+        unknown = sorted(set(types) - set(QUESTION_TYPES))
+        if unknown:
+            raise ValueError(f"unknown question type(s) {', '.join(unknown)}; expected {', '.join(QUESTION_TYPES)}")
+        return ",".join(kind for kind in QUESTION_TYPES if kind in types)
+
+    def answer_cue_of(self, question_type: str) -> AnswerCue:
+        """The answer cue of a question type: its own setting, else OPENJEV_ANSWER_CUE."""
+        return getattr(self, f"answer_cue_{question_type}") or self.answer_cue
 
     @field_validator("calibration_file")
     @classmethod
@@ -256,6 +305,10 @@ def answer_settings(settings: Settings) -> dict[str, object]:
     calibration = settings.calibration_file
     return {
         "answer_cue": settings.answer_cue.value,
+        **{f"answer_cue_{kind}": settings.answer_cue_of(kind).value for kind in ("noul", "choice", "score")},
+        "score_labels": settings.score_labels.value,
+        "score_reverse": settings.score_reverse,
+        "contextual_calibration": settings.contextual_calibration,
         "option_shifts": settings.option_shifts,
         "label_prior": settings.label_prior,
         "temperature": settings.temperature,

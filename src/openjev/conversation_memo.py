@@ -3,7 +3,8 @@ only its new messages.
 
 Contract: `ConversationMemo.frame(state)` returns a `Framing` whose `known_ids` followed by the ids of
 `frame.shared_prefix_segments` are exactly the ids of the full render's shared prefix, and whose
-question turn (`turn_open`, `turn_close`) is the full render's. `remember(framing, prefix_ids)`
+question turn (`turn_open`, `turn_close`) is the full render's, with no answer cue (the engine
+appends each question type's: `ConversationFrame.with_cue`). `remember(framing, prefix_ids)`
 keeps the prepared conversation for later requests, in a byte-bounded LRU
 (`OPENJEV_CONVERSATION_MEMO_BYTES`; 0 turns reuse off).
 
@@ -60,6 +61,8 @@ ID_BYTES, MESSAGE_BYTES = 36, 300
 WHOLE_WINDOW = 3
 _ROLES = tuple(sorted(CHAT_ROLES))
 _PROBE_LENGTHS = (4, 5)
+#: Frames are rendered without an answer cue: it only ends the question turn, and differs per question type.
+NO_CUE = ""
 
 Turn = dict[str, Any]
 Shape = tuple[str, str, str | None]
@@ -127,13 +130,11 @@ def split_segments(segments: Sequence[Segment], offset: int) -> tuple[str, tuple
     return ("".join(head), tuple(rest)) if position >= offset else None
 
 
-def extend_frame(
-    chat: ChatTokenizer, cue: str, window: Sequence[Turn], new: Sequence[Turn]
-) -> ConversationFrame | None:
+def extend_frame(chat: ChatTokenizer, window: Sequence[Turn], new: Sequence[Turn]) -> ConversationFrame | None:
     """The frame of `window + new` holding only the text after P(window); None when P(window) is not
     a prefix of P(window + new) or the rest does not start at a special token."""
-    known = frame_conversation(chat, window, cue).shared_prefix
-    grown = frame_conversation(chat, [*window, *new], cue)
+    known = frame_conversation(chat, window, NO_CUE).shared_prefix
+    grown = frame_conversation(chat, [*window, *new], NO_CUE)
     split = split_segments(grown.shared_prefix_segments, len(known))
     if split is None or split[0] != known:
         return None
@@ -161,17 +162,17 @@ def canonical(segments: Sequence[Segment]) -> tuple[Segment, ...]:
     return tuple(joined)
 
 
-def _agrees(chat: ChatTokenizer, cue: str, conversation: list[Turn], new: list[Turn]) -> bool | None:
+def _agrees(chat: ChatTokenizer, conversation: list[Turn], new: list[Turn]) -> bool | None:
     """Whether the window's frame of `conversation + new` equals the full one; None when the template
     refuses the conversation in full (the probe then says nothing)."""
     try:
-        full = frame_conversation(chat, [*conversation, *new], cue)
+        full = frame_conversation(chat, [*conversation, *new], NO_CUE)
     except TemplateError:
         return None
     try:
-        base = frame_conversation(chat, conversation, cue).shared_prefix_segments
+        base = frame_conversation(chat, conversation, NO_CUE).shared_prefix_segments
         entry = _Entry(conversation, conversation[0], tuple(conversation[1:][-2:]), [], 0, 0)
-        extended = extend_frame(chat, cue, entry.window(), new)
+        extended = extend_frame(chat, entry.window(), new)
     except TemplateError:
         return False
     return (
@@ -195,14 +196,14 @@ def probe_roles(first: str, last: str, length: int) -> list[str]:
     return [first, *middle, last]
 
 
-def prove_shape(chat: ChatTokenizer, cue: str, shape: Shape) -> bool:
+def prove_shape(chat: ChatTokenizer, shape: Shape) -> bool:
     """Whether rendering through the window equals rendering in full for `shape`, on every probe the
     template accepts (and on one at least): conversations of both parities past `WHOLE_WINDOW`,
     extended by the new role alone and followed by each role."""
     first, last, new = shape
     follow_ups = [[new], *([new, role] for role in _ROLES)] if new else [[]]
     verdicts = [
-        _agrees(chat, cue, _probe(probe_roles(first, last, length)), _probe(more, length))
+        _agrees(chat, _probe(probe_roles(first, last, length)), _probe(more, length))
         for length in _PROBE_LENGTHS
         for more in follow_ups
     ]
@@ -212,9 +213,8 @@ def prove_shape(chat: ChatTokenizer, cue: str, shape: Shape) -> bool:
 class ConversationMemo:
     """Prepared conversations by their messages; safe to share between preparation threads."""
 
-    def __init__(self, chat: ChatTokenizer, cue: str, capacity_bytes: int, exact_cuts: bool) -> None:
+    def __init__(self, chat: ChatTokenizer, capacity_bytes: int, exact_cuts: bool) -> None:
         self.chat = chat
-        self.cue = cue
         self.capacity_bytes = max(0, capacity_bytes) if exact_cuts else 0
         if reads_the_clock(chat):
             self.capacity_bytes = 0
@@ -230,7 +230,7 @@ class ConversationMemo:
         """The question frame of `state`, reusing the longest remembered conversation it extends."""
         found = chat_messages(state)
         if found is None or not self.capacity_bytes:
-            return Framing(frame_conversation(self.chat, state_messages(state), self.cue))
+            return Framing(frame_conversation(self.chat, state_messages(state), NO_CUE))
         raw, loc = found
         entry = self._find(raw)
         if entry is not None and all(reusable(message) for message in raw[len(entry.raw) :]):
@@ -239,7 +239,7 @@ class ConversationMemo:
             if framing is not None:
                 return framing
         messages = normalize_messages(raw, loc)
-        frame = frame_conversation(self.chat, messages, self.cue)
+        frame = frame_conversation(self.chat, messages, NO_CUE)
         if not all(reusable(message) for message in raw):
             return Framing(frame)
         text_bytes = sum(len(message["content"]) for message in messages)
@@ -249,7 +249,7 @@ class ConversationMemo:
         if len(entry.raw) > WHOLE_WINDOW and not self._proven(entry.shape(new)):
             return None
         try:
-            frame = extend_frame(self.chat, self.cue, entry.window(), new)
+            frame = extend_frame(self.chat, entry.window(), new)
         except TemplateError:
             return None  # the full render says whether the conversation itself is refused
         if frame is None:
@@ -263,7 +263,7 @@ class ConversationMemo:
         proven = self.shapes.get(shape)
         if proven is None:
             # Two threads may prove the same shape at once; both get the same answer.
-            proven = self.shapes[shape] = prove_shape(self.chat, self.cue, shape)
+            proven = self.shapes[shape] = prove_shape(self.chat, shape)
         return proven
 
     def _find(self, raw: list[Any]) -> _Entry | None:

@@ -20,6 +20,8 @@
    same cached prefix; its readouts are mapped back to the options and combined
    (OPENJEV_LABEL_PRIOR), then tempered by the calibration file's temperature for its type and
    option count, else OPENJEV_TEMPERATURE. `usage.output_tokens` counts every backend call.
+   Views, labels, cues per question type and the score and calibration corrections are readouts.py's;
+   content-free readouts (contextual calibration) run beside the branches (content_free.py).
 """
 
 from __future__ import annotations
@@ -30,27 +32,19 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from openjev.answers import (
-    NonFiniteLogprob,
-    choice_answer,
-    noul_answer,
-    score_answer,
-    shift_offsets,
-    shifted_choice_answer,
-)
+from openjev.answers import NonFiniteLogprob
 from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall
 from openjev.calibration import Calibration, load_calibration
 from openjev.config import Settings
+from openjev.content_free import ContentFreePriors
 from openjev.conversation_memo import ConversationMemo
 from openjev.encoding import PromptEncoder, PromptTooLong
 from openjev.errors import Issue, RequestRejected
-from openjev.labels import build_label_set
-from openjev.prompts import ANSWER_CUES, choice_text, frame_conversation, noul_text, score_text
-from openjev.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion, SystemOneRequest
+from openjev.prompts import ANSWER_CUES
+from openjev.readouts import AnswerableQuestion, QuestionViews, Readout
+from openjev.schema import NoulQuestion, SystemOneRequest
 from openjev.tokenizer import ChatTokenizer, TemplateError
 from openjev.validation import check_request
-
-AnswerableQuestion = NoulQuestion | ChoiceQuestion | ScoreQuestion
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +53,7 @@ class Branch:
     question: AnswerableQuestion
     suffix_ids: list[int]
     label_token_ids: tuple[int, ...]
-    #: The cyclic rotation of a choice question's options shown in this branch (0: as sent).
+    #: The view shown in this branch (readouts.py): a choice's rotation, a score's reversed rubric; 0: as sent.
     offset: int = 0
 
 
@@ -92,13 +86,11 @@ class Engine:
     def __init__(self, settings: Settings, chat: ChatTokenizer, backend: Backend) -> None:
         self.settings = settings
         self.chat = chat
-        self.cue = ANSWER_CUES[settings.answer_cue]
-        # Labels are checked where they are read: right after the answer cue of a question turn.
-        answer_context = frame_conversation(chat, [{"role": "user", "content": "?"}], self.cue).turn_close
-        self.labels = build_label_set(chat, answer_context, max(settings.max_choice_options, settings.max_score_levels))
+        self.views = QuestionViews(settings, chat)
+        self.content_free = ContentFreePriors(chat, settings.content_free_cache)
         self.encoder = PromptEncoder(chat, settings.tokenize_cache_bytes)
         self.memo = ConversationMemo(
-            chat, self.cue, settings.conversation_memo_bytes, exact_cuts=self.encoder.cuts_at_special_tokens
+            chat, settings.conversation_memo_bytes, exact_cuts=self.encoder.cuts_at_special_tokens
         )
         self.backend = backend
         context = backend.context_length
@@ -131,20 +123,24 @@ class Engine:
         except TemplateError as error:
             raise RequestRejected([Issue(("state",), str(error))]) from error
         frame, known = framing.frame, framing.known_ids
+        # The frame carries no cue: each question type's closes its turn, right before the label.
+        frames = {cue: frame.with_cue(ANSWER_CUES[cue]) for cue in set(self.views.cues.values())}
 
         questions: list[tuple[str, AnswerableQuestion]] = list(request.questions.items())  # type: ignore[arg-type]
         planned = [
-            (question_id, question, offset, *self._question_text(question, offset))
+            (question_id, question, offset, *self.views.text(question, offset))
             for question_id, question in questions
-            for offset in self._offsets(question)
+            for offset in self.views.views(question)
         ]
         try:
             new_prefix_ids, *suffixes = self.encoder.encode_many(
                 [
                     frame.shared_prefix_segments,
                     *(
-                        frame.question_suffix_segments(text, self.chat.spells_added_token(text))
-                        for *_, text, _ in planned
+                        frames[self.views.cue(question)].question_suffix_segments(
+                            text, self.chat.spells_added_token(text)
+                        )
+                        for _, question, _, text, _ in planned
                     ),
                 ],
                 self._encode_limits(len(planned), len(known)),
@@ -160,21 +156,6 @@ class Engine:
         self._check_budget(shared_prefix_ids, branches)
         self.memo.remember(framing, shared_prefix_ids)
         return PreparedRequest(shared_prefix_ids, branches)
-
-    def _offsets(self, question: AnswerableQuestion) -> list[int]:
-        """The option rotations a question is read in: several for a choice, else just as sent."""
-        if isinstance(question, ChoiceQuestion):
-            return shift_offsets(len(question.criteria), self.settings.option_shifts)
-        return [0]
-
-    def _question_text(self, question: AnswerableQuestion, offset: int = 0) -> tuple[str, tuple[int, ...]]:
-        labels = self.labels
-        if isinstance(question, NoulQuestion):
-            return noul_text(question), labels.yes_no_ids
-        count = len(question.criteria)
-        if isinstance(question, ChoiceQuestion):
-            return choice_text(question, labels.option_labels[:count], offset), labels.option_label_ids[:count]
-        return score_text(question, labels.option_labels[:count]), labels.option_label_ids[:count]
 
     def _encode_limits(self, branch_count: int, known: int = 0) -> list[int]:
         """Per prompt, a length past which `_check_budget` must refuse whatever the others' lengths:
@@ -262,6 +243,10 @@ class Engine:
                             group.create_task(self._call_backend(prefix + branch.suffix_ids, branch.label_token_ids))
                             for branch in prepared.branches
                         ]
+                        wanted = [self.views.wants_content_free(branch.question) for branch in prepared.branches]
+                        content_free = group.create_task(
+                            self.content_free.read(prepared.branches, wanted, self._call_backend)
+                        )
                 except* BackendError as failures:
                     raise failures.exceptions[0] from None
                 finished = time.perf_counter()
@@ -271,9 +256,10 @@ class Engine:
             ) from error
 
         results = [task.result() for task in tasks]
-        readouts: dict[str, list[tuple[int, tuple[float, ...]]]] = {}
-        for branch, result in zip(prepared.branches, results, strict=True):
-            readouts.setdefault(branch.question_id, []).append((branch.offset, result.logprobs))
+        priors, prior_calls, prior_tokens = content_free.result()
+        readouts: dict[str, list[Readout]] = {}
+        for branch, result, prior in zip(prepared.branches, results, priors, strict=True):
+            readouts.setdefault(branch.question_id, []).append((branch.offset, result.logprobs, prior))
         questions = {branch.question_id: branch.question for branch in prepared.branches}
         try:
             answers = {
@@ -284,8 +270,8 @@ class Engine:
         reported = [result.cached_tokens for result in results]
         return Evaluation(
             answers=answers,
-            input_tokens=warm.prompt_tokens + sum(result.prompt_tokens for result in results),
-            output_tokens=len(results) + 1,
+            input_tokens=warm.prompt_tokens + sum(result.prompt_tokens for result in results) + prior_tokens,
+            output_tokens=len(results) + 1 + prior_calls,
             prefix_tokens=len(prefix),
             cached_tokens=None if any(value is None for value in reported) else sum(reported),  # type: ignore[misc]
             prefill_seconds=warmed - started,
@@ -300,17 +286,6 @@ class Engine:
                 return fitted
         return self.settings.temperature
 
-    def _answer(self, question: AnswerableQuestion, readouts: list[tuple[int, tuple[float, ...]]]) -> dict[str, Any]:
-        """`readouts`: (rotation offset, label logprobs) per branch of the question, offset 0 first."""
-        temperature, mode = self._temperature(question), self.settings.confidence
-        offset, logprobs = readouts[0]
-        if isinstance(question, NoulQuestion):
-            return noul_answer(logprobs, temperature)
-        if isinstance(question, ChoiceQuestion):
-            if len(readouts) == 1 and offset == 0:
-                return choice_answer(list(question.criteria), logprobs, temperature, mode)
-            offsets, readings = zip(*readouts, strict=True)
-            return shifted_choice_answer(
-                list(question.criteria), readings, offsets, self.settings.label_prior, temperature, mode
-            )
-        return score_answer(question.criteria, logprobs, temperature, mode)
+    def _answer(self, question: AnswerableQuestion, readouts: list[Readout]) -> dict[str, Any]:
+        """`readouts`: (view, label logprobs, content-free logprobs or None) per branch, view 0 first."""
+        return self.views.answer(question, readouts, self._temperature(question))

@@ -4,7 +4,8 @@ A label is only usable if, placed right after the answer cue, it adds exactly on
 prompt: `encode(context + label) == encode(context) + [label_token_id]`. Digits fail this for 10 and
 up in Qwen's tokenizer, so options are lettered A-Z, then two-letter combinations AA, AB, ... that
 pass the check, in that order, until there are enough for the largest question. Yes/no questions
-read `Yes` and `No`. Everything is checked once at startup; a tokenizer that cannot supply the labels
+read `Yes` and `No`; score levels may be numbered 1-9 instead (`digit_labels`, as many of those as are
+single tokens). Everything is checked once at startup; a tokenizer that cannot supply the labels
 stops the server with a clear message.
 """
 
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from openjev.tokenizer import ChatTokenizer
 
 YES, NO = "Yes", "No"
+#: Digit labels for score levels, 1-based as rubrics are usually numbered; 10 is two tokens in Qwen's vocabulary.
+DIGITS = tuple(str(digit) for digit in range(1, 10))
 
 
 class LabelError(RuntimeError):
@@ -29,6 +32,9 @@ class LabelSet:
     option_label_ids: tuple[int, ...]
     yes_no_labels: tuple[str, str]
     yes_no_ids: tuple[int, int]
+    #: "1", "2", ... as far as each is one token after the cue (score levels, OPENJEV_SCORE_LABELS=digits).
+    digit_labels: tuple[str, ...] = ()
+    digit_label_ids: tuple[int, ...] = ()
 
 
 def candidate_labels() -> Iterator[str]:
@@ -70,4 +76,17 @@ def build_label_set(chat: ChatTokenizer, context: str, option_count: int) -> Lab
         if token_id is None:
             raise LabelError(f"{word!r} is not a single token after the answer cue in {chat.directory}")
         yes_no.append(token_id)
-    return LabelSet(tuple(labels), tuple(label_ids), (YES, NO), (yes_no[0], yes_no[1]))
+    digits: list[tuple[str, int]] = []
+    for digit in DIGITS:
+        token_id = single_token_id(chat, context_ids, context, digit)
+        if token_id is None:
+            break
+        digits.append((digit, token_id))
+    return LabelSet(
+        tuple(labels),
+        tuple(label_ids),
+        (YES, NO),
+        (yes_no[0], yes_no[1]),
+        tuple(digit for digit, _ in digits),
+        tuple(token_id for _, token_id in digits),
+    )

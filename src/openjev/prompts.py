@@ -148,9 +148,13 @@ def choice_text(question: ChoiceQuestion, labels: Sequence[str], offset: int = 0
     return "\n".join([head, "", "Options:", *options, "", "Answer with the letter of the best option."])
 
 
-def score_text(question: ScoreQuestion, labels: Sequence[str]) -> str:
+def score_text(question: ScoreQuestion, labels: Sequence[str], reverse: bool = False) -> str:
+    """The rubric as levels from lowest to highest; `reverse` lists them in reverse order (each level
+    keeping its text), exactly as a client sending the reversed rubric would see it."""
     head = render_value(question.instructions) if question.instructions is not None else "Rate the content."
-    levels = [_option_line(label, level) for label, level in zip(labels, question.criteria, strict=False)]
+    shown = question.criteria[::-1] if reverse else question.criteria
+    levels = [_option_line(label, level) for label, level in zip(labels, shown, strict=False)]
+    word = "number" if labels and labels[0].isdigit() else "letter"
     return "\n".join(
         [
             head,
@@ -158,7 +162,7 @@ def score_text(question: ScoreQuestion, labels: Sequence[str]) -> str:
             "Levels, from lowest to highest:",
             *levels,
             "",
-            "Answer with the letter of the level that fits.",
+            f"Answer with the {word} of the level that fits.",
         ]
     )
 
@@ -177,6 +181,10 @@ class ConversationFrame:
 
     def question_suffix(self, question_text: str) -> str:
         return self.turn_open + question_text + self.turn_close
+
+    def with_cue(self, cue: str) -> ConversationFrame:
+        """This frame with `cue` appended to its question turn (for a frame rendered with no cue)."""
+        return ConversationFrame(self.shared_prefix_segments, self.turn_open, self.turn_close + cue)
 
     def question_suffix_segments(self, question_text: str, quoted: bool) -> tuple[Segment, ...]:
         """The question turn; `quoted` when the text spells a special token that must stay text."""

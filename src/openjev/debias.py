@@ -1,0 +1,64 @@
+"""Label-bias corrections of a readout: views combined in log space, a content-free prior divided out. Pure.
+
+A readout's distribution over a question's labels mixes what the content supports with what the model
+prefers about the labels themselves (a position, a letter, the third level of a rubric). Two
+corrections, each optional per question type (`OPENJEV_SCORE_REVERSE`, `OPENJEV_CONTEXTUAL_CALIBRATION`):
+
+- Reverse view (score questions): the rubric is also shown in reverse order; its readout r, mapped
+  back to rubric order (level i is shown at position n-1-i), is combined with the forward readout f
+  by a geometric mean, the log-space analogue of averaging rotations:
+
+      p(i) ∝ exp((log f(i) + log r(i)) / 2).
+
+  A preference for a shown position now lands on mirrored levels in the two views and cancels to
+  first order; a level both views favour stays favoured.
+
+- Contextual calibration (Zhao et al., 2021): the same question is also read over a content-free
+  state (CONTENT_FREE_STATE); its distribution c is the label prior the question's wording alone
+  induces. Dividing it out,
+
+      p(i) ∝ q(i) / c(i),
+
+  leaves what the content adds. With views, each view is divided by its own content-free readout
+  before they are combined. Probabilities are floored at 1e-12 before the logarithm or the division.
+
+Both return distributions that sum to 1; every input is a list of probabilities in one fixed order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from openjev.answers import PROBABILITY_FLOOR, renormalise
+
+#: The state a content-free readout is read over: carries no content, only the question.
+CONTENT_FREE_STATE = "N/A"
+
+
+def log_floor(probabilities: Sequence[float]) -> list[float]:
+    return [math.log(max(p, PROBABILITY_FLOOR)) for p in probabilities]
+
+
+def mirrored(probabilities: Sequence[float]) -> list[float]:
+    """A reversed view's distribution by shown position, mapped back to rubric order (and vice versa)."""
+    return list(probabilities)[::-1]
+
+
+def combine_log_space(distributions: Sequence[Sequence[float]]) -> list[float]:
+    """The renormalised geometric mean of distributions over the same labels in the same order."""
+    logs = [log_floor(dist) for dist in distributions]
+    return renormalise([math.fsum(column) / len(logs) for column in zip(*logs, strict=True)])
+
+
+def divide_prior(probabilities: Sequence[float], prior: Sequence[float]) -> list[float]:
+    """p(i) ∝ q(i) / c(i): the content-free prior c divided out of the readout q."""
+    return renormalise([q - c for q, c in zip(log_floor(probabilities), log_floor(prior), strict=True)])
+
+
+def debiased(views: Sequence[Sequence[float]], priors: Sequence[Sequence[float] | None]) -> list[float]:
+    """Each view (in rubric/option order) divided by its own prior where one is given, then combined."""
+    corrected = [
+        list(view) if prior is None else divide_prior(view, prior) for view, prior in zip(views, priors, strict=True)
+    ]
+    return corrected[0] if len(corrected) == 1 else combine_log_space(corrected)

@@ -1,0 +1,112 @@
+"""Which readouts a question gets, and how they become its typed answer.
+
+Contract:
+- Views. A noul is read once. A choice is read in the rotations of OPENJEV_OPTION_SHIFTS (view =
+  the rotation offset). A score is read with its rubric as sent (view 0) and, with
+  OPENJEV_SCORE_REVERSE, with the rubric reversed (view REVERSED): exactly the text a client sending
+  the reversed rubric gets, so the two readouts are the two sides of the mirror law.
+- Labels. Choice options and score levels are lettered A, B, ...; with OPENJEV_SCORE_LABELS=digits
+  a rubric of up to as many levels as there are single-token digits (9 in Qwen's vocabulary) is
+  numbered 1, 2, ... instead. Nouls read Yes/No. Every label set is checked after the cue it is
+  read after (`labels.build_label_set`), at start-up.
+- Cues. Each question type ends its turn with its own cue (`Settings.answer_cue_of`).
+- Contextual calibration (OPENJEV_CONTEXTUAL_CALIBRATION, per type): each view's label logprobs l
+  and the same view's content-free logprobs c (content_free.py) give log(divide_prior(softmax l,
+  softmax c)) (debias.py), which then goes where l went. A question type not listed is untouched.
+- Answer. Noul and choice answers are answers.py's; a score read in both views combines the forward
+  distribution and the mirrored reversed one in log space (debias.combine_log_space) before the
+  temperature and the confidence are applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from openjev.answers import (
+    choice_answer,
+    noul_answer,
+    renormalise,
+    score_answer,
+    shift_offsets,
+    shifted_choice_answer,
+)
+from openjev.config import AnswerCue, ScoreLabels, Settings
+from openjev.debias import combine_log_space, divide_prior, log_floor, mirrored
+from openjev.labels import LabelSet, build_label_set
+from openjev.prompts import ANSWER_CUES, choice_text, frame_conversation, noul_text, score_text
+from openjev.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion
+from openjev.tokenizer import ChatTokenizer
+
+AnswerableQuestion = NoulQuestion | ChoiceQuestion | ScoreQuestion
+#: The view of a score question whose rubric is shown reversed.
+REVERSED = -1
+#: (view, label logprobs, content-free label logprobs or None) for each readout of one question.
+Readout = tuple[int, Sequence[float], Sequence[float] | None]
+
+
+class QuestionViews:
+    """The views, texts, labels and cues of questions under one server's settings; built once at start-up."""
+
+    def __init__(self, settings: Settings, chat: ChatTokenizer) -> None:
+        self.settings = settings
+        self.cues = {kind: settings.answer_cue_of(kind) for kind in ("noul", "choice", "score")}
+        count = max(settings.max_choice_options, settings.max_score_levels)
+        self.labels: dict[AnswerCue, LabelSet] = {}
+        for cue in set(self.cues.values()):
+            # Labels are checked where they are read: right after the answer cue of a question turn.
+            context = frame_conversation(chat, [{"role": "user", "content": "?"}], ANSWER_CUES[cue]).turn_close
+            self.labels[cue] = build_label_set(chat, context, count)
+        self.calibrated = frozenset(filter(None, settings.contextual_calibration.split(",")))
+
+    def cue(self, question: AnswerableQuestion) -> AnswerCue:
+        return self.cues[question.type]
+
+    def views(self, question: AnswerableQuestion) -> list[int]:
+        if isinstance(question, ChoiceQuestion):
+            return shift_offsets(len(question.criteria), self.settings.option_shifts)
+        if isinstance(question, ScoreQuestion) and self.settings.score_reverse:
+            return [0, REVERSED]
+        return [0]
+
+    def text(self, question: AnswerableQuestion, view: int) -> tuple[str, tuple[int, ...]]:
+        """The question turn's text in `view` and the label token ids read after it."""
+        labels = self.labels[self.cue(question)]
+        if isinstance(question, NoulQuestion):
+            return noul_text(question), labels.yes_no_ids
+        count = len(question.criteria)
+        if isinstance(question, ChoiceQuestion):
+            return choice_text(question, labels.option_labels[:count], view), labels.option_label_ids[:count]
+        if self.settings.score_labels is ScoreLabels.digits and count <= len(labels.digit_labels):
+            names, ids = labels.digit_labels[:count], labels.digit_label_ids[:count]
+        else:
+            names, ids = labels.option_labels[:count], labels.option_label_ids[:count]
+        return score_text(question, names, reverse=view == REVERSED), ids
+
+    def wants_content_free(self, question: AnswerableQuestion) -> bool:
+        return question.type in self.calibrated
+
+    def answer(self, question: AnswerableQuestion, readouts: Sequence[Readout], temperature: float) -> dict[str, Any]:
+        """The typed answer from the question's readouts, its first view first (module doc)."""
+        mode = self.settings.confidence
+        logprobs = [calibrated(values, prior) for _, values, prior in readouts]
+        views = [view for view, _, _ in readouts]
+        if isinstance(question, NoulQuestion):
+            return noul_answer(logprobs[0], temperature)
+        if isinstance(question, ChoiceQuestion):
+            if views == [0]:
+                return choice_answer(list(question.criteria), logprobs[0], temperature, mode)
+            names = list(question.criteria)
+            return shifted_choice_answer(names, logprobs, views, self.settings.label_prior, temperature, mode)
+        if views == [0]:
+            return score_answer(question.criteria, logprobs[0], temperature, mode)
+        forward, backward = (renormalise(values) for values in logprobs)
+        combined = combine_log_space([forward, mirrored(backward)])
+        return score_answer(question.criteria, log_floor(combined), temperature, mode)
+
+
+def calibrated(logprobs: Sequence[float], prior: Sequence[float] | None) -> Sequence[float]:
+    """Label logprobs with the content-free prior divided out (as log probabilities), or as they are."""
+    if prior is None:
+        return logprobs
+    return log_floor(divide_prior(renormalise(logprobs), renormalise(prior)))

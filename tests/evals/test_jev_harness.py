@@ -1,0 +1,88 @@
+"""The jev-dev harness end to end against a real openjev on the fake SGLang; its variants and report maths."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from evals import compare, jev_report, jev_variants, report, run
+from tests.conftest import RunningOpenJev
+
+
+def read_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_jev_dev_run_writes_the_report_the_issue_asks_for(openjev_on_fake: RunningOpenJev, tmp_path: Path) -> None:
+    out = tmp_path / "jev"
+    assert run.main(["jev-dev", "--url", openjev_on_fake.url, "--limit", "5", "--out", str(out)]) == 0
+    lines = read_lines(out / "results.jsonl")
+    assert len(lines) == 5 * 7 and [line["position"] for line in lines] == list(range(35))
+    for line in lines:
+        assert math.isclose(sum(line["probabilities"].values()), 1.0, rel_tol=1e-9)
+        assert line["choice"] in line["probabilities"] or line["type"] == "noul"
+        assert line["content_free"]["plain"]
+    summary = json.loads((out / "report.json").read_text())
+    assert summary["suite"] == "jev-dev" and summary["n"] == 35
+    assert {kind: summary["by_type"][kind]["n"] for kind in ("noul", "choice", "score")} == {
+        "noul": 15, "choice": 10, "score": 10,
+    }  # fmt: skip
+    assert sum(map(sum, (cell for matrix in summary["score_confusion"].values() for cell in matrix))) == 10
+    assert set(summary["coherence"]) == set(jev_report.COHERENCE_LAWS)
+    assert summary["coherence"]["renaming"] == pytest.approx(0.0, abs=1e-6)
+    assert {"reverse", "cc", "reverse+cc", "average"} <= set(summary["variants"])
+    assert "jev-dev" in (out / "report.md").read_text()
+    # Resumed: nothing is asked again; report.py rebuilds the same figures.
+    assert run.main(["jev-dev", "--url", openjev_on_fake.url, "--limit", "5", "--out", str(out)]) == 0
+    assert read_lines(out / "results.jsonl") == lines
+    assert report.main([str(out)]) == 0 and json.loads((out / "report.json").read_text())["n"] == 35
+    # Paired comparisons: per type, and a variant against the plain readout.
+    assert compare.main(["--type", "score", str(out), f"{out}@reverse+cc"]) == 0
+    assert compare.compare(out, out, "noul").n == 15
+    scores = tmp_path / "scores"
+    assert (
+        run.main(["jev-dev", "--url", openjev_on_fake.url, "--limit", "5", "--types", "score", "--out", str(scores)])
+        == 0
+    )
+    assert compare.compare(out, scores, "score").difference == 0
+
+
+def record(kind: str, plain: dict, views: dict | None = None, content_free: dict | None = None) -> dict:
+    return {
+        "id": "s/q", "type": kind, "gold": "0", "choice": "0", "fact": "level", "probabilities": plain,
+        "views": views or {}, "content_free": content_free or {},
+    }  # fmt: skip
+
+
+def test_reverse_and_contextual_calibration_remove_a_level_bias() -> None:
+    # The model likes the third shown position: forward it favours level 2, reversed it favours level 0.
+    forward = {"0": 0.3, "1": 0.1, "2": 0.5, "3": 0.1}
+    backward_shown = [0.1, 0.1, 0.5, 0.3]  # position j shows level 3 - j
+    backward = {str(i): backward_shown[3 - i] for i in range(4)}
+    line = record("score", forward, {"rev": backward}, {"plain": [0.1, 0.1, 0.7, 0.1], "rev": [0.1, 0.7, 0.1, 0.1]})
+    reversed_only = jev_variants.jev_variant_record(line, "reverse")
+    assert reversed_only["choice"] == "0"  # level 0 is liked by both views; level 2 by the forward one only
+    calibrated = jev_variants.jev_variant_record(line, "cc")
+    assert calibrated["choice"] == "0" and math.isclose(sum(calibrated["probabilities"].values()), 1.0)
+    assert jev_variants.jev_variant_record(line, "noul:cc") is line  # a type left out stays plain
+
+
+def test_choice_average_is_the_servers_two_rotation_mean() -> None:
+    line = record("choice", {"a": 0.6, "b": 0.4}, {"rot": {"a": 0.2, "b": 0.8}})
+    averaged = jev_variants.jev_variant_record(line, "average")
+    assert averaged["probabilities"] == pytest.approx({"a": 0.4, "b": 0.6}) and averaged["choice"] == "b"
+    with pytest.raises(ValueError, match="unknown"):
+        jev_variants.parse_variant("score:sideways")
+
+
+def test_coherence_gaps_are_total_variation_distances() -> None:
+    score = record("score", {"0": 0.5, "1": 0.5}, {"rev": {"0": 0.2, "1": 0.8}})
+    noul = record(
+        "noul", {"yes": 0.9, "no": 0.1}, {"score2": {"yes": 0.6, "no": 0.4}, "alone": {"yes": 0.9, "no": 0.1}}
+    )
+    gaps = jev_report.coherence([score, noul])
+    assert gaps["score_mirror"] == pytest.approx(0.3) and gaps["noul_vs_score2"] == pytest.approx(0.3)
+    assert gaps["batching"] == pytest.approx(0.0) and gaps["choice_permutation"] is None

@@ -1,0 +1,161 @@
+"""Score and noul readouts freed of label bias: the pure maths, the engine's views, and the real API on the fake SGLang.
+
+A stand-in backend reads the prompt it is given: for a score it finds the levels shown (`A: text` or
+`1: text`) and answers `content(level) x position_prior(position)`; over the content-free state it
+answers the position prior alone. So every correction has an exact expected answer.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import httpx
+import pytest
+
+from openjev.backends.base import Backend, LabelLogprobs, ReadoutCall
+from openjev.config import Settings
+from openjev.debias import CONTENT_FREE_STATE, combine_log_space, debiased, divide_prior, mirrored
+from openjev.engine import Engine
+from openjev.tokenizer import ChatTokenizer
+from tests.conftest import ServeOpenJev
+from tests.test_engine_shifts import ask
+
+CONTENT = {"calm": 0.1, "busy": 0.2, "tense": 0.3, "fire": 0.4}
+POSITION_PRIOR = [0.1, 0.1, 0.7, 0.1]
+SCORE = {"type": "score", "instructions": "How bad is it?", "criteria": list(CONTENT)}
+NOUL = {"type": "noul", "instructions": "Is it on fire?"}
+
+
+def test_log_space_combination_and_prior_division() -> None:
+    p = [0.2, 0.3, 0.5]
+    assert combine_log_space([p, p]) == pytest.approx(p)
+    assert combine_log_space([[0.8, 0.2], [0.2, 0.8]]) == pytest.approx([0.5, 0.5])
+    assert divide_prior(p, [1 / 3] * 3) == pytest.approx(p)
+    assert divide_prior(p, p) == pytest.approx([1 / 3] * 3)
+    assert mirrored(p) == [0.5, 0.3, 0.2]
+    # Each view divided by its own prior, then combined: a pure position prior disappears.
+    content = [0.1, 0.2, 0.7]
+    prior = [0.6, 0.3, 0.1]
+    seen = [c * q for c, q in zip(content, prior, strict=True)]
+    assert debiased([seen, seen], [prior, prior]) == pytest.approx(content)
+    assert debiased([seen], [None]) == pytest.approx(seen)
+
+
+class PositionBiasedModel(Backend):
+    def __init__(self, chat: ChatTokenizer) -> None:
+        self.chat = chat
+        self.prompts: list[str] = []
+
+    async def readout(self, call: ReadoutCall) -> LabelLogprobs:
+        text = self.chat.tokenizer.decode(list(call.input_ids), skip_special_tokens=False)
+        self.prompts.append(text)
+        shown = re.findall(r"^(?:[A-D]|[1-4]): (\w+)$", text, flags=re.MULTILINE)
+        content_free = f"\n{CONTENT_FREE_STATE}<|im_end|>" in text
+        if len(call.label_token_ids) == 2:  # a noul: yes 0.8 on content, 0.5 over the content-free state
+            p_yes = 0.5 if content_free else 0.8
+            logprobs = (math.log(p_yes * 0.5), math.log((1 - p_yes) * 1.5))  # a model that leans to No
+        elif shown and len(shown) == len(call.label_token_ids):
+            values = [POSITION_PRIOR[j] * (1.0 if content_free else CONTENT[word]) for j, word in enumerate(shown)]
+            logprobs = tuple(math.log(v) for v in values)
+        else:  # the warm-up
+            logprobs = tuple(0.0 for _ in call.label_token_ids)
+        return LabelLogprobs(logprobs, len(call.input_ids), None)
+
+
+@pytest.fixture(scope="module")
+def chat(qwen_tokenizer_dir):
+    return ChatTokenizer(qwen_tokenizer_dir)
+
+
+def normalised(values: list[float]) -> list[float]:
+    return [v / sum(values) for v in values]
+
+
+def test_the_default_reads_the_position_bias(chat) -> None:
+    answers, calls = ask(Engine(Settings(), chat, PositionBiasedModel(chat)), {"s": SCORE})
+    expected = normalised([CONTENT[w] * POSITION_PRIOR[j] for j, w in enumerate(CONTENT)])
+    assert list(answers["s"]["probabilities"].values()) == pytest.approx(expected) and calls == 2
+
+
+def test_the_reversed_rubric_is_a_second_branch_combined_in_log_space(chat) -> None:
+    backend = PositionBiasedModel(chat)
+    answers, calls = ask(Engine(Settings(score_reverse=True), chat, backend), {"s": SCORE, "n": NOUL})
+    assert calls == 1 + 2 + 1
+    assert "A: fire\nB: tense\nC: busy\nD: calm" in "".join(backend.prompts)
+    levels = list(CONTENT)
+    geometric = [
+        math.sqrt(CONTENT[w] * POSITION_PRIOR[i] * CONTENT[w] * POSITION_PRIOR[3 - i]) for i, w in enumerate(levels)
+    ]
+    assert list(answers["s"]["probabilities"].values()) == pytest.approx(normalised(geometric))
+    assert answers["s"]["score"] == pytest.approx(sum(i * p for i, p in enumerate(normalised(geometric))))
+
+
+def test_digit_labels_number_the_levels(chat) -> None:
+    backend = PositionBiasedModel(chat)
+    engine = Engine(Settings(score_labels="digits"), chat, backend)
+    answers, _ = ask(engine, {"s": SCORE})
+    assert "1: calm\n2: busy\n3: tense\n4: fire" in backend.prompts[-1]
+    assert "Answer with the number of the level" in backend.prompts[-1]
+    assert list(answers["s"]["legend"].values()) == list(CONTENT)
+    eight = {"type": "score", "criteria": [f"level{i}" for i in range(12)]}  # more than 9 levels: letters
+    ask(engine, {"long": eight})
+    assert "L: level11" in backend.prompts[-1]
+
+
+def test_contextual_calibration_divides_out_the_content_free_prior_and_caches_it(chat) -> None:
+    backend = PositionBiasedModel(chat)
+    engine = Engine(Settings(contextual_calibration="score,noul"), chat, backend)
+    answers, calls = ask(engine, {"s": SCORE, "n": NOUL})
+    assert calls == 1 + 2 + 2  # warm-up, two questions, two content-free readouts
+    assert list(answers["s"]["probabilities"].values()) == pytest.approx(normalised(list(CONTENT.values())))
+    assert answers["n"]["noul"] == pytest.approx(0.8)
+    again, calls = ask(engine, {"other id": SCORE})
+    assert calls == 2 and again["other id"]["probabilities"] == answers["s"]["probabilities"]
+    # Types not listed are read as before.
+    plain, _ = ask(Engine(Settings(contextual_calibration="noul"), chat, backend), {"s": SCORE})
+    assert plain["s"]["probabilities"]["2"] > 0.5
+
+
+def test_the_answer_cue_can_differ_per_question_type(chat) -> None:
+    backend = PositionBiasedModel(chat)
+    ask(Engine(Settings(answer_cue_score="json"), chat, backend), {"s": SCORE, "n": NOUL})
+    endings = sorted(prompt[-14:] for prompt in backend.prompts[1:])
+    assert any(ending.endswith('{"answer": "') for ending in endings)
+    assert any(ending.endswith("Answer:\n") for ending in endings)
+    with pytest.raises(ValueError, match="unknown question type"):
+        Settings(contextual_calibration="score,essay")
+
+
+def test_the_settings_work_through_the_api_on_the_fake_sglang(
+    serve_openjev: ServeOpenJev, fake_sglang, qwen_tokenizer_dir
+) -> None:
+    server = serve_openjev(
+        "--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir),
+        env={
+            "OPENJEV_SCORE_LABELS": "digits", "OPENJEV_SCORE_REVERSE": "true",
+            "OPENJEV_CONTEXTUAL_CALIBRATION": "score,noul", "OPENJEV_ANSWER_CUE_NOUL": "json",
+        },
+    )  # fmt: skip
+    body = {"model": "jev-latest", "state": "The kitchen is on fire.", "questions": {"s": SCORE, "n": NOUL}}
+    first = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=30)
+    assert first.status_code == 200, first.text
+    answers = first.json()["answers"]
+    assert sum(answers["s"]["probabilities"].values()) == pytest.approx(1.0) and 0 <= answers["n"]["noul"] <= 1
+    # warm-up + score in two views + noul, and one content-free readout per view of each question.
+    assert first.json()["usage"]["output_tokens"] == 1 + 3 + 3
+    second = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=30)
+    assert second.json()["usage"]["output_tokens"] == 1 + 3
+    assert second.json()["answers"] == answers
+
+
+def test_score_and_noul_settings_leave_choice_questions_untouched(chat) -> None:
+    """Why MMLU (choice only) cannot move under the score and noul settings: same prompts, same answers."""
+    choice = {"type": "choice", "instructions": "Which?", "criteria": {"a": "calm", "b": "fire"}}
+    plain_backend, tuned_backend = PositionBiasedModel(chat), PositionBiasedModel(chat)
+    plain, _ = ask(Engine(Settings(), chat, plain_backend), {"c": choice})
+    tuned_settings = Settings(
+        score_labels="digits", score_reverse=True, contextual_calibration="score,noul", answer_cue_score="json"
+    )
+    tuned, _ = ask(Engine(tuned_settings, chat, tuned_backend), {"c": choice})
+    assert tuned == plain and tuned_backend.prompts == plain_backend.prompts
