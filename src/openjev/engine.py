@@ -19,6 +19,9 @@
    same cached prefix; its readouts are mapped back to the options and combined
    (OPENJEV_LABEL_PRIOR), then tempered by the calibration file's temperature for its type and
    option count, else OPENJEV_TEMPERATURE. `usage.output_tokens` counts every backend call.
+
+With a data-parallel backend (several ranks, each with its own prefix cache) every backend call of
+one evaluation carries one rank, chosen from the conversation's key (`affinity.py`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from openjev.affinity import RankRouter, common_prefix_length, conversation_key, pinned
 from openjev.answers import (
     NonFiniteLogprob,
     choice_answer,
@@ -65,6 +69,8 @@ class Branch:
 class PreparedRequest:
     shared_prefix_ids: list[int]
     branches: list[Branch]
+    #: Names the conversation for rank affinity (`affinity.conversation_key`).
+    affinity_key: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,11 +110,22 @@ class Engine:
             else "the backend's context length"
         )
         self._backend_slots = asyncio.Semaphore(settings.max_concurrent_branches)
+        ranks = backend.data_parallel_size
+        #: Several data-parallel ranks: which one serves each evaluation (None: one rank, nothing routed).
+        self.router: RankRouter | None = RankRouter(ranks) if ranks > 1 else None
+        self._template_header = self._header_length()
         self.calibration: Calibration | None = (
             load_calibration(settings.calibration_file) if settings.calibration_file is not None else None
         )
         #: The calibration file in force (its path as configured), for /health and /v1/limits.
         self.calibration_source: str | None = self.calibration.source if self.calibration else None
+
+    def _header_length(self) -> int:
+        """Tokens every shared prefix starts with (the template's, before the state): the affinity key
+        starts after them."""
+        frames = (frame_conversation(self.chat, [{"role": "user", "content": text}], self.cue) for text in "ab")
+        first, second = (self.chat.encode_segments(frame.shared_prefix_segments) for frame in frames)
+        return common_prefix_length(first, second)
 
     # -- 1. prepare -------------------------------------------------------------------------------
 
@@ -145,7 +162,7 @@ class Engine:
             for (question_id, question, offset, _, ids), suffix_ids in zip(planned, suffixes, strict=True)
         ]
         self._check_budget(shared_prefix_ids, branches)
-        return PreparedRequest(shared_prefix_ids, branches)
+        return PreparedRequest(shared_prefix_ids, branches, conversation_key(shared_prefix_ids, self._template_header))
 
     def _offsets(self, question: AnswerableQuestion) -> list[int]:
         """The option rotations a question is read in: several for a choice, else just as sent."""
@@ -228,27 +245,36 @@ class Engine:
 
     # -- 2. evaluate ------------------------------------------------------------------------------
 
-    async def _call_backend(self, input_ids: list[int], label_token_ids: tuple[int, ...]) -> LabelLogprobs:
+    async def _call_backend(
+        self, input_ids: list[int], label_token_ids: tuple[int, ...], rank: int | None = None
+    ) -> LabelLogprobs:
+        """One backend call; `rank` is the evaluation's data-parallel rank (None with one rank)."""
         async with self._backend_slots:
-            return await self.backend.readout(ReadoutCall(new_rid(), input_ids, label_token_ids))
+            result = await self.backend.readout(ReadoutCall(new_rid(), input_ids, label_token_ids, rank))
+        if self.router is not None and rank is not None:
+            self.router.record(rank, result.prompt_tokens, result.cached_tokens)
+        return result
 
     async def evaluate(self, prepared: PreparedRequest) -> Evaluation:
         prefix = prepared.shared_prefix_ids
         try:
             async with asyncio.timeout(self.settings.request_timeout):
-                started = time.perf_counter()
-                # Any non-empty id list works: every call must carry one (SGLang #34719).
-                warm = await self._call_backend(prefix, prepared.branches[0].label_token_ids[:1])
-                warmed = time.perf_counter()
-                try:
-                    async with asyncio.TaskGroup() as group:
-                        tasks = [
-                            group.create_task(self._call_backend(prefix + branch.suffix_ids, branch.label_token_ids))
-                            for branch in prepared.branches
-                        ]
-                except* BackendError as failures:
-                    raise failures.exceptions[0] from None
-                finished = time.perf_counter()
+                with pinned(self.router, prepared.affinity_key, 1 + len(prepared.branches)) as rank:
+                    started = time.perf_counter()
+                    # Any non-empty id list works: every call must carry one (SGLang #34719).
+                    warm = await self._call_backend(prefix, prepared.branches[0].label_token_ids[:1], rank)
+                    warmed = time.perf_counter()
+                    try:
+                        async with asyncio.TaskGroup() as group:
+                            tasks = [
+                                group.create_task(
+                                    self._call_backend(prefix + branch.suffix_ids, branch.label_token_ids, rank)
+                                )
+                                for branch in prepared.branches
+                            ]
+                    except* BackendError as failures:
+                        raise failures.exceptions[0] from None
+                    finished = time.perf_counter()
         except TimeoutError as error:
             raise BackendTimeout(
                 f"the backend did not finish within OPENJEV_REQUEST_TIMEOUT={self.settings.request_timeout:g}s"

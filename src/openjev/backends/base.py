@@ -23,11 +23,16 @@ from openjev.errors import OpenJevError
 
 @dataclass(frozen=True, slots=True)
 class ReadoutCall:
-    """One single-token readout: `input_ids` is the whole prompt, `label_token_ids` the ids to read."""
+    """One single-token readout: `input_ids` is the whole prompt, `label_token_ids` the ids to read.
+
+    `routed_dp_rank`: the data-parallel rank every call of one request is pinned to (`affinity.py`);
+    None where the backend has one rank, and then nothing about ranks is sent.
+    """
 
     rid: str
     input_ids: Sequence[int]
     label_token_ids: Sequence[int]
+    routed_dp_rank: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +91,11 @@ class Backend(abc.ABC):
     def context_length(self) -> int | None:
         """Largest prompt + output length the backend accepts, when it knows one."""
         return None
+
+    @property
+    def data_parallel_size(self) -> int:
+        """Data-parallel ranks, each with its own prefix cache, that calls can be pinned to."""
+        return 1
 
     @property
     def model_name(self) -> str | None:
