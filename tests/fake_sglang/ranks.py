@@ -16,6 +16,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from openjev.affinity import common_prefix_length
+
 # Each rank's simulated radix cache keeps this many recent prompts (bounded, like real cache eviction).
 _REMEMBERED_PROMPTS = 64
 
@@ -38,15 +40,6 @@ def rank_refusal(body: dict[str, Any], dp_size: int) -> str | None:
     return None
 
 
-def common_prefix(first: tuple[int, ...], second: list[int]) -> int:
-    length = 0
-    for a, b in zip(first, second, strict=False):
-        if a != b:
-            break
-        length += 1
-    return length
-
-
 class RankCaches:
     """`ranks` simulated radix caches and the round robin of unpinned requests."""
 
@@ -63,7 +56,7 @@ class RankCaches:
     def cached_tokens(self, rank: int, prompt: list[int], page_size: int) -> int:
         """The prompt's longest prefix this rank has seen (never the last token, whole pages only)."""
         seen = self._seen[rank]
-        best = max((common_prefix(earlier, prompt) for earlier in seen), default=0)
+        best = max((common_prefix_length(earlier, prompt) for earlier in seen), default=0)
         seen.append(tuple(prompt))
         del seen[:-_REMEMBERED_PROMPTS]
         best = min(best, len(prompt) - 1)
