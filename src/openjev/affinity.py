@@ -10,8 +10,9 @@ same rank, so the warm-up, the branches and the next turn all find their prefix 
 Contract:
 - `conversation_key(prefix_ids, header)`: the conversation's identity is the `KEY_TOKENS` tokens that
   follow the chat template's fixed header (`header` tokens, the same for every conversation). A growing
-  conversation keeps its opening, so its key stays put; two conversations with the same opening share
-  those cached tokens too, so landing together costs them nothing.
+  conversation keeps its opening, so its key stays put (a first state shorter than `KEY_TOKENS`
+  changes it once, as it grows past them); two conversations with the same opening share those
+  cached tokens too, so landing together costs them nothing.
 - `rank_order(key, n)`: rendezvous (highest-random-weight) hashing: every rank gets the score
   `h(key, rank)`, the order is by descending score. Adding or removing a rank moves only the keys
   whose first choice it was.
@@ -23,11 +24,13 @@ Contract:
 - `RankRouter` keeps the in-flight work (backend calls) per rank and, per rank, the prompt and cached
   tokens its calls reported; `assign` and `release` bracket one request.
 
-ε = `EPSILON` = 0.25: the benchmark's imbalance goal is max/mean in-flight <= 1.25, and the admission
-bound is exactly (1 + ε) x mean, so ε = 0.25 is the loosest bound that still meets it; a looser one
-keeps more conversations on their first rank (more cache hits) and lets a hot conversation overload
-its rank, a tighter one moves conversations whenever loads fluctuate (each move re-prefills its
-prefix on the new rank). `benchmarks/data_parallel_affinity.py` measures both sides.
+ε = `EPSILON` = 0.25: the imbalance goal is max/mean in-flight <= 1.25, and the admission bound is
+exactly (1 + ε) x mean, so 0.25 is the loosest bound that still meets it; a looser one keeps more
+conversations on their first rank (more cache hits) and lets a hot conversation overload its rank, a
+tighter one moves conversations whenever loads fluctuate (each move re-prefills its prefix on the new
+rank). Measured (`benchmarks/data_parallel_affinity.py`, 8 ranks, 3 seeds): without the bound the
+imbalance reaches 1.27 [1.20, 1.38]; with it 1.10 [1.07, 1.12], for 2.8 points of cached share
+(0.832 against 0.860).
 """
 
 from __future__ import annotations
