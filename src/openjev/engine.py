@@ -256,25 +256,29 @@ class Engine:
         return result
 
     async def evaluate(self, prepared: PreparedRequest) -> Evaluation:
+        # One data-parallel rank for every backend call of the evaluation (None: one rank).
+        with pinned(self.router, prepared.affinity_key, 1 + len(prepared.branches)) as rank:
+            return await self._evaluate(prepared, rank)
+
+    async def _evaluate(self, prepared: PreparedRequest, rank: int | None) -> Evaluation:
         prefix = prepared.shared_prefix_ids
         try:
             async with asyncio.timeout(self.settings.request_timeout):
-                with pinned(self.router, prepared.affinity_key, 1 + len(prepared.branches)) as rank:
-                    started = time.perf_counter()
-                    # Any non-empty id list works: every call must carry one (SGLang #34719).
-                    warm = await self._call_backend(prefix, prepared.branches[0].label_token_ids[:1], rank)
-                    warmed = time.perf_counter()
-                    try:
-                        async with asyncio.TaskGroup() as group:
-                            tasks = [
-                                group.create_task(
-                                    self._call_backend(prefix + branch.suffix_ids, branch.label_token_ids, rank)
-                                )
-                                for branch in prepared.branches
-                            ]
-                    except* BackendError as failures:
-                        raise failures.exceptions[0] from None
-                    finished = time.perf_counter()
+                started = time.perf_counter()
+                # Any non-empty id list works: every call must carry one (SGLang #34719).
+                warm = await self._call_backend(prefix, prepared.branches[0].label_token_ids[:1], rank)
+                warmed = time.perf_counter()
+                try:
+                    async with asyncio.TaskGroup() as group:
+                        tasks = [
+                            group.create_task(
+                                self._call_backend(prefix + branch.suffix_ids, branch.label_token_ids, rank)
+                            )
+                            for branch in prepared.branches
+                        ]
+                except* BackendError as failures:
+                    raise failures.exceptions[0] from None
+                finished = time.perf_counter()
         except TimeoutError as error:
             raise BackendTimeout(
                 f"the backend did not finish within OPENJEV_REQUEST_TIMEOUT={self.settings.request_timeout:g}s"
