@@ -229,7 +229,8 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _data_parallel_needs_the_python_frontend(self) -> Settings:
         # 0.5.19's Rust frontend runs inside each rank's scheduler and never reaches the data-parallel
-        # controller that honours `routed_dp_rank` (see the README's scaling section).
+        # controller that honours `routed_dp_rank`; with --dp-size 2 its second rank fails to bind the
+        # same port (README, "Past one GPU").
         if self.sglang_python and (self.data_parallel_size or 1) > 1 and self.frontend is Frontend.rust:
             raise ValueError(
                 "OPENJEV_DATA_PARALLEL_SIZE over 1 needs OPENJEV_FRONTEND=python: SGLang 0.5.19's Rust frontend "
