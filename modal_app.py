@@ -1,4 +1,4 @@
-"""openjev on Modal: one B200 per container, SGLang 0.5.19 supervised by the openjev API.
+"""openjev on Modal: one B200 per container (OPENJEV_GPUS for more), SGLang 0.5.19 supervised by the API.
 
     uv run modal run modal_app.py      # a temporary Server: smoke checks -> smoke-result.json, then shut down
     uv run modal deploy modal_app.py   # a stable public URL (https://...us-west.modal.direct)
@@ -14,13 +14,15 @@ The `openjev-huggingface` Volume holds the weights and every compile cache (SGLa
 kernels, FlashInfer's workspace, Triton's and TorchInductor's), so later starts skip the download and
 the compilation (CUDA graphs are still captured).
 
-Read from the local environment when this file is loaded: OPENJEV_PROFILE, OPENJEV_FRONTEND and
-OPENJEV_SERVED_MODEL_NAME are forwarded to the container; OPENJEV_API_KEY, OPENJEV_BACKEND_API_KEY and
-HF_TOKEN travel in a Modal Secret; OPENJEV_MODAL_SECRET names a stored Modal Secret to add. Unset
-variables are not sent: by default the endpoint has no auth. Modal loads this file again in the
-container, whose environment differs (the Secrets' values are set, the local ones are not), so the
-Secret list has the same shape in both: always the one dict Secret, and the stored Secret's name is
-forwarded so the container names it too.
+Read from the local environment when this file is loaded: OPENJEV_GPUS (default 1) B200s per
+container, served as that many SGLang data-parallel ranks (`--dp-size`, the Python frontend) with each
+conversation pinned to one rank's cache, and the container's request limits scaled with them;
+OPENJEV_PROFILE, OPENJEV_FRONTEND and OPENJEV_SERVED_MODEL_NAME are forwarded to the container;
+OPENJEV_API_KEY, OPENJEV_BACKEND_API_KEY and HF_TOKEN travel in a Modal Secret; OPENJEV_MODAL_SECRET
+names a stored Modal Secret to add. Unset variables are not sent: by default the endpoint has no auth.
+Modal loads this file again in the container, whose environment differs (the Secrets' values are set,
+the local ones are not), so the Secret list has the same shape in both: always the one dict Secret,
+and the stored Secret's name is forwarded so the container names it too.
 
 Shutdown budget, all within Modal's exit grace: the API drains its requests (at most the request
 timeout), then gives SGLang its grace period, then the Volume is committed.
@@ -78,6 +80,11 @@ CACHE_DIR = "/cache"
 VOLUME_NAME = "openjev-huggingface"
 
 FORWARDED_ENV = ("OPENJEV_PROFILE", "OPENJEV_FRONTEND", "OPENJEV_SERVED_MODEL_NAME")
+GPUS_ENV = "OPENJEV_GPUS"
+#: GPUs of one kind on one Modal machine (B200 machines have 8; modal 1.6's client passes any count on).
+MAX_GPUS = 8
+#: Backend calls in flight per GPU (openjev's default OPENJEV_MAX_CONCURRENT_BRANCHES for one).
+BRANCHES_PER_GPU = 64
 SECRET_ENV = ("OPENJEV_API_KEY", "OPENJEV_BACKEND_API_KEY", "HF_TOKEN")
 STORED_SECRET_ENV = "OPENJEV_MODAL_SECRET"
 
@@ -89,6 +96,35 @@ API_COMMAND = [
 ]  # fmt: skip
 
 ROOT = Path(__file__).resolve().parent
+
+
+def gpu_count(local: Mapping[str, str]) -> int:
+    """OPENJEV_GPUS: B200s per container, 1 to MAX_GPUS (default 1)."""
+    value = local.get(GPUS_ENV) or "1"
+    if not value.isdigit() or not 1 <= int(value) <= MAX_GPUS:
+        raise ValueError(f"{GPUS_ENV} must be a whole number from 1 to {MAX_GPUS}, got {value!r}")
+    return int(value)
+
+
+def gpu_spec(local: Mapping[str, str]) -> str:
+    """Modal's `gpu=`: `B200` for one, `B200:N` for N on one machine."""
+    count = gpu_count(local)
+    return GPU if count == 1 else f"{GPU}:{count}"
+
+
+def data_parallel_env(local: Mapping[str, str]) -> dict[str, str]:
+    """N > 1 GPUs: SGLang runs N ranks (`--dp-size N`) on its Python frontend (the one that honours
+    `routed_dp_rank`), and the container admits N times one GPU's work. One GPU: nothing is set."""
+    count = gpu_count(local)
+    if count == 1:
+        return {}
+    return {
+        GPUS_ENV: str(count),  # Modal loads this file again in the container: the same `gpu=` there
+        "OPENJEV_DATA_PARALLEL_SIZE": str(count),
+        "OPENJEV_FRONTEND": local.get("OPENJEV_FRONTEND") or "python",
+        "OPENJEV_MAX_CONCURRENT_REQUESTS": str(MAX_CONCURRENT_REQUESTS * count),
+        "OPENJEV_MAX_CONCURRENT_BRANCHES": str(BRANCHES_PER_GPU * count),
+    }
 
 
 def image_check(sglang_python: str, api_venv: str) -> str:
@@ -118,6 +154,7 @@ def container_env(local: Mapping[str, str]) -> dict[str, str]:
         "OPENJEV_REQUEST_TIMEOUT": str(REQUEST_TIMEOUT_SECONDS),
         "OPENJEV_SGLANG_SHUTDOWN_GRACE": str(SGLANG_GRACE_SECONDS),
         **{name: local[name] for name in (*FORWARDED_ENV, STORED_SECRET_ENV) if local.get(name)},
+        **data_parallel_env(local),
     }
 
 
@@ -221,14 +258,14 @@ class ApiLauncher:
 
 @app.server(
     image=image,
-    gpu=GPU,
+    gpu=gpu_spec(os.environ),
     port=PORT,
     unauthenticated=True,
     routing_region=ROUTING_REGION,
     compute_region=COMPUTE_REGIONS,
     min_containers=MIN_CONTAINERS,
     scaledown_window=SCALEDOWN_SECONDS,
-    target_concurrency=TARGET_CONCURRENCY,
+    target_concurrency=TARGET_CONCURRENCY * gpu_count(os.environ),
     startup_timeout=STARTUP_SECONDS,
     exit_grace_period=EXIT_GRACE_SECONDS,
     volumes={CACHE_DIR: cache_volume},

@@ -4,16 +4,18 @@ Run as `python stand_in_sglang.py -m sglang.launch_server FLAGS`.
 
 It accepts exactly the `launch_server` flags openjev may pass (anything else exits 2, as SGLang's
 argparse would), records how it was started, and serves `tests.fake_sglang.FakeSGLang` on
---host/--port with the given model path, revision, served model name, tokenizer path, context length
-and API key. Like SGLang's download, it leaves the model's `config.json` in the Hugging Face cache
-(only when the test set HF_HOME to a scratch directory), where openjev reads the vocabulary size.
+--host/--port with the given model path, revision, served model name, tokenizer path, context length,
+API key and data-parallel ranks (--dp-size: one radix cache per rank). Like SGLang's download, it
+leaves the model's `config.json` in the Hugging Face cache (only when the test set HF_HOME to a
+scratch directory), where openjev reads the vocabulary size.
 `SGLANG_RUST_SERVER=1` selects the fake's Rust frontend, which (like 0.5.19's) has no "starting"
 state: while the stand-in is not ready, nothing listens on its port.
 
 Environment:
 - STAND_IN_RECORD: a JSON file written at start with `argv`, `pid` and the SGLang variables of the
   environment, and again with `terminated_by: "SIGTERM"` when a SIGTERM stops it; the fake's
-  violations are appended to the same path plus `.violations` as they happen.
+  violations are appended to the same path plus `.violations` as they happen, and every answered
+  /generate call (its ids, the rank asked for and the rank that served it) to `.calls`.
 - STAND_IN_MODE: `ready` (default): ready at once; `slow`: not ready for STAND_IN_DELAY seconds;
   `crash`: exits with code 3 after STAND_IN_DELAY seconds, never ready; `hang`: never ready and
   ignores SIGTERM.
@@ -56,6 +58,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--api-key")
     parser.add_argument("--disable-radix-cache", action="store_true")
     parser.add_argument("--skip-server-warmup", action="store_true")
+    parser.add_argument("--dp-size", "--data-parallel-size", type=int, default=1)
     return parser.parse_args(argv)
 
 
@@ -114,6 +117,8 @@ def main(argv: list[str]) -> int:
             api_key=args.api_key,
             served_model_name=args.served_model_name or args.model_path,
             tokenizer_path=args.tokenizer_path,
+            dp_size=args.dp_size,
+            call_log=f"{record_path}.calls",
         ).start()
         print(f"stand-in SGLang listening on {fake.url} (mode {mode})", flush=True)
     print("stand-in SGLang: a line on stderr", file=sys.stderr, flush=True)

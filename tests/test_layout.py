@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "src" / "openjev"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "config", "calibration", "examples", "metrics", "fast_bpe"),
+    ("errors", "config", "calibration", "examples", "metrics", "fast_bpe", "affinity"),
     ("schema", "tokenizer", "tokenizer_source"),
     ("encoding",),
     ("validation", "prompts", "labels", "answers", "debias", "conversation_memo"),

@@ -325,3 +325,53 @@ def test_modal_run_entrypoint_smoke_checks_the_servers_url(tmp_path: Path, monke
     modal_app.smoke.info.raw_f(report=str(report))
     assert calls == [("https://openjev.example.modal.direct", modal_app.SMOKE_STARTUP_DEADLINE)]
     assert report.read_text() == '{"ok": true}'
+
+
+def test_one_gpu_by_default_sets_no_data_parallel_settings() -> None:
+    assert modal_app.gpu_spec({}) == "B200" and modal_app.gpu_count({"OPENJEV_GPUS": "1"}) == 1
+    assert modal_app.data_parallel_env({}) == {}
+    assert "OPENJEV_DATA_PARALLEL_SIZE" not in modal_app.container_env({"OPENJEV_GPUS": "1"})
+
+
+@pytest.mark.parametrize("count", [2, 4, 8])
+def test_gpus_give_the_container_b200s_and_sglang_as_many_ranks(count: int) -> None:
+    from modal._utils.function_utils import parse_gpu_config
+
+    local = {"OPENJEV_GPUS": str(count)}
+    spec = modal_app.gpu_spec(local)
+    assert spec == f"B200:{count}"
+    config = parse_gpu_config(spec)  # what modal 1.6 sends for `gpu=`
+    assert (config.gpu_type, config.count) == ("B200", count)
+    environment = modal_app.container_env(local)
+    assert environment["OPENJEV_GPUS"] == str(count)  # the container's own load declares the same GPUs
+    assert environment["OPENJEV_DATA_PARALLEL_SIZE"] == str(count)
+    assert environment["OPENJEV_FRONTEND"] == "python"  # the frontend that honours routed_dp_rank
+    assert environment["OPENJEV_MAX_CONCURRENT_REQUESTS"] == str(modal_app.MAX_CONCURRENT_REQUESTS * count)
+    assert environment["OPENJEV_MAX_CONCURRENT_BRANCHES"] == str(modal_app.BRANCHES_PER_GPU * count)
+    # The container's settings are valid: openjev would launch SGLang with --dp-size N.
+    from openjev.backends.supervised import sglang_command
+    from openjev.config import Settings
+
+    names = ("OPENJEV_DATA_PARALLEL_SIZE", "OPENJEV_FRONTEND")
+    settings = Settings(sglang_python=Path("python"), **{name[8:].lower(): environment[name] for name in names})
+    command = sglang_command(settings, 1, Path("tokenizer"))
+    assert command[command.index("--dp-size") + 1] == str(count)
+
+
+@pytest.mark.parametrize("value", ["0", "9", "two", "-1"])
+def test_a_gpu_count_modal_cannot_place_on_one_machine_is_refused(value: str) -> None:
+    with pytest.raises(ValueError, match="OPENJEV_GPUS must be a whole number from 1 to 8"):
+        modal_app.gpu_spec({"OPENJEV_GPUS": value})
+
+
+def test_the_declaration_follows_openjev_gpus(tmp_path: Path) -> None:
+    """Loaded with OPENJEV_GPUS=2 (locally, and in the container through its environment), the Server
+    asks Modal for two B200s on one machine."""
+    code = "import modal_app; print(modal_app.OpenJev.info().gpus)"
+    environment = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "OPENJEV_GPUS": "2",
+                   "MODAL_SERVER_URL": f"http://127.0.0.1:{free_port()}"}  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[('B200', 2)]"

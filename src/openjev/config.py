@@ -12,7 +12,7 @@ import shlex
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: The SDKs' default model name; always accepted as an alias of the served model.
@@ -59,6 +59,8 @@ SGLANG_FLAGS_SET_BY_OPENJEV = frozenset(
         "--context-length",
         "--skip-server-warmup",
         "--api-key",
+        "--dp-size",
+        "--data-parallel-size",
     }
 )
 
@@ -110,6 +112,13 @@ class Settings(BaseSettings):
         "(e.g. `--tp-size 2`); the flags openjev sets itself are refused.",
     )
     backend_api_key: SecretStr | None = Field(None, description="Bearer key sent to SGLang.")
+    data_parallel_size: int | None = Field(
+        None,
+        ge=1,
+        description="SGLang data-parallel ranks (`--dp-size`), each with its own prefix cache; every call of a "
+        "conversation is pinned to one rank. Supervised: default 1 (needs the python frontend when over 1); "
+        "--connect: default SGLang's own `dp_size` from /server_info.",
+    )
     backend_vocab_size: int | None = Field(
         None,
         ge=1,
@@ -275,6 +284,18 @@ class Settings(BaseSettings):
                 f"OPENJEV_SGLANG_ARGS may not set {', '.join(taken)}: openjev sets it (see the README's settings)"
             )
         return value
+
+    @model_validator(mode="after")
+    def _data_parallel_needs_the_python_frontend(self) -> Settings:
+        # 0.5.19's Rust frontend runs inside each rank's scheduler and never reaches the data-parallel
+        # controller that honours `routed_dp_rank`; with --dp-size 2 its second rank fails to bind the
+        # same port (README, "Past one GPU").
+        if self.sglang_python and (self.data_parallel_size or 1) > 1 and self.frontend is Frontend.rust:
+            raise ValueError(
+                "OPENJEV_DATA_PARALLEL_SIZE over 1 needs OPENJEV_FRONTEND=python: SGLang 0.5.19's Rust frontend "
+                "cannot pin a request to a data-parallel rank"
+            )
+        return self
 
     @field_validator("api_key")
     @classmethod

@@ -22,6 +22,9 @@
    option count, else OPENJEV_TEMPERATURE. `usage.output_tokens` counts every backend call.
    Views, labels, cues per question type and the score and calibration corrections are readouts.py's;
    content-free readouts (contextual calibration) run beside the branches (content_free.py).
+
+With a data-parallel backend (several ranks, each with its own prefix cache) every backend call of
+one evaluation carries one rank, chosen from the conversation's key (`affinity.py`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from openjev.affinity import RankRouter, common_prefix_length, conversation_key, pinned
 from openjev.answers import NonFiniteLogprob
 from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall
 from openjev.calibration import Calibration, load_calibration
@@ -40,7 +44,7 @@ from openjev.content_free import ContentFreePriors
 from openjev.conversation_memo import ConversationMemo
 from openjev.encoding import PromptEncoder, PromptTooLong
 from openjev.errors import Issue, RequestRejected
-from openjev.prompts import ANSWER_CUES
+from openjev.prompts import ANSWER_CUES, frame_conversation
 from openjev.readouts import AnswerableQuestion, QuestionViews, Readout
 from openjev.schema import NoulQuestion, SystemOneRequest
 from openjev.tokenizer import ChatTokenizer, TemplateError
@@ -61,6 +65,8 @@ class Branch:
 class PreparedRequest:
     shared_prefix_ids: list[int]
     branches: list[Branch]
+    #: Names the conversation for rank affinity (`affinity.conversation_key`).
+    affinity_key: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +111,22 @@ class Engine:
         vocab = backend.vocab_size
         largest = max(chat.tokenizer.get_vocab(with_added_tokens=True).values(), default=-1)
         self._ids_in_vocabulary = vocab is not None and largest < vocab
+        ranks = backend.data_parallel_size
+        #: Several data-parallel ranks: which one serves each evaluation (None: one rank, nothing routed).
+        self.router: RankRouter | None = RankRouter(ranks) if ranks > 1 else None
+        self._template_header = self._header_length()
         self.calibration: Calibration | None = (
             load_calibration(settings.calibration_file) if settings.calibration_file is not None else None
         )
         #: The calibration file in force (its path as configured), for /health and /v1/limits.
         self.calibration_source: str | None = self.calibration.source if self.calibration else None
+
+    def _header_length(self) -> int:
+        """Tokens every shared prefix starts with (the template's, before the state): the affinity key
+        starts after them."""
+        frames = (frame_conversation(self.chat, [{"role": "user", "content": text}]) for text in "ab")
+        first, second = (self.chat.encode_segments(frame.shared_prefix_segments) for frame in frames)
+        return common_prefix_length(first, second)
 
     # -- 1. prepare -------------------------------------------------------------------------------
 
@@ -155,7 +172,7 @@ class Engine:
         ]
         self._check_budget(shared_prefix_ids, branches)
         self.memo.remember(framing, shared_prefix_ids)
-        return PreparedRequest(shared_prefix_ids, branches)
+        return PreparedRequest(shared_prefix_ids, branches, conversation_key(shared_prefix_ids, self._template_header))
 
     def _encode_limits(self, branch_count: int, known: int = 0) -> list[int]:
         """Per prompt, a length past which `_check_budget` must refuse whatever the others' lengths:
@@ -224,28 +241,43 @@ class Engine:
 
     # -- 2. evaluate ------------------------------------------------------------------------------
 
-    async def _call_backend(self, input_ids: list[int], label_token_ids: tuple[int, ...]) -> LabelLogprobs:
+    async def _call_backend(
+        self, input_ids: list[int], label_token_ids: tuple[int, ...], rank: int | None = None
+    ) -> LabelLogprobs:
+        """One backend call; `rank` is the evaluation's data-parallel rank (None with one rank)."""
         async with self._backend_slots:
-            call = ReadoutCall(new_rid(), input_ids, label_token_ids, self._ids_in_vocabulary)
-            return await self.backend.readout(call)
+            call = ReadoutCall(new_rid(), input_ids, label_token_ids, self._ids_in_vocabulary, rank)
+            result = await self.backend.readout(call)
+        if self.router is not None and rank is not None:
+            self.router.record(rank, result.prompt_tokens, result.cached_tokens)
+        return result
 
     async def evaluate(self, prepared: PreparedRequest) -> Evaluation:
+        # One data-parallel rank for every backend call of the evaluation (None: one rank).
+        with pinned(self.router, prepared.affinity_key, 1 + len(prepared.branches)) as rank:
+            return await self._evaluate(prepared, rank)
+
+    async def _evaluate(self, prepared: PreparedRequest, rank: int | None) -> Evaluation:
         prefix = prepared.shared_prefix_ids
         try:
             async with asyncio.timeout(self.settings.request_timeout):
                 started = time.perf_counter()
                 # Any non-empty id list works: every call must carry one (SGLang #34719).
-                warm = await self._call_backend(prefix, prepared.branches[0].label_token_ids[:1])
+                warm = await self._call_backend(prefix, prepared.branches[0].label_token_ids[:1], rank)
                 warmed = time.perf_counter()
                 try:
                     async with asyncio.TaskGroup() as group:
                         tasks = [
-                            group.create_task(self._call_backend(prefix + branch.suffix_ids, branch.label_token_ids))
+                            group.create_task(
+                                self._call_backend(prefix + branch.suffix_ids, branch.label_token_ids, rank)
+                            )
                             for branch in prepared.branches
                         ]
                         wanted = [self.views.wants_content_free(branch.question) for branch in prepared.branches]
                         content_free = group.create_task(
-                            self.content_free.read(prepared.branches, wanted, self._call_backend)
+                            self.content_free.read(
+                                prepared.branches, wanted, lambda ids, labels: self._call_backend(ids, labels, rank)
+                            )
                         )
                 except* BackendError as failures:
                     raise failures.exceptions[0] from None

@@ -21,3 +21,22 @@ INPUT_TOKENS = Counter("openjev_input_tokens", "Prompt tokens submitted to the b
 CACHED_TOKENS = Counter(
     "openjev_cached_tokens", "Prompt tokens the backend reported as reused from its cache.", registry=REGISTRY
 )
+# Data-parallel SGLang (OPENJEV_DATA_PARALLEL_SIZE > 1): per rank, as `affinity.RankRouter` assigns them.
+RANK_IN_FLIGHT = Gauge(
+    "openjev_rank_in_flight_calls",
+    "Backend calls of in-progress requests pinned to each data-parallel rank.",
+    ["rank"],
+    registry=REGISTRY,
+)
+RANK_PROMPT_TOKENS = Counter(
+    "openjev_rank_prompt_tokens",
+    "Prompt tokens of finished calls, per data-parallel rank.",
+    ["rank"],
+    registry=REGISTRY,
+)
+RANK_CACHED_TOKENS = Counter(
+    "openjev_rank_cached_tokens",
+    "Prompt tokens each data-parallel rank reported as reused from its radix cache.",
+    ["rank"],
+    registry=REGISTRY,
+)

@@ -170,8 +170,14 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
         assert limits["answer_settings"] == {
             "answer_cue": "plain", "option_shifts": 1, "label_prior": False, "temperature": 1.0,
             "confidence": "typesafe", "calibration_sha256": hashlib.sha256(calibration.read_bytes()).hexdigest(),
+            "answer_cue_noul": "plain", "answer_cue_choice": "plain", "answer_cue_score": "plain",
+            "score_labels": "letters", "score_reverse": False, "contextual_calibration": "",
         }  # fmt: skip
-    other = {"answer_cue": "json", "option_shifts": 4, "label_prior": True, "temperature": 0.5, "confidence": "entropy"}
+    other = {
+        "answer_cue": "json", "option_shifts": 4, "label_prior": True, "temperature": 0.5, "confidence": "entropy",
+        "answer_cue_noul": "plain", "score_labels": "digits", "score_reverse": True,
+        "contextual_calibration": "score,noul",
+    }  # fmt: skip
     with TestClient(create_app(settings_for(qwen_tokenizer_dir, **other), InstantBackend())) as client:
         assert _eventually_ready(client)
         limits = client.get("/v1/limits").json()
@@ -179,4 +185,6 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
         assert limits["answer_settings"] == {
             "answer_cue": "json", "option_shifts": 4, "label_prior": True, "temperature": 0.5,
             "confidence": "entropy", "calibration_sha256": None,
+            "answer_cue_noul": "plain", "answer_cue_choice": "json", "answer_cue_score": "json",
+            "score_labels": "digits", "score_reverse": True, "contextual_calibration": "noul,score",
         }  # fmt: skip

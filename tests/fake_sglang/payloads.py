@@ -33,12 +33,15 @@ def _append(variable: str, line: str) -> None:
             log.write(line + "\n")
 
 
-def record_payload(body: Any, *, rust: bool, context_length: int, max_total_num_tokens: int, expect: str) -> None:
+def record_payload(
+    body: Any, *, rust: bool, context_length: int, max_total_num_tokens: int, expect: str, dp_size: int = 1
+) -> None:
     # Bodies equal but for the rid teach nothing new: one of them is kept (a bounded file).
     shape = dict(body, rid="r") if isinstance(body, dict) and "rid" in body else body
     record = {
         "body": shape, "frontend": "rust" if rust else "python", "context_length": context_length,
         "max_total_num_tokens": max_total_num_tokens, "vocab_size": VOCAB_SIZE, "expect": expect,
+        "dp_size": dp_size,
     }  # fmt: skip
     _append(PAYLOAD_LOG, json.dumps(record, separators=(",", ":"), sort_keys=True))
 

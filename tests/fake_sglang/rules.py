@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tests.fake_sglang.ranks import rank_refusal
+
 VOCAB_SIZE = 151936
 SCHEDULER_RESERVED_TOKENS = 5
 SAMPLING_KEYS = frozenset({
@@ -63,7 +65,7 @@ def contract_violation(body: dict[str, Any]) -> str | None:
     return None
 
 
-def judge(body: Any, *, rust: bool, context_length: int, max_total_num_tokens: int) -> Outcome | None:
+def judge(body: Any, *, rust: bool, context_length: int, max_total_num_tokens: int, dp_size: int = 1) -> Outcome | None:
     """SGLang 0.5.19's answer to a single-form `/generate` body; None when it is admitted."""
     if not isinstance(body, dict):
         return Outcome("the body is not a JSON object", 422)
@@ -80,6 +82,9 @@ def judge(body: Any, *, rust: bool, context_length: int, max_total_num_tokens: i
         return Outcome("input_ids cannot be empty.")
     if not all(isinstance(t, int) and not isinstance(t, bool) for t in input_ids):
         return Outcome("input_ids must be a list of integers", 400)  # pydantic's int64 check
+    refused_rank = rank_refusal(body, dp_size)
+    if refused_rank:
+        return Outcome(refused_rank)
     if not all(_is_id(t, VOCAB_SIZE) for t in input_ids):
         return Outcome("input_ids contains out-of-vocabulary token id", crash=not rust)
     labels = body.get("token_ids_logprob") or []

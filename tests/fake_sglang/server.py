@@ -38,15 +38,13 @@ from starlette.routing import Route
 
 from openjev.backends.supervised import free_port
 from tests.fake_sglang import payloads
+from tests.fake_sglang.ranks import RankCaches
 from tests.fake_sglang.rules import VOCAB_SIZE, Outcome, contract_violation, judge, max_req_input_len
 
 FLOAT32_MIN = -3.4028234663852886e38
 # SGLang's TokenizerManager looks at a waiting request's connection this often (SGLANG_REQUEST_STATE_WAIT_TIMEOUT).
 PYTHON_DISCONNECT_CHECK = 4.0
 RUST_DISCONNECT_CHECK = 0.02
-
-# The simulated radix cache keeps this many recent prompts (bounded, like real cache eviction).
-_REMEMBERED_PROMPTS = 64
 
 Logprobs = Callable[[Sequence[int], Sequence[int]], list[float]]
 
@@ -98,6 +96,11 @@ class FakeSGLang:
     revision: str | None = None
     #: A file each violation is also appended to, for fakes in another process (the stand-in).
     violation_log: str | None = None
+    #: Data-parallel ranks (`--dp-size`), each with its own radix cache (`ranks.py`).
+    dp_size: int = 1
+    #: A file each answered call is appended to as a JSON line (rid, input_ids, the rank asked for, the
+    #: rank that served it, cached_tokens), for fakes in another process (the stand-in).
+    call_log: str | None = None
 
     requests: list[dict[str, Any]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
@@ -106,6 +109,8 @@ class FakeSGLang:
     disconnected: list[str] = field(default_factory=list)
     #: The cached_tokens each rid was answered with (also in Rust mode, which does not send it).
     cached_tokens: dict[str, int] = field(default_factory=dict)
+    #: The data-parallel rank that served each rid.
+    served_by: dict[str, int] = field(default_factory=dict)
     max_in_flight: int = 0
     host: str = "127.0.0.1"
     port: int = field(default_factory=free_port)
@@ -116,7 +121,7 @@ class FakeSGLang:
 
     def __post_init__(self) -> None:
         self._in_flight: dict[str, asyncio.Event] = {}
-        self._seen_prompts: list[tuple[int, ...]] = []
+        self._caches = RankCaches(self.dp_size)
         self._calls = 0
         self._ready_at = 0.0
         self._server: uvicorn.Server | None = None
@@ -208,6 +213,8 @@ class FakeSGLang:
 
     async def _server_info(self, request: Request) -> Response:
         info: dict[str, Any] = {"max_total_num_tokens": self.max_total_num_tokens, "version": "0.5.19"}
+        if not self.rust_frontend:  # the server args, `dp_size` among them
+            info["dp_size"] = self.dp_size
         if not self.rust_frontend and self.report_limits:  # the scheduler's facts, not relayed by Rust
             info |= {
                 "context_length": self.context_length,
@@ -251,7 +258,7 @@ class FakeSGLang:
             return denied
         if self._in_flight:
             return PlainTextResponse("Flush cache failed.\n", status_code=400)  # the reason goes to its log only
-        self._seen_prompts.clear()
+        self._caches.clear()
         return PlainTextResponse("Cache flushed.\n")
 
     def _violate(self, message: str) -> None:
@@ -275,9 +282,9 @@ class FakeSGLang:
         self._calls += 1
         call_number = self._calls
         limits = {"context_length": self.context_length, "max_total_num_tokens": self.max_total_num_tokens}
-        outcome = judge(body, rust=self.rust_frontend, **limits)
+        outcome = judge(body, rust=self.rust_frontend, dp_size=self.dp_size, **limits)
         expect = "ok" if outcome is None else "crash" if outcome.crash else "refused"
-        payloads.record_payload(body, rust=self.rust_frontend, expect=expect, **limits)
+        payloads.record_payload(body, rust=self.rust_frontend, expect=expect, dp_size=self.dp_size, **limits)
         if outcome is not None:
             return self._answer(outcome)
         breach = contract_violation(body)
@@ -305,7 +312,7 @@ class FakeSGLang:
             aborted = False
             if self.generate_delay and call_number >= self.delay_from_call:
                 aborted = await self._wait(request, rid, event, self.generate_delay)
-            answer = self._result(rid, body["input_ids"], body["token_ids_logprob"], aborted)
+            answer = self._result(rid, body, aborted)
             return JSONResponse(self.mangle(answer) if self.mangle else answer)
         finally:
             self._in_flight.pop(rid, None)
@@ -325,21 +332,8 @@ class FakeSGLang:
                     return True
         return False
 
-    def _cached_tokens(self, prompt: list[int]) -> int:
-        best = 0
-        for seen in self._seen_prompts:
-            common = 0
-            for a, b in zip(seen, prompt, strict=False):
-                if a != b:
-                    break
-                common += 1
-            best = max(best, common)
-        self._seen_prompts.append(tuple(prompt))
-        del self._seen_prompts[:-_REMEMBERED_PROMPTS]
-        best = min(best, len(prompt) - 1)
-        return best - best % self.page_size
-
-    def _result(self, rid: str, prompt: list[int], ids: list[int], aborted: bool) -> dict[str, Any]:
+    def _result(self, rid: str, body: dict[str, Any], aborted: bool) -> dict[str, Any]:
+        prompt, ids = body["input_ids"], body["token_ids_logprob"]
         values = self.logprobs(prompt, ids)
         position = [[FLOAT32_MIN if math.isinf(v) else v, t, None] for v, t in zip(values, ids, strict=True)]
         best = max(range(len(ids)), key=lambda i: values[i])
@@ -349,7 +343,13 @@ class FakeSGLang:
             if aborted
             else {"type": "length", "length": 1}
         )
-        cached = self.cached_tokens[rid] = self._cached_tokens(prompt)
+        rank = self.served_by[rid] = self._caches.route(body)
+        cached = self.cached_tokens[rid] = self._caches.cached_tokens(rank, prompt, self.page_size)
+        if self.call_log:
+            call = {"rid": rid, "input_ids": prompt, "routed_dp_rank": body.get("routed_dp_rank"), "rank": rank,
+                    "cached_tokens": cached}  # fmt: skip
+            with open(self.call_log, "a", encoding="utf-8") as log:
+                log.write(json.dumps(call) + "\n")
         if self.rust_frontend:
             meta: dict[str, Any] = {
                 "completion_tokens": 1,
@@ -377,7 +377,7 @@ class FakeSGLang:
             "completion_tokens": 1,
             "cached_tokens": cached,
             "cached_tokens_details": {"device": cached, "host": 0} if cached else None,
-            "dp_rank": None,
+            "dp_rank": rank if self.dp_size > 1 else None,
             "e2e_latency": 0.001,
             "response_sent_to_client_ts": time.time(),
         }

@@ -7,7 +7,8 @@ Each payload line is `{"body", "frontend", "context_length", "max_total_num_toke
 "expect"}` where `expect` is the fake SGLang's verdict (`ok`, `refused` or `crash`); SGLang's verdict
 must be the same, so this also checks the fake. SGLang's verdict, in its own request path:
 - `GenerateReqInput` parsed as FastAPI does (pydantic), `normalize_batch_and_arguments()`
-  (`managers/io_struct.py:378`), the TokenizerManager's `_validate_one_request`
+  (`managers/io_struct.py:378`), the TokenizerManager's `generate_request` up to its `routed_dp_rank`
+  check against the record's `dp_size` (`tokenizer_manager.py:790-799`), its `_validate_one_request`
   (`managers/tokenizer_manager.py:1162`: lengths, `token_ids_logprob` ids), `SamplingParams(**params)`
   with `normalize` and `verify` (`tokenizer_manager.py:1361-1363`): an error in any is `refused`;
 - then the scheduler's `validate_input_length` (`managers/utils.py:207-219`, the check
@@ -27,6 +28,7 @@ Each command line is an argv after `-m sglang.launch_server`, parsed by `ServerA
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import types
@@ -58,12 +60,33 @@ def tokenizer_manager(context_length: int, vocab_size: int) -> types.SimpleNames
     return tm
 
 
+class _RankChecked(Exception):
+    """Raised where `generate_request` goes on past its rank check (to tokenize and schedule)."""
+
+
+def check_rank(request: GenerateReqInput, dp_size: int) -> None:
+    """TokenizerManager.generate_request's own code, with `dp_size` ranks, up to its rank check."""
+
+    def stop(*_: object) -> None:
+        raise _RankChecked
+
+    tm = types.SimpleNamespace(
+        auto_create_handle_loop=lambda: None, _set_default_priority=lambda obj: None,
+        elastic_worker_count=dp_size, _init_req_state=stop,
+    )  # fmt: skip
+    try:
+        asyncio.run(TokenizerManager.generate_request(tm, request, None).__anext__())
+    except _RankChecked:
+        return
+
+
 def verdict(record: dict) -> tuple[str, str]:
     body, vocab = record["body"], record["vocab_size"]
     context, kv = record["context_length"], record["max_total_num_tokens"]
     try:
         request = pydantic.TypeAdapter(GenerateReqInput).validate_python(body)
         request.normalize_batch_and_arguments()
+        check_rank(request, record.get("dp_size", 1))
         TokenizerManager._validate_one_request(tokenizer_manager(context, vocab), request, request.input_ids)
         params = SamplingParams(**(request.sampling_params or {}))
         params.normalize(None)

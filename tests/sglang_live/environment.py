@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 SITE = Path(__file__).resolve().parent / "site"
@@ -12,6 +13,16 @@ CPU_FLAGS = (
     "--device cpu --attention-backend torch_native --dtype float32 --max-total-tokens 8192 --chunked-prefill-size 128"
 )
 CPU_ENVIRONMENT = {"SGLANG_USE_CPU_ENGINE": "1"}
+
+
+def cpu_ranks_binding(ranks: int) -> dict[str, str]:
+    """The CPU engine binds each rank to a NUMA node and refuses more ranks than nodes unless
+    SGLANG_CPU_OMP_THREADS_BIND names each rank's cores (`srt/utils/numa_utils.py` `init_threads_binding`):
+    this machine's cores, split into `ranks` groups."""
+    cores = sorted(os.sched_getaffinity(0))
+    size = max(1, len(cores) // ranks)
+    groups = [cores[rank * size : (rank + 1) * size] or cores[-1:] for rank in range(ranks)]
+    return {"SGLANG_CPU_OMP_THREADS_BIND": "|".join(",".join(map(str, group)) for group in groups)}
 
 
 def install_cpu_stand_ins(python: Path) -> None:

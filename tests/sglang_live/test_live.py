@@ -8,6 +8,8 @@ Two SGLang starts cover it all (each about a minute or two on a 2-core machine):
    then SGLang is killed and openjev exits non-zero, leaving no SGLang process behind.
 2. Rust frontend, supervised: the same answer, `--connect` too; on SIGTERM openjev stops taking
    requests, then stops SGLang, then exits 0.
+3. Python frontend, supervised, `OPENJEV_DATA_PARALLEL_SIZE=2` (`--dp-size 2`, each rank on its own
+   cores): the same answer, and every branch finds the warm-up's prefix in its rank's cache.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 
 from tests.backends.test_supervised import exit_code, process_gone
 from tests.conftest import RunningOpenJev, ServeOpenJev, eventually, wait_for
+from tests.sglang_live.environment import cpu_ranks_binding
 
 pytestmark = [pytest.mark.sglang_live, pytest.mark.timeout(900)]
 
@@ -215,3 +218,22 @@ def test_rust_frontend_supervised_and_connected(
     # Requests stop first (uvicorn's shutdown), then SGLang, and openjev exits once it is gone.
     assert log.index("Shutting down") < log.index("stopping SGLang") < log.index("SGLang stopped")
     assert eventually(lambda: group_gone(pid), 30)
+
+
+def test_two_data_parallel_ranks_each_conversation_on_one(
+    serve_openjev: ServeOpenJev, sglang_python: Path, sglang_model_dir: Path, cpu_environment, embedded_answer
+) -> None:
+    environment = {**cpu_environment, **cpu_ranks_binding(2), "OPENJEV_DATA_PARALLEL_SIZE": "2"}
+    server = serve_supervised(serve_openjev, sglang_python, sglang_model_dir, environment, "python")
+    assert "--dp-size 2" in server.log()
+    assert httpx.get(f"{server.url}/v1/limits").json()["data_parallel_size"] == 2
+    for state in (STATE, STATE + " It was a birthday present, and the party is on Saturday."):
+        response = httpx.post(f"{server.url}/v1/systemone", json=request(state), timeout=300)
+        if state == STATE:
+            assert_close(answers(response), embedded_answer)
+        # Pinned to one rank, each branch reuses the whole warm-up prefix; round robin over two ranks
+        # would send one of the two branches to a rank that never saw it.
+        prefix = int(response.headers["x-openjev-prefix-tokens"])
+        assert int(response.headers["x-openjev-cached-tokens"]) >= len(QUESTIONS) * (prefix - 1), response.headers
+    ranks = httpx.get(f"{server.url}/health").json()["data_parallel"]["ranks"]
+    assert len(ranks) == 2 and all(rank["in_flight_calls"] == 0 for rank in ranks)

@@ -189,6 +189,7 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
         "body_read_timeout_seconds": settings.body_read_timeout,
         "request_timeout_seconds": settings.request_timeout,
         "backend_context_length": service.backend.context_length,
+        "data_parallel_size": service.backend.data_parallel_size if current else None,
         # The calibration file in force, by name only: its directory is this machine's business.
         "calibration_file": Path(calibration).name
         if (calibration := current and current.engine.calibration_source)
@@ -230,6 +231,8 @@ async def health(service: ServiceDep) -> JSONResponse:
         "startup_seconds": current.startup_seconds if current else None,
         "uptime_seconds": time.monotonic() - service.started_at,
         "in_flight": service.active_evaluations,
+        # Several SGLang ranks: per rank, in-flight calls and the share of prompt tokens from its cache.
+        **({"data_parallel": current.engine.router.snapshot()} if current and current.engine.router else {}),
         "profile": service.settings.profile,
         "version": __version__,
     }

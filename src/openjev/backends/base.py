@@ -23,7 +23,11 @@ from openjev.errors import OpenJevError
 
 @dataclass(frozen=True, slots=True)
 class ReadoutCall:
-    """One single-token readout: `input_ids` is the whole prompt, `label_token_ids` the ids to read."""
+    """One single-token readout: `input_ids` is the whole prompt, `label_token_ids` the ids to read.
+
+    `routed_dp_rank`: the data-parallel rank every call of one request is pinned to (`affinity.py`);
+    None where the backend has one rank, and then nothing about ranks is sent.
+    """
 
     rid: str
     input_ids: Sequence[int]
@@ -31,6 +35,7 @@ class ReadoutCall:
     #: The caller vouches that every id is in [0, the backend's `vocab_size`), so the backend need
     #: not scan the prompt again (about 0.4 ms for each 24k-id readout).
     ids_in_vocabulary: bool = False
+    routed_dp_rank: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +99,10 @@ class Backend(abc.ABC):
     def vocab_size(self) -> int | None:
         """Ids the model has, when the backend knows and checks them (see `ReadoutCall.ids_in_vocabulary`)."""
         return None
+
+    def data_parallel_size(self) -> int:
+        """Data-parallel ranks, each with its own prefix cache, that calls can be pinned to."""
+        return 1
 
     @property
     def model_name(self) -> str | None:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
 import time
 import uuid
@@ -53,6 +52,7 @@ from openjev.backends.base import (
     LabelLogprobs,
     ReadoutCall,
 )
+from openjev.backends.vocabulary import model_vocab_size
 from openjev.config import Settings
 
 log = logging.getLogger("openjev.sglang")
@@ -77,6 +77,7 @@ def client_options(settings: Settings) -> dict[str, Any]:
         "startup_timeout": settings.backend_startup_timeout,
         "max_connections": settings.max_concurrent_branches,
         "vocab_size": settings.backend_vocab_size,
+        "data_parallel_size": settings.data_parallel_size,
     }
 
 
@@ -88,6 +89,8 @@ def generate_payload(call: ReadoutCall) -> dict[str, Any]:
         "return_logprob": True,
         "logprob_start_len": -1,
         "token_ids_logprob": list(call.label_token_ids),
+        # Only with several ranks: one rank's payload stays exactly what it was.
+        **({} if call.routed_dp_rank is None else {"routed_dp_rank": call.routed_dp_rank}),
     }
 
 
@@ -107,39 +110,6 @@ def check_vocabulary(call: ReadoutCall, vocab_size: int) -> None:
                 f"{name} token id {bad} is outside the model's vocabulary of {vocab_size} ids "
                 "(the tokenizer does not match SGLang's model); not sent"
             )
-
-
-def vocab_size_from_config(config: Any) -> int | None:
-    """`vocab_size` as SGLang reads it: the text config's (`hf_text_config.vocab_size`)."""
-    if not isinstance(config, dict):
-        return None
-    text = config.get("text_config")
-    value = text.get("vocab_size") if isinstance(text, dict) else None
-    value = value if value is not None else config.get("vocab_size")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def model_vocab_size(model_path: str, revision: str | None) -> int | None:
-    """The model's vocabulary size from its `config.json`: a local directory, else the Hugging Face
-    cache SGLang filled (offline), else the hub (one small file)."""
-    local = Path(model_path) / "config.json"
-    if local.is_file():
-        path: Path | None = local
-    else:
-        from huggingface_hub import hf_hub_download, try_to_load_from_cache
-
-        path = None
-        # Not a hub name, no network, no such repository: the caller reports the size as unknown.
-        with contextlib.suppress(Exception):
-            cached = try_to_load_from_cache(model_path, "config.json", revision=revision)
-            path = Path(cached) if isinstance(cached, str) else None
-            if path is None:
-                path = Path(hf_hub_download(model_path, "config.json", revision=revision))
-    if path is None:
-        return None
-    with contextlib.suppress(OSError, ValueError):
-        return vocab_size_from_config(json.loads(path.read_text()))
-    return None
 
 
 def _error_message(response: httpx.Response) -> str:
@@ -214,6 +184,7 @@ class SGLangBackend(Backend):
         startup_timeout: float = 1800.0,
         max_connections: int = 64,
         vocab_size: int | None = None,
+        data_parallel_size: int | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url = base_url.rstrip("/")
@@ -244,6 +215,8 @@ class SGLangBackend(Backend):
         self._context_length: int | None = None
         self._vocab_size: int | None = None
         self._configured_vocab_size = vocab_size
+        self._configured_dp_size = data_parallel_size
+        self._dp_size = data_parallel_size or 1
 
     # -- readout ----------------------------------------------------------------------------------
 
@@ -295,6 +268,10 @@ class SGLangBackend(Backend):
         return self._context_length
 
     @property
+    def data_parallel_size(self) -> int:
+        return self._dp_size
+
+    @property
     def vocab_size(self) -> int | None:
         return self._vocab_size
 
@@ -344,6 +321,9 @@ class SGLangBackend(Backend):
     async def _read_model_facts(self) -> None:
         self.model_info = await self._get_object("/model_info")
         self.server_info = await self._get_object("/server_info") or await self._get_object("/get_server_info")
+        # 0.5.19's Python frontend lists its server args there, `dp_size` among them.
+        reported = self.server_info.get("dp_size")
+        self._dp_size = self._configured_dp_size or (reported if _positive_int(reported) else 1)
         self._context_length = self._admissible_budget(await self._get_object("/v1/models"))
         if self._context_length is None or self._context_length < 2:
             raise BackendUnavailable(

@@ -80,6 +80,9 @@ def sglang_command(settings: Settings, port: int, tokenizer_dir: Path) -> list[s
         # scheduler at the first prefill of a dense model (0.5.19, found by tests/sglang_live).
         # Prefill batches asking for logprobs (every readout) still replay breakable CUDA graphs.
         "--cuda-graph-backend-prefill", "breakable",
+        # One scheduler and radix cache per rank behind one HTTP front; openjev pins each conversation
+        # to one of them (`affinity.py`). One rank: no flag, today's command exactly.
+        *(["--dp-size", str(settings.data_parallel_size)] if (settings.data_parallel_size or 1) > 1 else []),
         *(["--api-key", api_key] if api_key else []),
         *shlex.split(settings.sglang_args or ""),
     ]  # fmt: skip
