@@ -70,7 +70,7 @@ def test_one_rank_launches_and_sends_exactly_what_it_did_before(tmp_path: Path) 
     assert list(generate_payload(ReadoutCall("r", [1], [2]))) == [
         "rid", "input_ids", "sampling_params", "return_logprob", "logprob_start_len", "token_ids_logprob",
     ]  # fmt: skip
-    assert generate_payload(ReadoutCall("r", [1], [2], 1))["routed_dp_rank"] == 1
+    assert generate_payload(ReadoutCall("r", [1], [2], routed_dp_rank=1))["routed_dp_rank"] == 1
 
 
 def test_several_ranks_launch_with_dp_size_on_the_python_frontend(tmp_path: Path) -> None:

@@ -100,6 +100,7 @@ class Backend(abc.ABC):
         """Ids the model has, when the backend knows and checks them (see `ReadoutCall.ids_in_vocabulary`)."""
         return None
 
+    @property
     def data_parallel_size(self) -> int:
         """Data-parallel ranks, each with its own prefix cache, that calls can be pinned to."""
         return 1
