@@ -18,6 +18,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("encoding",),
     ("validation", "prompts", "labels", "answers"),
     ("backends",),
+    ("thinking",),
     ("engine",),
     ("service",),
     ("api",),

@@ -19,14 +19,16 @@
    same cached prefix; its readouts are mapped back to the options and combined
    (OPENJEV_LABEL_PRIOR), then tempered by the calibration file's temperature for its type and
    option count, else OPENJEV_TEMPERATURE. `usage.output_tokens` counts every backend call.
+4. The thinking tier (a request naming OPENJEV_THINK_MODEL): `thinking.py` escalates its least
+   confident questions within the same OPENJEV_REQUEST_TIMEOUT and slots, and its generated ids
+   count as output tokens.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from openjev.answers import (
@@ -37,7 +39,7 @@ from openjev.answers import (
     shift_offsets,
     shifted_choice_answer,
 )
-from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall
+from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall, new_rid
 from openjev.calibration import Calibration, load_calibration
 from openjev.config import Settings
 from openjev.encoding import PromptEncoder, PromptTooLong
@@ -45,6 +47,7 @@ from openjev.errors import Issue, RequestRejected
 from openjev.labels import build_label_set
 from openjev.prompts import ANSWER_CUES, choice_text, frame_conversation, noul_text, score_text, state_messages
 from openjev.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion, SystemOneRequest
+from openjev.thinking import Escalation, Thinker
 from openjev.tokenizer import ChatTokenizer, TemplateError
 from openjev.validation import check_request
 
@@ -65,6 +68,8 @@ class Branch:
 class PreparedRequest:
     shared_prefix_ids: list[int]
     branches: list[Branch]
+    #: The request names the thinking tier.
+    thinking: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +82,8 @@ class Evaluation:
     cached_tokens: int | None
     prefill_seconds: float
     branches_seconds: float
-
-
-def new_rid() -> str:
-    # Fixed-length unique ids: SGLang's scheduler matches aborts by rid prefix.
-    return uuid.uuid4().hex
+    #: The thinking tier's work; None for a request of the one-token tier.
+    escalation: Escalation | None = None
 
 
 class Engine:
@@ -104,6 +106,7 @@ class Engine:
             else "the backend's context length"
         )
         self._backend_slots = asyncio.Semaphore(settings.max_concurrent_branches)
+        self.thinker = Thinker(settings, chat, backend, self._backend_slots, self.cue)
         self.calibration: Calibration | None = (
             load_calibration(settings.calibration_file) if settings.calibration_file is not None else None
         )
@@ -145,7 +148,7 @@ class Engine:
             for (question_id, question, offset, _, ids), suffix_ids in zip(planned, suffixes, strict=True)
         ]
         self._check_budget(shared_prefix_ids, branches)
-        return PreparedRequest(shared_prefix_ids, branches)
+        return PreparedRequest(shared_prefix_ids, branches, request.model == self.settings.think_model)
 
     def _offsets(self, question: AnswerableQuestion) -> list[int]:
         """The option rotations a question is read in: several for a choice, else just as sent."""
@@ -234,6 +237,7 @@ class Engine:
 
     async def evaluate(self, prepared: PreparedRequest) -> Evaluation:
         prefix = prepared.shared_prefix_ids
+        deadline = asyncio.get_running_loop().time() + self.settings.request_timeout
         try:
             async with asyncio.timeout(self.settings.request_timeout):
                 started = time.perf_counter()
@@ -266,7 +270,7 @@ class Engine:
         except NonFiniteLogprob as error:
             raise BackendError(f"the backend returned unusable label logprobs: {error}") from error
         reported = [result.cached_tokens for result in results]
-        return Evaluation(
+        evaluation = Evaluation(
             answers=answers,
             input_tokens=warm.prompt_tokens + sum(result.prompt_tokens for result in results),
             output_tokens=len(results) + 1,
@@ -274,6 +278,30 @@ class Engine:
             cached_tokens=None if any(value is None for value in reported) else sum(reported),  # type: ignore[misc]
             prefill_seconds=warmed - started,
             branches_seconds=finished - warmed,
+        )
+        return await self._think(prepared, evaluation, deadline) if prepared.thinking else evaluation
+
+    async def _think(self, prepared: PreparedRequest, evaluation: Evaluation, deadline: float) -> Evaluation:
+        """The thinking tier's escalations (`thinking.py`), merged into the first pass's evaluation."""
+        questions = {branch.question_id: branch.question for branch in prepared.branches}
+
+        def read(question_id: str) -> tuple[str, tuple[int, ...], Any]:
+            question = questions[question_id]
+            text, labels = self._question_text(question)
+            return text, labels, lambda logprobs: self._answer(question, [(0, logprobs)])
+
+        limits = (deadline, self.max_branch_tokens)
+        escalation = await self.thinker.escalate(evaluation.answers, prepared.shared_prefix_ids, read, limits)
+        cached = evaluation.cached_tokens
+        return replace(
+            evaluation,
+            answers={**evaluation.answers, **escalation.answers},
+            input_tokens=evaluation.input_tokens + escalation.input_tokens,
+            output_tokens=evaluation.output_tokens + escalation.output_tokens,
+            cached_tokens=None
+            if cached is None or escalation.cached_tokens is None
+            else cached + escalation.cached_tokens,
+            escalation=escalation,
         )
 
     def _temperature(self, question: AnswerableQuestion) -> float:
