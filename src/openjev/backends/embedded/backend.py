@@ -189,8 +189,6 @@ class EmbeddedBackend(Backend):
         return BackendHealth(ready=self._state == "ready", detail=detail)
 
     async def readout(self, call: ReadoutCall) -> LabelLogprobs:
-        if self._state != "ready":
-            raise BackendUnavailable(f"the embedded model is not ready ({self._state})")
         self._check(call)
         job = Job(call)
         self._in_flight += 1
@@ -213,11 +211,8 @@ class EmbeddedBackend(Backend):
         return result
 
     async def generate(self, call: GenerationCall) -> Generation:
-        if self._state != "ready":
-            raise BackendUnavailable(f"the embedded model is not ready ({self._state})")
         self._check(call)
-        job = GenerationJob(call)
-        self._in_flight += 1
+        job, self._in_flight = GenerationJob(call), self._in_flight + 1
         future = self._executor.submit(self._decode, job)
         try:
             return await asyncio.wrap_future(future)
@@ -306,8 +301,6 @@ class EmbeddedBackend(Backend):
             return decode(model, self.prefix_cache, job, lambda: job.cancelled)
         except Abandoned:
             raise BackendError("the generation was cancelled") from None
-        except BackendError:
-            raise
         except Exception as exc:
             logger.exception("embedded generation failed")
             raise BackendError(f"embedded generation failed: {type(exc).__name__}: {exc}") from exc
@@ -321,14 +314,16 @@ class EmbeddedBackend(Backend):
             raise Abandoned
 
     def _check(self, call: ReadoutCall | GenerationCall) -> None:
+        if self._state != "ready":
+            raise BackendUnavailable(f"the embedded model is not ready ({self._state})")
         if not call.input_ids:
             raise BackendError("empty prompt")
         if self._context_length is not None and len(call.input_ids) > self._context_length:
             raise BackendError(
                 f"prompt of {len(call.input_ids)} tokens exceeds the context length {self._context_length}"
             )
-        ids = call.label_token_ids if isinstance(call, ReadoutCall) else call.stop_token_ids
-        if bad := [i for i in ids if not 0 <= i < self._vocab_size]:
+        named = call.label_token_ids if isinstance(call, ReadoutCall) else call.stop_token_ids
+        if bad := [i for i in named if not 0 <= i < self._vocab_size]:
             raise BackendError(f"token ids {bad} are outside the model's vocabulary ({self._vocab_size})")
 
     def _answer(self, batch: Batch) -> list[LabelLogprobs | None]:
