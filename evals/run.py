@@ -217,6 +217,8 @@ def prepare_run(
         for key, value in identity.items():
             if meta.get(key) != value:
                 raise RunRefused(f"{directory} holds a run with another {key}: {meta.get(key)!r}, not {value!r}")
+        if meta.get("model") != model:
+            raise RunRefused(f"{directory} holds a run asking model {meta.get('model')!r}, not {model!r}")
         if model_names(meta["server_models"]) != model_names(models):
             raise RunRefused(f"{directory} was run against other models: {model_names(meta['server_models'])}")
         return meta
