@@ -7,8 +7,9 @@ latest line, scores the answered items in suite order and counts the errors apar
 at least `suite`, `n`, `errors`, `accuracy`, `accuracy_ci95`, `nll`, `brier`, `ece` and
 `dataset_sha256`, and also the per-subject accuracies, chance and always-A baselines, the
 reliability bins, mean top probability - accuracy, automate@1/5/10% error, the predicted and gold
-letter histograms, latency percentiles and token usage. Metric definitions: evals/metrics.py.
-A `jev-dev` run's report is evals/jev_report.py's.
+letter histograms, latency percentiles and token usage; for a thinking-tier run (`--model`), `thinking`:
+the escalated share and reasoning tokens p50/p95 (over the escalated items). Metric definitions:
+evals/metrics.py. A `jev-dev` run's report is evals/jev_report.py's.
 """
 
 from __future__ import annotations
@@ -106,6 +107,21 @@ def run_identity(meta: dict[str, Any], answered: Sequence[dict[str, Any]]) -> di
     }
 
 
+def thinking_of(answered: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Escalated share and reasoning tokens of a thinking-tier run; None when no item reports them."""
+    reported = [record for record in answered if "escalated" in record]
+    if not reported:
+        return None
+    tokens = [record.get("reasoning_tokens", 0) for record in reported if record["escalated"]]
+    return {
+        "n": len(reported),
+        "escalated": sum(record["escalated"] > 0 for record in reported),
+        "escalated_share": sum(record["escalated"] > 0 for record in reported) / len(reported),
+        "reasoning_tokens_p50": metrics.quantile(tokens, 0.5) if tokens else 0,
+        "reasoning_tokens_p95": metrics.quantile(tokens, 0.95) if tokens else 0,
+    }
+
+
 def build_report(meta: dict[str, Any], answered: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]) -> dict:
     """The report of a run's answered items (at least one)."""
     n = len(answered)
@@ -144,6 +160,8 @@ def build_report(meta: dict[str, Any], answered: Sequence[dict[str, Any]], error
         },
         "usage": {**tokens, **{f"mean_{key}": value / n for key, value in tokens.items()}},
         "shifts": meta.get("shifts", 1),
+        "request_model": meta.get("model"),
+        "thinking": thinking_of(answered),
         "variants": variants_of(answered),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
@@ -169,6 +187,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"| latency p50 / p95 | {report['latency_s']['p50']:.2f} s / {report['latency_s']['p95']:.2f} s |",
         f"| tokens per item, input / output | {report['usage']['mean_input_tokens']:.0f} / "
         f"{report['usage']['mean_output_tokens']:.1f} |",
+        *thinking_lines(report.get("thinking")),
         "",
         "## Automation: answer only when the top probability is at least the threshold",
         "",
@@ -193,6 +212,17 @@ def render_markdown(report: dict[str, Any]) -> str:
         )
     lines += ["", "![reliability diagram](reliability.png)", ""]
     return "\n".join(lines)
+
+
+def thinking_lines(thinking: dict[str, Any] | None) -> list[str]:
+    if not thinking:
+        return []
+    return [
+        f"| escalated (thinking tier) | {thinking['escalated']} of {thinking['n']} "
+        f"({thinking['escalated_share']:.1%}) |",
+        f"| reasoning tokens p50 / p95 (escalated) | {thinking['reasoning_tokens_p50']:.0f} / "
+        f"{thinking['reasoning_tokens_p95']:.0f} |",
+    ]
 
 
 def variant_lines(report: dict[str, Any]) -> list[str]:

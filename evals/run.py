@@ -1,6 +1,6 @@
 """Ask a Jev `/v1/systemone` every item of a suite, record the answers, then write the report.
 
-Usage: uv run evals/run.py SUITE [--url URL] [--api-key K] [--limit N] [--concurrency C] --out DIR
+Usage: uv run evals/run.py SUITE [--url URL] [--api-key K] [--limit N] [--concurrency C] [--model NAME] --out DIR
 
 Contract:
 - DIR/run.json: the run's metadata (suite, protocol, dataset sha256, URL, `--shifts`, the server's
@@ -9,7 +9,10 @@ Contract:
   machine, one entry per session with its times). The API key is never written.
 - DIR/results.jsonl: one JSON line per item as soon as it is answered: `position` (in the suite
   order), `id`, `row`, `subject`, `gold`, then `choice`, `probabilities`, `confidence`, `model`,
-  `usage`, `latency_s` (of the answered attempt) and `attempts`; or `error` instead of the answer.
+  `usage`, `latency_s` (of the answered attempt) and `attempts`; or `error` instead of the answer;
+  and, when the server sends them (its thinking tier), `escalated` and `reasoning_tokens`.
+- `--model NAME` sends NAME as the request's `model` (e.g. the thinking tier, `openjev-think`); it is
+  part of the run's identity (run.json `model`), while the protocol and so `compare.py` stay the same.
 - Resumable: running again on the same DIR asks only the items of the first N that have no answer
   yet (errors are asked again). A DIR made for another suite, protocol, dataset, URL, set of
   served model names, `--shifts` (absent in run.json: 1) or other answer settings of the server
@@ -138,7 +141,18 @@ def server_timing(headers: httpx.Headers) -> dict[str, float]:
     return timing
 
 
-async def ask(client: httpx.AsyncClient, item: Item, position: int, shifts: int = 1) -> dict[str, Any]:
+def thinking_headers(headers: httpx.Headers) -> dict[str, int]:
+    """The thinking tier's `x-openjev-escalated` and `x-openjev-reasoning-tokens`, where sent."""
+    found = {}
+    for key, header in (("escalated", "x-openjev-escalated"), ("reasoning_tokens", "x-openjev-reasoning-tokens")):
+        with contextlib.suppress(KeyError, ValueError):
+            found[key] = int(headers[header])
+    return found
+
+
+async def ask(
+    client: httpx.AsyncClient, item: Item, position: int, shifts: int = 1, model: str | None = None
+) -> dict[str, Any]:
     """One item's results line: its answer, or an `error` for a failure status or a malformed answer.
 
     With `shifts` > 1 the request also asks the item's options in the other rotations of
@@ -152,6 +166,8 @@ async def ask(client: httpx.AsyncClient, item: Item, position: int, shifts: int 
     }
     offsets = shift_offsets(len(item.options), shifts)
     request = item.shifted_request(offsets) if shifts > 1 else item.request()
+    if model is not None:
+        request["model"] = model
     response, attempts, latency = await send_with_retry(lambda: client.post("/v1/systemone", json=request))
     try:
         if response.status_code != 200:
@@ -163,6 +179,7 @@ async def ask(client: httpx.AsyncClient, item: Item, position: int, shifts: int 
     except ValueError as error:
         record["error"] = str(error)
     record.update(latency_s=round(latency, 4), attempts=attempts, server_timing_ms=server_timing(response.headers))
+    record.update(thinking_headers(response.headers))
     return record
 
 
@@ -202,12 +219,15 @@ def prepare_run(
     shifts: int = 1,
     settings: Any = None,
     protocol: dict[str, str] = PROTOCOL,
+    model: str | None = None,
 ) -> dict[str, Any]:
     """run.json's content: the stored one when resuming (after checking it matches), else a new one."""
     path = directory / "run.json"
     identity = {"suite": suite.name, "protocol": protocol, "dataset_sha256": suite.dataset_sha256, "url": url}
     # The protocol's own answer is unchanged by --shifts; the rotations are extra questions in the same request.
     identity["shifts"] = shifts
+    if model is not None:
+        identity["model"] = model
     if path.is_file():
         meta = json.loads(path.read_text())
         stored = {**meta, "shifts": meta.get("shifts", 1)}
@@ -215,6 +235,8 @@ def prepare_run(
         for key, value in {**identity, ANSWER_SETTINGS: settings}.items():
             if stored.get(key) != value:
                 raise RunRefused(f"{directory} holds a run with another {key}: {stored.get(key)!r}, not {value!r}")
+        if meta.get("model") != model:
+            raise RunRefused(f"{directory} holds a run asking model {meta.get('model')!r}, not {model!r}")
         if model_names(meta["server_models"]) != model_names(models):
             raise RunRefused(f"{directory} was run against other models: {model_names(meta['server_models'])}")
         return {**meta, ANSWER_SETTINGS: settings}
@@ -255,7 +277,7 @@ def start_session(
 ) -> tuple[dict[str, Any], list[tuple[int, Item]]]:
     """Check or create run.json, keep only answered lines in results.jsonl; run.json and the items to ask."""
     directory.mkdir(parents=True, exist_ok=True)
-    meta = prepare_run(directory, suite, args.url, models, args.shifts, settings)
+    meta = prepare_run(directory, suite, args.url, models, args.shifts, settings, model=args.model)
     # Keep each item's latest answer; errors and a line cut short by a crash are dropped and asked again.
     answered = [record for record in read_results(directory) if "error" not in record]
     done = {record["id"] for record in answered}
@@ -302,7 +324,7 @@ async def ask_all(
         async def worker() -> None:
             nonlocal errors, right, answered
             for position, item in queue:
-                record = await ask(client, item, position, args.shifts)
+                record = await ask(client, item, position, args.shifts, args.model)
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
                 handle.flush()
                 if "error" in record:
@@ -336,6 +358,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--types", default="noul,choice,score", help="jev-dev: the question types asked (default all three)"
     )
+    parser.add_argument("--model", help="the request's `model` (default: the protocol's, jev-latest)")
     args = parser.parse_args(argv)
     if args.concurrency < 1 or args.shifts < 1 or (args.limit is not None and args.limit < 1):
         parser.error("--limit, --concurrency and --shifts must be at least 1")

@@ -19,6 +19,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("validation", "prompts", "labels", "answers", "debias", "conversation_memo"),
     ("backends",),
     ("readouts", "content_free"),
+    ("thinking",),
     ("engine",),
     ("service",),
     ("api",),

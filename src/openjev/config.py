@@ -219,6 +219,33 @@ class Settings(BaseSettings):
         "used in place of OPENJEV_TEMPERATURE where it has an entry.",
     )
 
+    # The thinking tier (openjev.thinking).
+    think_model: str = Field(
+        "openjev-think",
+        description="Model name of the thinking tier: its questions read with a low margin think first, then "
+        "are read again.",
+    )
+    think_margin: float = Field(
+        0.5,
+        ge=0,
+        description="Thinking tier: a question escalates when its top-two log-probability margin (nats, after "
+        "normalisation) is below this.",
+    )
+    think_max_share: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="Thinking tier: the most questions that may escalate, as a share of its last "
+        "OPENJEV_THINK_WINDOW questions (and of each request's).",
+    )
+    think_window: int = Field(1000, ge=1, description="Thinking tier: questions in the escalation share's window.")
+    think_budget_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Thinking tier: most reasoning tokens generated per escalated question; default 1024 on "
+        "SGLang, 64 on the embedded backend.",
+    )
+
     tokenize_cache_bytes: int = Field(
         256 * 1024**2, ge=0, description="Bytes of tokenized text pieces kept, so a repeated text is tokenized once."
     )
@@ -330,6 +357,11 @@ def answer_settings(settings: Settings) -> dict[str, object]:
         "score_labels": settings.score_labels.value,
         "score_reverse": settings.score_reverse,
         "contextual_calibration": settings.contextual_calibration,
+        # The thinking tier's (they change only the answers of requests naming OPENJEV_THINK_MODEL).
+        "think_margin": settings.think_margin,
+        "think_max_share": settings.think_max_share,
+        "think_window": settings.think_window,
+        "think_budget_tokens": settings.think_budget_tokens,
         "option_shifts": settings.option_shifts,
         "label_prior": settings.label_prior,
         "temperature": settings.temperature,

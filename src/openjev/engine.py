@@ -22,6 +22,9 @@
    option count, else OPENJEV_TEMPERATURE. `usage.output_tokens` counts every backend call.
    Views, labels, cues per question type and the score and calibration corrections are readouts.py's;
    content-free readouts (contextual calibration) run beside the branches (content_free.py).
+4. The thinking tier (a request naming OPENJEV_THINK_MODEL): `thinking.py` escalates its least
+   confident questions within the same OPENJEV_REQUEST_TIMEOUT and slots, and its generated ids
+   count as output tokens. An escalated question is read again in its first view, with its type's cue.
 
 With a data-parallel backend (several ranks, each with its own prefix cache) every backend call of
 one evaluation carries one rank, chosen from the conversation's key (`affinity.py`).
@@ -31,13 +34,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from openjev.affinity import RankRouter, common_prefix_length, conversation_key, pinned
 from openjev.answers import NonFiniteLogprob
-from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall
+from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall, new_rid
 from openjev.calibration import Calibration, load_calibration
 from openjev.config import Settings
 from openjev.content_free import ContentFreePriors
@@ -47,6 +49,7 @@ from openjev.errors import Issue, RequestRejected
 from openjev.prompts import ANSWER_CUES, frame_conversation
 from openjev.readouts import AnswerableQuestion, QuestionViews, Readout
 from openjev.schema import NoulQuestion, SystemOneRequest
+from openjev.thinking import Escalation, Reading, Thinker
 from openjev.tokenizer import ChatTokenizer, TemplateError
 from openjev.validation import check_request
 
@@ -67,6 +70,8 @@ class PreparedRequest:
     branches: list[Branch]
     #: Names the conversation for rank affinity (`affinity.conversation_key`).
     affinity_key: int = 0
+    #: The request names the thinking tier.
+    thinking: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +84,8 @@ class Evaluation:
     cached_tokens: int | None
     prefill_seconds: float
     branches_seconds: float
-
-
-def new_rid() -> str:
-    # Fixed-length unique ids: SGLang's scheduler matches aborts by rid prefix.
-    return uuid.uuid4().hex
+    #: The thinking tier's work; None for a request of the one-token tier.
+    escalation: Escalation | None = None
 
 
 class Engine:
@@ -115,6 +117,9 @@ class Engine:
         #: Several data-parallel ranks: which one serves each evaluation (None: one rank, nothing routed).
         self.router: RankRouter | None = RankRouter(ranks) if ranks > 1 else None
         self._template_header = self._header_length()
+        self.thinker = Thinker(
+            settings, chat, backend, self._backend_slots, [ANSWER_CUES[cue] for cue in set(self.views.cues.values())]
+        )
         self.calibration: Calibration | None = (
             load_calibration(settings.calibration_file) if settings.calibration_file is not None else None
         )
@@ -172,7 +177,8 @@ class Engine:
         ]
         self._check_budget(shared_prefix_ids, branches)
         self.memo.remember(framing, shared_prefix_ids)
-        return PreparedRequest(shared_prefix_ids, branches, conversation_key(shared_prefix_ids, self._template_header))
+        key = conversation_key(shared_prefix_ids, self._template_header)
+        return PreparedRequest(shared_prefix_ids, branches, key, request.model == self.settings.think_model)
 
     def _encode_limits(self, branch_count: int, known: int = 0) -> list[int]:
         """Per prompt, a length past which `_check_budget` must refuse whatever the others' lengths:
@@ -259,6 +265,7 @@ class Engine:
 
     async def _evaluate(self, prepared: PreparedRequest, rank: int | None) -> Evaluation:
         prefix = prepared.shared_prefix_ids
+        deadline = asyncio.get_running_loop().time() + self.settings.request_timeout
         try:
             async with asyncio.timeout(self.settings.request_timeout):
                 started = time.perf_counter()
@@ -300,7 +307,7 @@ class Engine:
         except NonFiniteLogprob as error:
             raise BackendError(f"the backend returned unusable label logprobs: {error}") from error
         reported = [result.cached_tokens for result in results]
-        return Evaluation(
+        evaluation = Evaluation(
             answers=answers,
             input_tokens=warm.prompt_tokens + sum(result.prompt_tokens for result in results) + prior_tokens,
             output_tokens=len(results) + 1 + prior_calls,
@@ -308,6 +315,33 @@ class Engine:
             cached_tokens=None if any(value is None for value in reported) else sum(reported),  # type: ignore[misc]
             prefill_seconds=warmed - started,
             branches_seconds=finished - warmed,
+        )
+        return await self._think(prepared, evaluation, deadline, rank) if prepared.thinking else evaluation
+
+    async def _think(
+        self, prepared: PreparedRequest, evaluation: Evaluation, deadline: float, rank: int | None
+    ) -> Evaluation:
+        """The thinking tier's escalations (`thinking.py`), merged into the first pass's evaluation."""
+        questions = {branch.question_id: branch.question for branch in prepared.branches}
+
+        def read(question_id: str) -> Reading:
+            question = questions[question_id]
+            text, labels = self.views.text(question, 0)
+            cue = ANSWER_CUES[self.views.cue(question)]
+            return Reading(text, labels, cue, lambda logprobs: self._answer(question, [(0, logprobs, None)]))
+
+        limits = (deadline, self.max_branch_tokens)
+        escalation = await self.thinker.escalate(evaluation.answers, prepared.shared_prefix_ids, read, limits, rank)
+        cached = evaluation.cached_tokens
+        return replace(
+            evaluation,
+            answers={**evaluation.answers, **escalation.answers},
+            input_tokens=evaluation.input_tokens + escalation.input_tokens,
+            output_tokens=evaluation.output_tokens + escalation.output_tokens,
+            cached_tokens=None
+            if cached is None or escalation.cached_tokens is None
+            else cached + escalation.cached_tokens,
+            escalation=escalation,
         )
 
     def _temperature(self, question: AnswerableQuestion) -> float:

@@ -221,7 +221,9 @@ class _Markers:
         return tuple(segment for segment in segments if segment[0])
 
 
-def _render_with_markers(chat: ChatTokenizer, messages: Sequence[Mapping[str, Any]]) -> tuple[str, _Markers, list[str]]:
+def _render_with_markers(
+    chat: ChatTokenizer, messages: Sequence[Mapping[str, Any]], thinking: bool = False
+) -> tuple[str, _Markers, list[str]]:
     """The conversation plus a placeholder question, rendered; contents that spell special tokens are
     replaced by quote placeholders (returned in order)."""
     while True:
@@ -232,17 +234,19 @@ def _render_with_markers(chat: ChatTokenizer, messages: Sequence[Mapping[str, An
                 message = {**message, "content": markers.quote(len(quoted))}
                 quoted.append(content)
             turns.append(message)
-        rendered = chat.render([*turns, {"role": "user", "content": markers.question}], add_generation_prompt=True)
+        question = {"role": "user", "content": markers.question}
+        rendered = chat.render([*turns, question], add_generation_prompt=True, thinking=thinking)
         if rendered.count(markers.nonce) == 1 + len(quoted):
             return rendered, markers, quoted
 
 
 def frame_conversation(
-    chat: ChatTokenizer, messages: Sequence[Mapping[str, Any]], cue: str = ANSWER_CUE
+    chat: ChatTokenizer, messages: Sequence[Mapping[str, Any]], cue: str = ANSWER_CUE, thinking: bool = False
 ) -> ConversationFrame:
     """Render the conversation once with a placeholder question and cut it around the placeholder;
-    `cue` ends the question turn, right where the label is read."""
-    rendered, markers, quoted = _render_with_markers(chat, messages)
+    `cue` ends the question turn, right where the label is read. `thinking` renders the template's
+    thinking mode (the thinking tier's call 1)."""
+    rendered, markers, quoted = _render_with_markers(chat, messages, thinking)
     start = rendered.find(markers.question)
     if start < 0 or rendered.find(markers.question, start + 1) >= 0:
         raise ValueError("the chat template does not show the user's message exactly once")

@@ -10,7 +10,8 @@ Contract:
   slots; with none free either raises `Overloaded` at once: work is refused, never queued. Their own
   limit keeps the CPU spent on preparations (a 2 MB state tokenizes for seconds) bounded whatever
   the evaluation limit.
-- `runtime().check_model(name)` accepts the compatibility alias, the served name and configured aliases.
+- `runtime().check_model(name)` accepts the compatibility alias, the served name, configured aliases
+  and the thinking tier's name (OPENJEV_THINK_MODEL).
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ class Service:
                 self._on_fatal(error)
             return
         served = served_model_name(self.settings, self.backend.model_name)
-        accepted = frozenset({COMPAT_MODEL_ALIAS, served, *self.settings.model_aliases})
+        accepted = frozenset({COMPAT_MODEL_ALIAS, served, *self.settings.model_aliases, self.settings.think_model})
         self._runtime = Runtime(engine, served, accepted, time.monotonic() - started)
         log.info("openjev is ready: serving %s (startup %.1fs)", served, self._runtime.startup_seconds)
 

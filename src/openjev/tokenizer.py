@@ -185,7 +185,8 @@ class ChatTokenizer:
         env.globals["namespace"] = _Namespace
         env.globals["raise_exception"] = _raise_exception
         env.globals["strftime_now"] = _strftime_now
-        self._template = env.from_string(chat_template_source(directory))
+        self._template_source = chat_template_source(directory)
+        self._template = env.from_string(self._template_source)
         self.special_tokens: tuple[str, ...] = tuple(
             sorted(
                 (token.content for token in self.tokenizer.get_added_tokens_decoder().values() if token.special),
@@ -208,13 +209,15 @@ class ChatTokenizer:
         unknown = getattr(self.tokenizer.model, "unk_token", None)
         return self.tokenizer.token_to_id(unknown) if unknown else None
 
-    def render(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True) -> str:
-        """Render a conversation, with thinking disabled where the template supports the switch."""
+    def render(
+        self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True, thinking: bool = False
+    ) -> str:
+        """Render a conversation, with thinking disabled (unless `thinking`) where the template has the switch."""
         try:
             return self._template.render(
                 messages=list(messages),
                 add_generation_prompt=add_generation_prompt,
-                enable_thinking=False,
+                enable_thinking=thinking,
                 tools=None,
                 bos_token=self.bos_token or "",
                 eos_token=self.eos_token or "",
@@ -223,6 +226,11 @@ class ChatTokenizer:
             raise
         except (jinja2.TemplateError, TypeError, AttributeError, KeyError) as error:
             raise TemplateError(f"the chat template could not render this conversation: {error}") from error
+
+    @property
+    def thinking_switch(self) -> bool:
+        """Whether the chat template reads `enable_thinking` (Qwen3.x): it has a thinking mode."""
+        return "enable_thinking" in self._template_source
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids

@@ -124,7 +124,7 @@ def test_admission_refuses_past_the_limit(qwen_tokenizer_dir: Path) -> None:
 def test_model_names(ready_client) -> None:
     client, _ = ready_client
     names = [entry["name"] for entry in client.get("/v1/models").json()["models"]]
-    assert names == ["jev-latest", "Qwen/Qwen3.6-35B-A3B"]
+    assert names == ["jev-latest", "Qwen/Qwen3.6-35B-A3B", "openjev-think"]
     wrong = client.post("/v1/systemone", json={**support_ticket(), "model": "gpt-5"})
     assert wrong.status_code == 404 and wrong.json()["detail"]["error_type"] == "model_not_found"
 
@@ -172,11 +172,12 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
             "confidence": "typesafe", "calibration_sha256": hashlib.sha256(calibration.read_bytes()).hexdigest(),
             "answer_cue_noul": "plain", "answer_cue_choice": "plain", "answer_cue_score": "plain",
             "score_labels": "letters", "score_reverse": False, "contextual_calibration": "",
+            "think_margin": 0.5, "think_max_share": 0.2, "think_window": 1000, "think_budget_tokens": None,
         }  # fmt: skip
     other = {
         "answer_cue": "json", "option_shifts": 4, "label_prior": True, "temperature": 0.5, "confidence": "entropy",
         "answer_cue_noul": "plain", "score_labels": "digits", "score_reverse": True,
-        "contextual_calibration": "score,noul",
+        "contextual_calibration": "score,noul", "think_margin": 2.0, "think_max_share": 1.0, "think_budget_tokens": 8,
     }  # fmt: skip
     with TestClient(create_app(settings_for(qwen_tokenizer_dir, **other), InstantBackend())) as client:
         assert _eventually_ready(client)
@@ -187,4 +188,5 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
             "confidence": "entropy", "calibration_sha256": None,
             "answer_cue_noul": "plain", "answer_cue_choice": "json", "answer_cue_score": "json",
             "score_labels": "digits", "score_reverse": True, "contextual_calibration": "noul,score",
+            "think_margin": 2.0, "think_max_share": 1.0, "think_window": 1000, "think_budget_tokens": 8,
         }  # fmt: skip

@@ -195,3 +195,28 @@ def test_the_committed_runs_are_still_read(directory: Path, tmp_path: Path) -> N
         (copy / name).write_bytes((directory / name).read_bytes())
     assert report.main([str(copy)]) == 0
     assert compare.main([str(copy), str(copy)]) == 0
+
+
+def test_a_thinking_tier_run_reports_escalations_and_pairs_with_one_token(
+    serve_openjev, fake_sglang, qwen_tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    env = {"OPENJEV_THINK_MARGIN": "1000", "OPENJEV_THINK_MAX_SHARE": "0.5", "OPENJEV_THINK_BUDGET_TOKENS": "6"}
+    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env=env)
+    one, think = tmp_path / "one", tmp_path / "think"
+    assert run.main(["mmlu-pro-dev", "--url", server.url, "--limit", "4", "--out", str(one)]) == 0
+    args = ["mmlu-pro-dev", "--url", server.url, "--limit", "4", "--model", "openjev-think", "--out", str(think)]
+    assert run.main(args) == 0
+    lines = read_lines(think / "results.jsonl")
+    assert all(line["model"] == "openjev-think" for line in lines)
+    # One question a request, a share of 0.5: ceil(0.5 * 1) escalates the first, then every other one.
+    assert [line["escalated"] for line in lines] == [1, 0, 1, 0]
+    assert [line["reasoning_tokens"] for line in lines] == [6, 0, 6, 0]
+    assert json.loads((think / "run.json").read_text())["model"] == "openjev-think"
+    thinking = json.loads((think / "report.json").read_text())["thinking"]
+    assert thinking == {"n": 4, "escalated": 2, "escalated_share": 0.5, "reasoning_tokens_p50": 6,
+                        "reasoning_tokens_p95": 6}  # fmt: skip
+    assert "escalated (thinking tier) | 2 of 4" in (think / "report.md").read_text()
+    assert json.loads((one / "report.json").read_text())["thinking"] is None
+    # The tiers pair item by item; resuming the thinking run with another --model is refused.
+    assert compare.main([str(one), str(think)]) == 0
+    assert run.main([*args[:-4], "--out", str(think)]) == 2

@@ -55,12 +55,16 @@ class RankCaches:
 
     def cached_tokens(self, rank: int, prompt: list[int], page_size: int) -> int:
         """The prompt's longest prefix this rank has seen (never the last token, whole pages only)."""
-        seen = self._seen[rank]
-        best = max((common_prefix_length(earlier, prompt) for earlier in seen), default=0)
-        seen.append(tuple(prompt))
-        del seen[:-_REMEMBERED_PROMPTS]
+        best = max((common_prefix_length(earlier, prompt) for earlier in self._seen[rank]), default=0)
+        self.remember(rank, prompt)
         best = min(best, len(prompt) - 1)
         return best - best % page_size
+
+    def remember(self, rank: int, ids: list[int]) -> None:
+        """Ids this rank has computed (a prompt, or a prompt and its generated output)."""
+        seen = self._seen[rank]
+        seen.append(tuple(ids))
+        del seen[:-_REMEMBERED_PROMPTS]
 
     def clear(self) -> None:
         for seen in self._seen:

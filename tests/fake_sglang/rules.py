@@ -12,7 +12,8 @@ Read from the `sglang==0.5.19` wheel (paths under `sglang/srt/`):
   which the Python frontend's logprob conversion does not survive (the Rust frontend answers 400).
 
 On top of that the fake holds openjev to its readout contract (`token_ids_logprob` always, output
-logprobs only, one greedy token), as violations: a real SGLang would crash (#34719) or waste work.
+logprobs only, one greedy token; a generation's sampling rules are in `generation.py`), as violations:
+a real SGLang would crash (#34719) or waste work.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tests.fake_sglang.generation import is_generation
 from tests.fake_sglang.ranks import rank_refusal
 
 VOCAB_SIZE = 151936
@@ -60,7 +62,7 @@ def contract_violation(body: dict[str, Any]) -> str | None:
         return "logprob_start_len >= 0 computes prompt logprobs and caps prefix caching"
     if body.get("return_logprob") is not True:
         return "return_logprob must be true with token_ids_logprob"
-    if body.get("sampling_params") != READOUT_SAMPLING:
+    if not is_generation(body) and body.get("sampling_params") != READOUT_SAMPLING:
         return f"sampling_params {body.get('sampling_params')!r} is not one greedy token {READOUT_SAMPLING}"
     return None
 

@@ -38,6 +38,7 @@ from starlette.routing import Route
 
 from openjev.backends.supervised import free_port
 from tests.fake_sglang import payloads
+from tests.fake_sglang.generation import generated_ids, generation_meta, generation_violation, is_generation
 from tests.fake_sglang.ranks import RankCaches
 from tests.fake_sglang.rules import VOCAB_SIZE, Outcome, contract_violation, judge, max_req_input_len
 
@@ -94,6 +95,8 @@ class FakeSGLang:
     tokenizer_path: str | None = None
     model_path: str = field(default_factory=local_model_dir)
     revision: str | None = None
+    #: Generations end with their first stop id after this many ids (None: they run to max_new_tokens).
+    generation_length: int | None = None
     #: A file each violation is also appended to, for fakes in another process (the stand-in).
     violation_log: str | None = None
     #: Data-parallel ranks (`--dp-size`), each with its own radix cache (`ranks.py`).
@@ -287,7 +290,7 @@ class FakeSGLang:
         payloads.record_payload(body, rust=self.rust_frontend, expect=expect, dp_size=self.dp_size, **limits)
         if outcome is not None:
             return self._answer(outcome)
-        breach = contract_violation(body)
+        breach = contract_violation(body) or (generation_violation(body) if is_generation(body) else None)
         if breach:
             self._violate(breach)
             return _error(breach, 500)
@@ -313,6 +316,8 @@ class FakeSGLang:
             if self.generate_delay and call_number >= self.delay_from_call:
                 aborted = await self._wait(request, rid, event, self.generate_delay)
             answer = self._result(rid, body, aborted)
+            if is_generation(body) and not aborted:
+                self._generated(rid, answer, body)
             return JSONResponse(self.mangle(answer) if self.mangle else answer)
         finally:
             self._in_flight.pop(rid, None)
@@ -331,6 +336,15 @@ class FakeSGLang:
                     self.aborted.append(rid)
                     return True
         return False
+
+    def _generated(self, rid: str, answer: dict[str, Any], body: dict[str, Any]) -> None:
+        """Turn a readout answer into a generation's (`generation.py`); prompt and output enter the
+        serving rank's cache, as a finished request enters SGLang's radix cache."""
+        params, prompt = body["sampling_params"], body["input_ids"]
+        output = generated_ids(prompt, params["max_new_tokens"], params["stop_token_ids"], self.generation_length)
+        answer["output_ids"] = output
+        answer["meta_info"] |= generation_meta(output, params["stop_token_ids"], body["token_ids_logprob"])
+        self._caches.remember(self.served_by[rid], prompt + output)
 
     def _result(self, rid: str, body: dict[str, Any], aborted: bool) -> dict[str, Any]:
         prompt, ids = body["input_ids"], body["token_ids_logprob"]

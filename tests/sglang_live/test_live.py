@@ -2,7 +2,8 @@
 
 Two SGLang starts cover it all (each about a minute or two on a 2-core machine):
 1. Python frontend, supervised: readiness only once SGLang is ready, its log forwarded; a real
-   answer equal to the embedded backend's on the same weights; `cached_tokens` on a repeat; a prompt
+   answer equal to the embedded backend's on the same weights; `cached_tokens` on a repeat; the
+   thinking tier through both calls (generation, then the readout on the cached prefix); a prompt
    exactly at the length limit answered, one token more refused with 422; a client that leaves
    aborts its readout, and SGLang is free at once; a second openjev `--connect`s to the same SGLang;
    then SGLang is killed and openjev exits non-zero, leaving no SGLang process behind.
@@ -181,6 +182,24 @@ def check_abort_frees_sglang(server: RunningOpenJev) -> None:
     assert eventually(lambda: httpx.get(f"{server.url}/health").json()["in_flight"] == 0, 30)
 
 
+THINK_ALL = {"OPENJEV_THINK_MARGIN": "1000", "OPENJEV_THINK_MAX_SHARE": "1", "OPENJEV_THINK_BUDGET_TOKENS": "8"}
+
+
+def check_thinking(server: RunningOpenJev) -> None:
+    """Both questions think (8 tokens at most), then are read on the radix prefix that call 1 left."""
+    plain = httpx.post(f"{server.url}/v1/systemone", json=request(STATE), timeout=300)
+    think = httpx.post(f"{server.url}/v1/systemone", json={**request(STATE), "model": "openjev-think"}, timeout=600)
+    assert think.status_code == 200, think.text
+    reasoning = int(think.headers["x-openjev-reasoning-tokens"])
+    assert think.headers["x-openjev-escalated"] == "2" and 0 < reasoning <= 16
+    assert think.json()["usage"]["output_tokens"] == 3 + reasoning + 2
+    prefix, cached = int(think.headers["x-openjev-prefix-tokens"]), int(think.headers["x-openjev-cached-tokens"])
+    extra = cached - int(plain.headers["x-openjev-cached-tokens"])
+    print(f"live thinking: {reasoning} reasoning tokens; the two calls per question reused {extra} cached tokens")
+    # Each generation reuses the shared prefix, and each readout after it call 1's prompt and output.
+    assert extra >= 2 * prefix + 2 * prefix + reasoning - 2
+
+
 def test_python_frontend_supervised_and_connected(
     serve_openjev: ServeOpenJev, sglang_python: Path, sglang_model_dir: Path, cpu_environment, embedded_answer
 ) -> None:
@@ -194,8 +213,11 @@ def test_python_frontend_supervised_and_connected(
     assert_close(answers(repeat), answers(first), 1e-5)
     # The Python frontend reports reuse: the whole prompt but the last token was in its radix cache.
     assert int(repeat.headers["x-openjev-cached-tokens"]) > 0
-    connected = serve_openjev("--connect", f"http://127.0.0.1:{port}", "--tokenizer", str(sglang_model_dir))
+    connected = serve_openjev(
+        "--connect", f"http://127.0.0.1:{port}", "--tokenizer", str(sglang_model_dir), env=THINK_ALL
+    )
     assert_close(ask(connected), first.json()["answers"], 1e-5)
+    check_thinking(connected)
     check_exact_length_limit(server)
     check_abort_frees_sglang(server)
     os.kill(pid, signal.SIGKILL)

@@ -111,6 +111,13 @@ def answer_response(served_model_name: str, evaluation: Evaluation, prep_seconds
     if evaluation.cached_tokens is not None:
         headers["x-openjev-cached-tokens"] = str(evaluation.cached_tokens)
         metrics.CACHED_TOKENS.inc(evaluation.cached_tokens)
+    if (escalation := evaluation.escalation) is not None:
+        headers["x-openjev-escalated"] = str(escalation.escalated)
+        headers["x-openjev-reasoning-tokens"] = str(escalation.reasoning_tokens)
+        metrics.ESCALATIONS.inc(escalation.escalated)
+        metrics.THINKING_FAILURES.inc(escalation.escalated - escalation.thought)
+        metrics.REASONING_TOKENS.inc(escalation.reasoning_tokens)
+        metrics.THINKING_SECONDS.inc(escalation.seconds)
     payload = {
         "model": served_model_name,
         "answers": evaluation.answers,
@@ -144,7 +151,9 @@ async def system_one(body: SystemOneRequest, request: Request, service: ServiceD
     except ClientDisconnected:
         return Response(status_code=499)
     metrics.REQUEST_SECONDS.observe(time.perf_counter() - started)
-    return answer_response(runtime.served_model_name, evaluation, prepared_at - started)
+    # The thinking tier answers under its own name, so a client sees which tier answered.
+    name = body.model if body.model == service.settings.think_model else runtime.served_model_name
+    return answer_response(name, evaluation, prepared_at - started)
 
 
 @router.get(
@@ -161,6 +170,10 @@ async def list_models(service: ServiceDep) -> dict[str, Any]:
         (COMPAT_MODEL_ALIAS, f"Alias of {served or 'the served model'}."),
         *([(served, "The model that answers, by first-token readout.")] if served else []),
         *((alias, f"Alias of {served}.") for alias in aliases),
+        (
+            service.settings.think_model,
+            f"{served or 'The served model'}, thinking first on the questions it is least sure of.",
+        ),
     ]
     created = int(service.started_wall)
     return {
@@ -195,6 +208,14 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
         if (calibration := current and current.engine.calibration_source)
         else None,
         "answer_settings": service.answer_settings,
+        "thinking": {
+            "model": settings.think_model,
+            "mode": current.engine.thinker.mode if current else None,
+            "margin_nats": settings.think_margin,
+            "max_share": settings.think_max_share,
+            "window_questions": settings.think_window,
+            "budget_tokens": current.engine.thinker.budget if current else settings.think_budget_tokens,
+        },
     }
 
 

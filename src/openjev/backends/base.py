@@ -1,10 +1,13 @@
-"""The backend contract: one required method, `readout`.
+"""The backend contract: one required method, `readout`, and an optional one, `generate`.
 
 A backend receives a fully tokenized prompt and the token ids of the answer labels, and returns
 the natural-log probabilities the model assigns to each of those ids as the *first* token after the
 prompt (a log-softmax over the whole vocabulary, before any renormalisation over the labels).
-It generates nothing else. Everything above this line (templates, labels, budgets, readout maths)
-is shared by every backend, so the HTTP API cannot tell backends apart except by speed.
+`readout` generates nothing else; `generate` (the thinking tier's call 1, see `openjev.thinking`)
+decodes up to `max_new_tokens` ids after a prompt, greedily (`temperature` 0) or sampled with a
+seed, stopping after one of `stop_token_ids` (which stays in `output_ids`). Everything above this
+line (templates, labels, budgets, readout maths) is shared by every backend, so the HTTP API cannot
+tell backends apart except by speed.
 
 Lifecycle hooks (`start`, `health`, `aclose`) have working defaults; a backend overrides what it
 needs. Failures are reported with the `BackendError` family; the HTTP layer maps each to one status.
@@ -13,12 +16,18 @@ needs. Failures are reported with the `BackendError` family; the HTTP layer maps
 from __future__ import annotations
 
 import abc
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from openjev.errors import OpenJevError
+
+
+def new_rid() -> str:
+    # Fixed-length unique ids: SGLang's scheduler matches aborts by rid prefix.
+    return uuid.uuid4().hex
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +59,32 @@ class LabelLogprobs:
     logprobs: tuple[float, ...]
     prompt_tokens: int
     cached_tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationCall:
+    """Decode up to `max_new_tokens` ids after `input_ids`; `temperature` 0 is greedy, else sampled
+    with `seed` (reproducible on one backend)."""
+
+    rid: str
+    input_ids: Sequence[int]
+    max_new_tokens: int
+    stop_token_ids: Sequence[int]
+    temperature: float = 0.0
+    seed: int | None = None
+    #: The data-parallel rank to run on (None: one rank, nothing routed), as `ReadoutCall`'s.
+    routed_dp_rank: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """The answer to a `GenerationCall`: the generated ids (a matched stop id last), the prompt length
+    processed, the reused prompt tokens (None: not reported) and why it ended (`stop` or `length`)."""
+
+    output_ids: tuple[int, ...]
+    prompt_tokens: int
+    cached_tokens: int | None
+    finish_reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +124,13 @@ class Backend(abc.ABC):
         Cancelling the awaiting task must stop the work (or abort it on the server) before
         the cancellation propagates.
         """
+
+    #: The thinking budget used when OPENJEV_THINK_BUDGET_TOKENS is unset (the published probe's 1,024).
+    default_think_budget: int = 1024
+
+    async def generate(self, call: GenerationCall) -> Generation:
+        """Decode after `call.input_ids` (see `GenerationCall`); cancelling stops the work like `readout`."""
+        raise BackendError(f"the {self.kind} backend cannot generate")
 
     @property
     def context_length(self) -> int | None:

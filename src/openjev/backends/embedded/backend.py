@@ -2,7 +2,8 @@
 
 `EmbeddedBackend.readout(call)` runs the prompt through the model once (prefill only, nothing is
 generated) and returns the log-softmax over the whole vocabulary at the position after the prompt,
-gathered at `call.label_token_ids`.
+gathered at `call.label_token_ids`. `generate(call)` decodes over the cached prefix KV
+(`generation.py`) on the same worker thread, so generations and readouts take turns.
 
 Prefix reuse. openjev's engine first reads out the shared prefix of a request alone (the warm-up),
 then one prompt per question that starts with that prefix. The backend keeps the KV cache after each
@@ -46,11 +47,14 @@ from openjev.backends.base import (
     BackendError,
     BackendHealth,
     BackendUnavailable,
+    Generation,
+    GenerationCall,
     LabelLogprobs,
     ReadoutCall,
 )
 from openjev.backends.embedded.batching import Batch, Job, JobQueue, forward_rows
 from openjev.backends.embedded.conversion import CPU_EXTRA_HINT
+from openjev.backends.embedded.generation import Abandoned, GenerationJob, Model, decode
 from openjev.backends.embedded.model_source import (
     ResolvedModel,
     auto_dtype,
@@ -68,10 +72,6 @@ DEFAULT_PREFIX_CACHE_BYTES = 1 << 30
 DEFAULT_BATCH_BYTES = 1 << 29
 
 
-class _Abandoned(Exception):
-    """Raised inside the model's forward pass to stop work whose callers have all gone."""
-
-
 class EmbeddedBackend(Backend):
     """Label readout with a transformers causal LM on the CPU, with prefix KV-cache reuse.
 
@@ -84,6 +84,8 @@ class EmbeddedBackend(Backend):
     """
 
     kind = "embedded"
+    #: A CPU decodes a few to tens of tokens a second: a thinking budget of 1,024 would take minutes.
+    default_think_budget = 64
 
     def __init__(
         self,
@@ -110,7 +112,7 @@ class EmbeddedBackend(Backend):
         self._readouts = 0
         self._batched_readouts = 0
         self._in_flight = 0
-        self._running: list[Job] = []
+        self._running: list[Job] | list[GenerationJob] = []
         # Set by _load on the worker thread.
         self._torch: Any = None
         self._lm: Any = None
@@ -187,8 +189,6 @@ class EmbeddedBackend(Backend):
         return BackendHealth(ready=self._state == "ready", detail=detail)
 
     async def readout(self, call: ReadoutCall) -> LabelLogprobs:
-        if self._state != "ready":
-            raise BackendUnavailable(f"the embedded model is not ready ({self._state})")
         self._check(call)
         job = Job(call)
         self._in_flight += 1
@@ -209,6 +209,22 @@ class EmbeddedBackend(Backend):
             self._in_flight -= 1
         assert result is not None  # only a cancelled job yields None
         return result
+
+    async def generate(self, call: GenerationCall) -> Generation:
+        self._check(call)
+        job, self._in_flight = GenerationJob(call), self._in_flight + 1
+        future = self._executor.submit(self._decode, job)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            job.cancelled = True
+            if not future.cancel():
+                # Running: it stops before its next token or decoder layer; wait, so nothing outlives us.
+                with contextlib.suppress(BaseException):
+                    await asyncio.wrap_future(future)
+            raise
+        finally:
+            self._in_flight -= 1
 
     async def aclose(self) -> None:
         if self._state == "closed":
@@ -263,7 +279,7 @@ class EmbeddedBackend(Backend):
         self._running = batch.jobs
         try:
             results: list[LabelLogprobs | None] = self._answer(batch)
-        except _Abandoned:
+        except Abandoned:
             results = [None] * len(batch.jobs)
         except Exception as exc:
             if not isinstance(exc, BackendError):
@@ -277,21 +293,38 @@ class EmbeddedBackend(Backend):
         for job, result in zip(batch.jobs, results, strict=True):
             job.future.set_result(result)
 
+    def _decode(self, job: GenerationJob) -> Generation:
+        """Worker thread: one generation (`generation.decode`)."""
+        self._running = [job]
+        try:
+            model = Model(self._torch, self._lm, self._cache_kwarg, self._new_cache)
+            return decode(model, self.prefix_cache, job, lambda: job.cancelled)
+        except Abandoned:
+            raise BackendError("the generation was cancelled") from None
+        except Exception as exc:
+            logger.exception("embedded generation failed")
+            raise BackendError(f"embedded generation failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            self._running = []
+
     def _abandon_if_cancelled(self, _module: Any, _args: Any) -> None:
         """Forward pre-hook of every decoder layer: stop once every running job is cancelled."""
         running = self._running
         if running and all(job.cancelled for job in running):
-            raise _Abandoned
+            raise Abandoned
 
-    def _check(self, call: ReadoutCall) -> None:
+    def _check(self, call: ReadoutCall | GenerationCall) -> None:
+        if self._state != "ready":
+            raise BackendUnavailable(f"the embedded model is not ready ({self._state})")
         if not call.input_ids:
             raise BackendError("empty prompt")
         if self._context_length is not None and len(call.input_ids) > self._context_length:
             raise BackendError(
                 f"prompt of {len(call.input_ids)} tokens exceeds the context length {self._context_length}"
             )
-        if bad := [i for i in call.label_token_ids if not 0 <= i < self._vocab_size]:
-            raise BackendError(f"label token ids {bad} are outside the model's vocabulary ({self._vocab_size})")
+        named = call.label_token_ids if isinstance(call, ReadoutCall) else call.stop_token_ids
+        if bad := [i for i in named if not 0 <= i < self._vocab_size]:
+            raise BackendError(f"token ids {bad} are outside the model's vocabulary ({self._vocab_size})")
 
     def _answer(self, batch: Batch) -> list[LabelLogprobs | None]:
         if len(batch.jobs) > 1:

@@ -1,9 +1,6 @@
-"""The vocabulary size of SGLang's model, read as SGLang reads it (`hf_text_config.vocab_size`).
-
-SGLang 0.5.19 never checks `input_ids` against the vocabulary, so openjev must know the size itself:
-from the model's `config.json`, in a local directory, else in the Hugging Face cache SGLang filled,
-else from the hub (one small file).
-"""
+"""SGLang's vocabulary bound: 0.5.19 never checks `input_ids` against it, and one bad id kills its
+Python frontend, so openjev learns the model's `vocab_size` (its `config.json`, as SGLang reads it)
+and refuses out-of-range ids itself."""
 
 from __future__ import annotations
 
@@ -11,6 +8,20 @@ import contextlib
 import json
 from pathlib import Path
 from typing import Any
+
+from openjev.backends.base import BackendError, GenerationCall, ReadoutCall
+
+
+def check_vocabulary(call: ReadoutCall | GenerationCall, vocab_size: int) -> None:
+    """Refuse ids the model does not have before SGLang sees them (they crash its Python frontend)."""
+    named = call.label_token_ids if isinstance(call, ReadoutCall) else call.stop_token_ids
+    for name, ids in (("input", call.input_ids), ("label" if isinstance(call, ReadoutCall) else "stop", named)):
+        if ids and (min(ids) < 0 or max(ids) >= vocab_size):
+            bad = next(i for i in ids if not 0 <= i < vocab_size)
+            raise BackendError(
+                f"{name} token id {bad} is outside the model's vocabulary of {vocab_size} ids "
+                "(the tokenizer does not match SGLang's model); not sent"
+            )
 
 
 def vocab_size_from_config(config: Any) -> int | None:

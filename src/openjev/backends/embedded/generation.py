@@ -1,0 +1,79 @@
+"""Decoding over the cached prefix KV, for the embedded backend's `generate` (the thinking tier).
+
+`decode` restores the longest cached state whose ids start the prompt (a copy: stored entries are
+never mutated), runs the rest of the prompt, then one token at a time: greedy (argmax) when
+`temperature` is 0, else sampled from softmax(logits / temperature) with a generator seeded by
+`seed` (the same call gives the same ids). It stops after a stop id (kept in the output) or at
+`max_new_tokens`. The state after the prompt and every generated id but the last is stored back in
+the prefix cache, so the readout that follows (prompt + generated ids + tail) runs only its tail.
+`stopped()` is checked before every step; when true the decoding ends with `Abandoned`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from openjev.backends.base import Generation, GenerationCall
+from openjev.backends.embedded.prefix_cache import CacheEntry, PrefixCache, state_nbytes
+
+
+class Abandoned(Exception):
+    """Raised inside the model's work to stop what no caller waits for any more."""
+
+
+@dataclass(slots=True, eq=False)
+class GenerationJob:
+    call: GenerationCall
+    cancelled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    """What decoding needs of the loaded model: torch, the LM, its cache keyword, a cache factory."""
+
+    torch: Any
+    lm: Any
+    cache_kwarg: str
+    new_cache: Callable[[], Any]
+
+
+def _step(model: Model, kv: Any, ids: list[int]) -> Any:
+    torch = model.torch
+    out = model.lm(
+        input_ids=torch.tensor([ids], dtype=torch.long), use_cache=True, logits_to_keep=1, **{model.cache_kwarg: kv}
+    )
+    return torch.log_softmax(out.logits[0, -1].float(), dim=-1)
+
+
+def _pick(model: Model, logprobs: Any, call: GenerationCall, generator: Any) -> int:
+    if call.temperature <= 0:
+        return int(logprobs.argmax())
+    weights = model.torch.softmax(logprobs / call.temperature, dim=-1)
+    return int(model.torch.multinomial(weights, 1, generator=generator))
+
+
+def decode(model: Model, cache: PrefixCache, job: GenerationJob, stopped: Callable[[], bool]) -> Generation:
+    call, torch = job.call, model.torch
+    ids = list(call.input_ids)
+    hit = cache.longest_prefix(tuple(ids))
+    start, entry = hit if hit is not None and hit[1].kv is not None else (0, None)
+    kv = copy.deepcopy(entry.kv) if entry is not None else model.new_cache()
+    generator = torch.Generator().manual_seed(call.seed or 0) if call.temperature > 0 else None
+    output: list[int] = []
+    stops = set(call.stop_token_ids)
+    with torch.inference_mode():
+        logprobs = entry.logprobs if entry is not None and start == len(ids) else _step(model, kv, ids[start:])
+        while True:
+            if stopped():
+                raise Abandoned
+            token = _pick(model, logprobs, call, generator)
+            output.append(token)
+            if token in stops or len(output) >= call.max_new_tokens:
+                break
+            logprobs = _step(model, kv, [token])
+    key = tuple(ids + output[:-1])
+    cache.put(key, CacheEntry(kv=kv, logprobs=logprobs, nbytes=state_nbytes(kv, logprobs)))
+    return Generation(tuple(output), len(ids), start, "stop" if output[-1] in stops else "length")

@@ -1,0 +1,70 @@
+"""SGLang's thinking-tier call 1: one decoding `/generate` that may share batches with readouts.
+
+    {"rid", "input_ids",
+     "sampling_params": {"max_new_tokens": budget, "temperature": 0, "stop_token_ids": [close id, ...]},
+     "return_logprob": true, "logprob_start_len": -1, "token_ids_logprob": [first stop id]}
+
+- SGLang #34719 (read in 0.5.19, `layers/logprob_processor.py:141-153` `get_token_ids_logprobs_raw`
+  and its `.tolist()` callers in `batch_result_processor.py`): a prefill or decode batch in which
+  one request has a non-empty `token_ids_logprob` and another has none kills the scheduler. Every
+  readout carries one, and a generation runs in the same prefill and decode batches as readouts for
+  its whole length, so it carries one too: its first stop id, read at each generated position and
+  never used (one gathered logprob a step). `return_logprob` true and `logprob_start_len` -1 as in a
+  readout: output positions only, full radix-prefix reuse.
+- Greedy (`temperature` 0) by default. A sampled call sends `sampling_seed`, which 0.5.19's sampler
+  honours only under `--enable-deterministic-inference` (`layers/sampler.py:295-330`).
+- SGLang keeps a matched stop id in `output_ids`; `finish_reason` is `{"type": "stop", "matched":
+  id}` or `{"type": "length", ...}`. It also stops on the model's own end-of-sequence ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openjev.backends.base import BackendError, Generation, GenerationCall
+
+
+def generation_payload(call: GenerationCall) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "max_new_tokens": call.max_new_tokens,
+        "temperature": call.temperature,
+        "stop_token_ids": list(call.stop_token_ids),
+    }
+    if call.temperature > 0 and call.seed is not None:
+        params["sampling_seed"] = call.seed
+    return {
+        "rid": call.rid,
+        "input_ids": list(call.input_ids),
+        "sampling_params": params,
+        "return_logprob": True,
+        "logprob_start_len": -1,
+        "token_ids_logprob": list(call.stop_token_ids[:1]),
+        **({} if call.routed_dp_rank is None else {"routed_dp_rank": call.routed_dp_rank}),
+    }
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def parse_generation(body: Any, call: GenerationCall) -> Generation:
+    """The generated ids and counts; anything malformed is a BackendError (HTTP 502 if it escaped)."""
+    try:
+        meta, output = body["meta_info"], body["output_ids"]
+        finish = meta.get("finish_reason") or {}
+        kind = finish.get("type") if isinstance(finish, dict) else None
+        if kind == "abort":
+            raise BackendError("SGLang aborted the generation")
+        if not isinstance(output, list) or not all(_count(token) is not None for token in output):
+            raise BackendError("SGLang's output_ids are not a list of token ids")
+        if len(output) > call.max_new_tokens:
+            raise BackendError(f"SGLang generated {len(output)} ids, over max_new_tokens={call.max_new_tokens}")
+        prompt = _count(meta.get("prompt_tokens", len(call.input_ids)))
+        cached = meta.get("cached_tokens")
+    except BackendError:
+        raise
+    except (KeyError, TypeError, AttributeError) as error:
+        raise BackendError(f"SGLang's /generate answer lacks the generated ids ({type(error).__name__})") from error
+    if prompt is None or (cached is not None and _count(cached) is None):
+        raise BackendError("SGLang's prompt_tokens or cached_tokens is not a count")
+    return Generation(tuple(output), prompt, cached, "stop" if kind == "stop" else "length")

@@ -1,0 +1,241 @@
+"""The thinking tier: think when unsure, within a share cap, then read the answer as usual.
+
+A request naming OPENJEV_THINK_MODEL is first answered exactly like any other (the one-token readout).
+Then:
+
+1. Who escalates (`EscalationPolicy`, pure). A question's margin is the gap, in nats, between the
+   log-probabilities of its two most likely answers after normalisation (`margin`; a noul's two
+   answers are yes and no). Those below OPENJEV_THINK_MARGIN are candidates, least confident first.
+   With share s = OPENJEV_THINK_MAX_SHARE, a request of n questions may escalate at most
+   ceil(s n), and at most ceil(s m) - e where the window holds the last m <= OPENJEV_THINK_WINDOW
+   questions of this tier counting this request's (m = n for a request larger than the window),
+   e of them escalated before. Unused budget does
+   not pile up: a request never takes more than its own share, whatever the window left unused.
+   s = 1 with a huge margin escalates every question (evaluations).
+2. How it thinks (`Thinker`). Call 1 (`Backend.generate`, greedy) decodes at most the budget
+   (OPENJEV_THINK_BUDGET_TOKENS, else the backend's default) after the shared prefix and the
+   question turn. Where the chat template has a thinking mode (it reads `enable_thinking` and the
+   vocabulary has `</think>`), the turn is rendered with thinking on and call 1 stops at the
+   think-close id read from the tokenizer; otherwise the question asks for brief step-by-step
+   reasoning first and call 1 stops at the end of the turn. Call 2 is a readout of call 1's prompt +
+   its generated ids (never re-tokenised text), minus a trailing end-of-turn id, + the think-close id
+   if it is not there yet (thinking mode: the budget ran out) + the tail that follows the thinking
+   block in the one-token prompt (`\n\n` and the answer cue); prompted mode appends `\n\n` + cue.
+   The budget shrinks to keep call 2 within the branch limit; a question with no room keeps its answer.
+3. Bounded. Both calls hold the engine's backend slots and run before the request's deadline
+   (OPENJEV_REQUEST_TIMEOUT, counted from the start of its backend work). A question whose thinking
+   fails or runs out of time keeps its first-pass answer; a cancelled request cancels both calls
+   (each backend aborts its own work).
+
+Cost model: latency ~ first pass + (budget / decode speed) for the slowest escalated question, since
+escalated questions think concurrently; `usage.output_tokens` adds each generated id and each call 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from openjev.answers import PROBABILITY_FLOOR, NonFiniteLogprob
+from openjev.backends.base import Backend, BackendError, GenerationCall, ReadoutCall, new_rid
+from openjev.config import Settings
+from openjev.prompts import frame_conversation
+from openjev.tokenizer import ChatTokenizer
+
+log = logging.getLogger("openjev.thinking")
+
+THINK_CLOSE = "</think>"
+REASONING_REQUEST = "Before you answer, reason step by step in a few short sentences."
+#: Guards ceil() against float noise (0.7 * 10 = 7.000000000000001).
+_SHARE_EPSILON = 1e-9
+
+
+def margin(answer: dict[str, Any]) -> float:
+    """Top-two log-probability gap (nats) of a typed answer's distribution; 0 for a tie."""
+    if answer["type"] == "noul":
+        probabilities = [answer["noul"], 1.0 - answer["noul"]]
+    else:
+        probabilities = list(answer["probabilities"].values())
+    first, second = sorted(probabilities, reverse=True)[:2]
+    return math.log(max(first, PROBABILITY_FLOOR)) - math.log(max(second, PROBABILITY_FLOOR))
+
+
+def share_cap(share: float, count: int) -> int:
+    return math.ceil(share * count - _SHARE_EPSILON)
+
+
+class EscalationPolicy:
+    """Which questions of a thinking-tier request think (module doc, step 1). Not thread-safe: the
+    engine calls it on the event loop."""
+
+    def __init__(self, threshold: float, max_share: float, window: int) -> None:
+        self.threshold, self.max_share = threshold, max_share
+        self._window: deque[bool] = deque(maxlen=window)
+
+    @property
+    def escalated_share(self) -> float:
+        return sum(self._window) / len(self._window) if self._window else 0.0
+
+    def select(self, margins: Sequence[tuple[str, float]]) -> list[str]:
+        """The question ids to escalate, least confident first; records the request in the window."""
+        count, window = len(margins), self._window.maxlen or 0
+        retained = list(self._window)[max(0, len(self._window) - max(0, window - count)) :]
+        allowed = min(
+            share_cap(self.max_share, count),
+            # A request larger than the window is a window of its own.
+            share_cap(self.max_share, max(count, min(window, len(retained) + count))) - sum(retained),
+        )
+        candidates = sorted((value, index) for index, (_, value) in enumerate(margins) if value < self.threshold)
+        chosen = {index for _, index in candidates[: max(0, allowed)]}
+        self._window.extend(index in chosen for index in range(count))
+        return [margins[index][0] for _, index in candidates if index in chosen]
+
+
+@dataclass(frozen=True, slots=True)
+class Thought:
+    """One escalated question's new answer and what its two calls cost."""
+
+    answer: dict[str, Any]
+    reasoning_tokens: int
+    input_tokens: int
+    cached_tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Escalation:
+    """What the thinking tier changed in a request: the new answers and the calls' costs. `escalated`
+    questions were chosen; `thought` of them got a new answer (the others kept their first pass)."""
+
+    escalated: int = 0
+    thought: int = 0
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reasoning_tokens: int = 0
+    input_tokens: int = 0
+    #: Output tokens of the calls: every generated id plus one per readout.
+    output_tokens: int = 0
+    cached_tokens: int | None = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """How an escalated question is asked again: its text, label ids, answer cue and answer function."""
+
+    text: str
+    labels: tuple[int, ...]
+    cue: str
+    answer: Callable[[tuple[float, ...]], dict[str, Any]]
+
+
+def _tail(chat: ChatTokenizer, cue: str, thinking_mode: bool) -> str:
+    """What follows the thinking in call 2: in thinking mode, what follows `</think>` in the one-token
+    question turn (the template's blank lines and `cue`); prompted, a blank line and `cue`."""
+    one_token = frame_conversation(chat, [{"role": "user", "content": "?"}], cue).turn_close
+    after_close = one_token.rfind(THINK_CLOSE)
+    return one_token[after_close + len(THINK_CLOSE) :] if thinking_mode and after_close >= 0 else "\n\n" + cue
+
+
+class Thinker:
+    """Runs the escalations of the thinking tier for an engine (module doc, steps 2 and 3)."""
+
+    def __init__(
+        self, settings: Settings, chat: ChatTokenizer, backend: Backend, slots: asyncio.Semaphore, cues: Sequence[str]
+    ) -> None:
+        """`cues`: the answer cues in use (each question type's), each with its own tail."""
+        self.backend, self.slots, self.chat = backend, slots, chat
+        self.model_name = settings.think_model
+        self.budget = settings.think_budget_tokens or backend.default_think_budget
+        self.policy = EscalationPolicy(settings.think_margin, settings.think_max_share, settings.think_window)
+        question = [{"role": "user", "content": "?"}]
+        close_id = chat.tokenizer.token_to_id(THINK_CLOSE) if chat.thinking_switch else None
+        self.close_id: int | None = close_id
+        frame = frame_conversation(chat, question, "", thinking=close_id is not None)
+        self.turn_open, self.turn_close = frame.turn_open, frame.turn_close
+        self.tails = {cue: chat.encode(_tail(chat, cue, close_id is not None)) for cue in cues}
+        ends = [chat.eos_token, *(token for token in chat.special_tokens if token in frame.turn_close)]
+        self.end_ids = [i for token in ends if token and (i := chat.tokenizer.token_to_id(token)) is not None]
+        self.stop_ids = list(dict.fromkeys([*([close_id] if close_id is not None else []), *self.end_ids]))
+
+    @property
+    def mode(self) -> str:
+        return "template" if self.close_id is not None else "prompted"
+
+    def call_one_suffix(self, question_text: str) -> list[int]:
+        """The question turn of call 1 (thinking on, or asking for reasoning first)."""
+        text = question_text if self.close_id is not None else f"{question_text}\n\n{REASONING_REQUEST}"
+        quoted = self.chat.spells_added_token(text)
+        return self.chat.encode_segments(((self.turn_open, False), (text, quoted), (self.turn_close, False)))
+
+    def call_two_ids(self, call_one: Sequence[int], generated: Sequence[int], cue: str) -> list[int]:
+        """Call 1's prompt + its ids (a trailing end-of-turn id dropped) + the close if missing + the
+        tail of `cue`."""
+        kept = list(generated)
+        if kept and kept[-1] in self.end_ids and kept[-1] != self.close_id:
+            kept.pop()
+        if self.close_id is not None and (not kept or kept[-1] != self.close_id):
+            kept.append(self.close_id)
+        return [*call_one, *kept, *self.tails[cue]]
+
+    async def escalate(
+        self,
+        answers: dict[str, dict[str, Any]],
+        prefix: list[int],
+        read: Callable[[str], Reading],
+        limits: tuple[float, int],
+        rank: int | None = None,
+    ) -> Escalation:
+        """`answers`: the first pass's; `read(question id)`: how to ask and answer it again; `limits`:
+        (deadline on the loop's clock, the branch token limit); `rank`: the evaluation's data-parallel rank."""
+        chosen = self.policy.select([(qid, margin(answer)) for qid, answer in answers.items()])
+        started = time.perf_counter()
+        async with asyncio.TaskGroup() as group:
+            tasks = {qid: group.create_task(self._think(prefix, read(qid), limits, rank)) for qid in chosen}
+        done = {qid: thought for qid, task in tasks.items() if (thought := task.result()) is not None}
+        cached = [thought.cached_tokens for thought in done.values()]
+        reasoning = sum(thought.reasoning_tokens for thought in done.values())
+        return Escalation(
+            escalated=len(chosen),
+            thought=len(done),
+            answers={qid: thought.answer for qid, thought in done.items()},
+            reasoning_tokens=reasoning,
+            input_tokens=sum(thought.input_tokens for thought in done.values()),
+            output_tokens=reasoning + len(done),
+            cached_tokens=None if None in cached else sum(cached),  # type: ignore[arg-type]
+            seconds=time.perf_counter() - started,
+        )
+
+    async def _think(
+        self, prefix: list[int], reading: Reading, limits: tuple[float, int], rank: int | None
+    ) -> Thought | None:
+        """Both calls for one question; None (the first-pass answer stays) when either fails or time runs out."""
+        deadline, branch_limit = limits
+        try:
+            async with asyncio.timeout_at(deadline):
+                call_one = prefix + await asyncio.to_thread(self.call_one_suffix, reading.text)
+                budget = min(self.budget, branch_limit - len(call_one) - len(self.tails[reading.cue]) - 2)
+                if budget < 1:
+                    return None
+                async with self.slots:
+                    call = GenerationCall(new_rid(), call_one, budget, self.stop_ids, routed_dp_rank=rank)
+                    generated = await self.backend.generate(call)
+                call_two = self.call_two_ids(call_one, generated.output_ids, reading.cue)
+                async with self.slots:
+                    readout = await self.backend.readout(
+                        ReadoutCall(new_rid(), call_two, reading.labels, routed_dp_rank=rank)
+                    )
+                new_answer = reading.answer(readout.logprobs)
+        except (BackendError, TimeoutError, NonFiniteLogprob) as error:
+            log.warning("thinking failed, the first-pass answer stays: %s", str(error) or type(error).__name__)
+            return None
+        cached = (
+            None
+            if generated.cached_tokens is None or readout.cached_tokens is None
+            else generated.cached_tokens + readout.cached_tokens
+        )
+        return Thought(new_answer, len(generated.output_ids), generated.prompt_tokens + readout.prompt_tokens, cached)
