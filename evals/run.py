@@ -223,11 +223,9 @@ def prepare_run(
 ) -> dict[str, Any]:
     """run.json's content: the stored one when resuming (after checking it matches), else a new one."""
     path = directory / "run.json"
-    identity = {"suite": suite.name, "protocol": protocol, "dataset_sha256": suite.dataset_sha256, "url": url}
     # The protocol's own answer is unchanged by --shifts; the rotations are extra questions in the same request.
-    identity["shifts"] = shifts
-    if model is not None:
-        identity["model"] = model
+    identity = {"suite": suite.name, "protocol": protocol, "dataset_sha256": suite.dataset_sha256, "url": url,
+                "shifts": shifts, **({} if model is None else {"model": model})}  # fmt: skip
     if path.is_file():
         meta = json.loads(path.read_text())
         stored = {**meta, "shifts": meta.get("shifts", 1)}
