@@ -23,14 +23,22 @@ CONTENT = {"wrong": 0.1, "close": 0.2, "other": 0.3, "right": 0.4}
 POSITION_PRIOR = [0.7, 0.1, 0.1, 0.1]
 
 
-class LetterBiasedModel(Backend):
+class PromptReadingModel(Backend):
+    """A stand-in model that answers from its prompt read back as text; keeps every prompt."""
+
     def __init__(self, chat: ChatTokenizer) -> None:
         self.chat = chat
         self.prompts: list[str] = []
 
-    async def readout(self, call: ReadoutCall) -> LabelLogprobs:
+    def read_prompt(self, call: ReadoutCall) -> str:
         text = self.chat.tokenizer.decode(list(call.input_ids), skip_special_tokens=False)
         self.prompts.append(text)
+        return text
+
+
+class LetterBiasedModel(PromptReadingModel):
+    async def readout(self, call: ReadoutCall) -> LabelLogprobs:
+        text = self.read_prompt(call)
         shown = re.findall(r"^[A-D]: (\w+)$", text, flags=re.MULTILINE)
         if not shown:  # the warm-up or a noul question
             logprobs = tuple(math.log(0.5) for _ in call.label_token_ids)

@@ -13,13 +13,13 @@ import re
 import httpx
 import pytest
 
-from openjev.backends.base import Backend, LabelLogprobs, ReadoutCall
+from openjev.backends.base import LabelLogprobs, ReadoutCall
 from openjev.config import Settings
 from openjev.debias import CONTENT_FREE_STATE, combine_log_space, debiased, divide_prior, mirrored
 from openjev.engine import Engine
 from openjev.tokenizer import ChatTokenizer
 from tests.conftest import ServeOpenJev
-from tests.test_engine_shifts import ask
+from tests.test_engine_shifts import PromptReadingModel, ask
 
 CONTENT = {"calm": 0.1, "busy": 0.2, "tense": 0.3, "fire": 0.4}
 POSITION_PRIOR = [0.1, 0.1, 0.7, 0.1]
@@ -42,14 +42,9 @@ def test_log_space_combination_and_prior_division() -> None:
     assert debiased([seen], [None]) == pytest.approx(seen)
 
 
-class PositionBiasedModel(Backend):
-    def __init__(self, chat: ChatTokenizer) -> None:
-        self.chat = chat
-        self.prompts: list[str] = []
-
+class PositionBiasedModel(PromptReadingModel):
     async def readout(self, call: ReadoutCall) -> LabelLogprobs:
-        text = self.chat.tokenizer.decode(list(call.input_ids), skip_special_tokens=False)
-        self.prompts.append(text)
+        text = self.read_prompt(call)
         shown = re.findall(r"^(?:[A-D]|[1-4]): (\w+)$", text, flags=re.MULTILINE)
         content_free = f"\n{CONTENT_FREE_STATE}<|im_end|>" in text
         if len(call.label_token_ids) == 2:  # a noul: yes 0.8 on content, 0.5 over the content-free state
