@@ -252,7 +252,7 @@ def test_two_data_parallel_ranks_each_conversation_on_one(
     for state in (STATE, STATE + " It was a birthday present, and the party is on Saturday."):
         response = httpx.post(f"{server.url}/v1/systemone", json=request(state), timeout=300)
         if state == STATE:
-            assert_close(answers(response), embedded_answer)
+            assert_like_embedded(answers(response), embedded_answer)
         # Pinned to one rank, each branch reuses the whole warm-up prefix; round robin over two ranks
         # would send one of the two branches to a rank that never saw it.
         prefix = int(response.headers["x-openjev-prefix-tokens"])
