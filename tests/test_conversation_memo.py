@@ -109,6 +109,18 @@ def test_only_the_new_message_is_rendered_and_tokenized(qwen_chat: ChatTokenizer
     assert framing.known_ids + qwen_chat.encode(new_text) == engine.prepare(request(grown)).shared_prefix_ids
 
 
+def test_a_conversation_asked_again_renders_nothing(qwen_chat: ChatTokenizer) -> None:
+    engine = Engine(Settings(), qwen_chat, Instant())
+    full = Engine(Settings(conversation_memo_bytes=0), qwen_chat, Instant())
+    conversation = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"} for i in range(9)]
+    first = engine.prepare(request(conversation))
+    framing = engine.memo.frame(conversation)
+    assert framing.frame.shared_prefix_segments == ()
+    assert framing.known_ids == first.shared_prefix_ids
+    again = engine.prepare(request(conversation))
+    assert ids_of(again) == ids_of(first) == ids_of(full.prepare(request(conversation)))
+
+
 def test_a_tool_message_after_a_tool_message_is_not_proven_on_qwen3_and_renders_in_full(
     qwen_chat: ChatTokenizer,
 ) -> None:

@@ -160,6 +160,13 @@ class Settings(BaseSettings):
     max_concurrent_preparations: int = Field(
         2, ge=1, description="Requests being rendered and tokenized at once (worker threads); more get 529."
     )
+    inline_preparation_bytes: int = Field(
+        16 * 1024,
+        ge=0,
+        description="A request whose body is at most this many bytes is prepared on the event loop, in a "
+        "preparation slot: handing it to a worker thread costs more than preparing it; 0: every request "
+        "on a worker thread.",
+    )
     max_concurrent_branches: int = Field(64, ge=1, description="Backend calls in flight, process-wide.")
     request_timeout: float = Field(120.0, gt=0, description="Seconds for the backend work of one request.")
     retry_after: int = Field(1, ge=0, description="Seconds suggested in Retry-After on 503 and 529.")

@@ -80,6 +80,8 @@ class _Entry:
     #: The last two messages after the first (fewer in a shorter conversation).
     tail: tuple[Turn, ...]
     prefix_ids: list[int]
+    #: The question turn after these messages (a conversation asked again renders nothing).
+    question_turn: tuple[str, str]
     #: Characters of message text, and the bytes the whole entry is counted as.
     text_bytes: int
     cost: int
@@ -171,7 +173,7 @@ def _agrees(chat: ChatTokenizer, conversation: list[Turn], new: list[Turn]) -> b
         return None
     try:
         base = frame_conversation(chat, conversation, NO_CUE).shared_prefix_segments
-        entry = _Entry(conversation, conversation[0], tuple(conversation[1:][-2:]), [], 0, 0)
+        entry = _Entry(conversation, conversation[0], tuple(conversation[1:][-2:]), [], ("", ""), 0, 0)
         extended = extend_frame(chat, entry.window(), new)
     except TemplateError:
         return False
@@ -246,6 +248,12 @@ class ConversationMemo:
         return Framing(frame, [], list(raw), messages[0], tuple(messages[1:][-2:]), text_bytes)
 
     def _extend(self, entry: _Entry, raw: list[Any], new: list[Turn]) -> Framing | None:
+        if not new:
+            # The same messages render the same text (templates that read the clock are never reused).
+            frame = ConversationFrame((), *entry.question_turn)
+            with self._lock:
+                self.reused += 1
+            return Framing(frame, entry.prefix_ids, list(raw), entry.head, entry.tail, entry.text_bytes)
         if len(entry.raw) > WHOLE_WINDOW and not self._proven(entry.shape(new)):
             return None
         try:
@@ -290,7 +298,8 @@ class ConversationMemo:
             return
         raw = framing.raw
         cost = framing.text_bytes + MESSAGE_BYTES * len(raw) + ID_BYTES * len(prefix_ids) + sys.getsizeof(raw)
-        entry = _Entry(raw, framing.head, framing.tail, prefix_ids, framing.text_bytes, cost)
+        question_turn = (framing.frame.turn_open, framing.frame.turn_close)
+        entry = _Entry(raw, framing.head, framing.tail, prefix_ids, question_turn, framing.text_bytes, cost)
         key = (len(raw), raw[-1]["role"], raw[-1]["content"])
         with self._lock:
             if cost > self.capacity_bytes or key in self._entries:

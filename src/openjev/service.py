@@ -6,7 +6,8 @@ Contract:
   with its traceback, kept in `startup_error` (shown by `/health`) and handed to `on_fatal`, so the
   process can stop instead of answering 503 forever.
 - `prepare(work)` holds one of OPENJEV_MAX_CONCURRENT_PREPARATIONS slots while a request is rendered
-  and tokenized on a worker thread, and `admit()` one of OPENJEV_MAX_CONCURRENT_REQUESTS evaluation
+  and tokenized on a worker thread (`inline`: on the event loop, for a body of at most
+  OPENJEV_INLINE_PREPARATION_BYTES, whose preparation takes less than a thread's hand-off), and `admit()` one of OPENJEV_MAX_CONCURRENT_REQUESTS evaluation
   slots; with none free either raises `Overloaded` at once: work is refused, never queued. Their own
   limit keeps the CPU spent on preparations (a 2 MB state tokenizes for seconds) bounded whatever
   the evaluation limit.
@@ -110,10 +111,14 @@ class Service:
     async def aclose(self) -> None:
         await self.backend.aclose()
 
-    async def prepare(self, work: Callable[[], T]) -> T:
-        """Run `work` on a worker thread in one of the preparation slots (`Overloaded` when none is
-        free). A thread cannot be stopped: if the caller is cancelled, the slot stays taken until the
-        thread has finished, so the limit holds for the CPU actually in use."""
+    def prepares_inline(self, body_bytes: int) -> bool:
+        """Whether a request of `body_bytes` (decoded) is prepared on the event loop."""
+        return body_bytes <= self.settings.inline_preparation_bytes
+
+    async def prepare(self, work: Callable[[], T], *, inline: bool = False) -> T:
+        """Run `work` on a worker thread (`inline`: here, on the event loop) in one of the preparation
+        slots (`Overloaded` when none is free). A thread cannot be stopped: if the caller is cancelled,
+        the slot stays taken until the thread has finished, so the limit holds for the CPU actually in use."""
         limit = self.settings.max_concurrent_preparations
         if self.active_preparations >= limit:
             raise Overloaded(
@@ -121,6 +126,11 @@ class Service:
                 f"(OPENJEV_MAX_CONCURRENT_PREPARATIONS={limit}); retry shortly"
             )
         self.active_preparations += 1
+        if inline:
+            try:
+                return work()
+            finally:
+                self.active_preparations -= 1
         future = asyncio.ensure_future(asyncio.to_thread(work))
         future.add_done_callback(self._prepared)
         return await asyncio.shield(future)

@@ -136,7 +136,8 @@ def test_json_the_parser_cannot_take_is_422_json_invalid(client, content: bytes)
 
 
 def test_preparation_has_its_own_limit(qwen_tokenizer_dir) -> None:
-    app = create_app(settings_for(qwen_tokenizer_dir, max_concurrent_preparations=1), InstantBackend())
+    settings = settings_for(qwen_tokenizer_dir, max_concurrent_preparations=1, inline_preparation_bytes=0)
+    app = create_app(settings, InstantBackend())
     with TestClient(app) as client:
         assert _eventually_ready(client)
         engine = app.state.service.runtime().engine
@@ -159,6 +160,27 @@ def test_preparation_has_its_own_limit(qwen_tokenizer_dir) -> None:
     assert refused.status_code == 529 and refused.headers["retry-after"]
     assert "OPENJEV_MAX_CONCURRENT_PREPARATIONS" in refused.json()["detail"]["message"]
     assert live.status_code == 200  # preparation runs off the event loop
+
+
+def test_small_bodies_are_prepared_on_the_event_loop_and_larger_ones_on_a_worker_thread(qwen_tokenizer_dir) -> None:
+    ticket = support_ticket()
+    small = len(json.dumps(ticket).encode())
+    app = create_app(settings_for(qwen_tokenizer_dir, inline_preparation_bytes=small + 100), InstantBackend())
+    with TestClient(app) as client:
+        assert _eventually_ready(client)
+        engine = app.state.service.runtime().engine
+        prepare, threads = engine.prepare, []
+
+        def recording_prepare(body, **options):
+            threads.append(threading.current_thread())
+            return prepare(body, **options)
+
+        engine.prepare = recording_prepare
+        answered = [client.post("/v1/systemone", json=body) for body in (ticket, {**ticket, "state": "x" * (small + 100)})]
+        event_loop = client.portal.call(threading.current_thread)
+    assert [response.status_code for response in answered] == [200, 200]
+    assert threads[0] is event_loop and threads[1] is not event_loop
+    assert answered[0].json()["answers"].keys() == answered[1].json()["answers"].keys()
 
 
 def test_cheap_limits_come_before_any_preparation(qwen_tokenizer_dir) -> None:

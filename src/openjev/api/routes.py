@@ -1,8 +1,8 @@
 """The routes. Each is a plain function; its dependencies (the service, readiness) are explicit.
 
 `POST /v1/systemone` runs one evaluation, cheapest checks first: model name and the request's
-counts, admission (529 when full), preparation on a worker thread in a slot of its own (529 when
-full), then the backend work, cancelled (and aborted in the backend) if the client leaves. The API
+counts, admission (529 when full), preparation in a slot of its own (529 when full; on a worker thread
+unless the body is small), then the backend work, cancelled (and aborted in the backend) if the client leaves. The API
 key was checked on the headers, before the body was read (`ApiKeyMiddleware`); the bearer scheme
 here only documents it.
 """
@@ -145,7 +145,9 @@ async def system_one(body: SystemOneRequest, request: Request, service: ServiceD
     started = time.perf_counter()
     try:
         with service.admit():
-            prepared = await service.prepare(functools.partial(runtime.engine.prepare, body, checked=True))
+            inline = service.prepares_inline(len(await request.body()))
+            work = functools.partial(runtime.engine.prepare, body, checked=True)
+            prepared = await service.prepare(work, inline=inline)
             prepared_at = time.perf_counter()
             evaluation = await run_while_connected(request, runtime.engine.evaluate(prepared))
     except ClientDisconnected:
