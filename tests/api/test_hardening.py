@@ -176,7 +176,8 @@ def test_small_bodies_are_prepared_on_the_event_loop_and_larger_ones_on_a_worker
             return prepare(body, **options)
 
         engine.prepare = recording_prepare
-        answered = [client.post("/v1/systemone", json=body) for body in (ticket, {**ticket, "state": "x" * (small + 100)})]
+        larger = {**ticket, "state": "x" * (small + 100)}
+        answered = [client.post("/v1/systemone", json=body) for body in (ticket, larger)]
         event_loop = client.portal.call(threading.current_thread)
     assert [response.status_code for response in answered] == [200, 200]
     assert threads[0] is event_loop and threads[1] is not event_loop
