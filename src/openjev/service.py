@@ -8,9 +8,9 @@ Contract:
 - `prepare(work)` holds one of OPENJEV_MAX_CONCURRENT_PREPARATIONS slots while a request is rendered
   and tokenized on a worker thread (`inline`: on the event loop, for a body of at most
   OPENJEV_INLINE_PREPARATION_BYTES, whose preparation takes less than a thread's hand-off), and
-  `admit()` one of OPENJEV_MAX_CONCURRENT_REQUESTS evaluation slots; with none free either raises `Overloaded` at once: work is refused, never queued. Their own
-  limit keeps the CPU spent on preparations (a 2 MB state tokenizes for seconds) bounded whatever
-  the evaluation limit.
+  `admit()` one of OPENJEV_MAX_CONCURRENT_REQUESTS evaluation slots; with none free either raises
+  `Overloaded` at once: work is refused, never queued. Their own limit keeps the CPU spent on
+  preparations (a 2 MB state tokenizes for seconds) bounded whatever the evaluation limit.
 - `runtime().check_model(name)` accepts the compatibility alias, the served name, configured aliases
   and the thinking tier's name (OPENJEV_THINK_MODEL).
 """
