@@ -3,6 +3,8 @@
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from openjev.errors import RequestRejected
 from openjev.labels import build_label_set, candidate_labels
@@ -11,6 +13,7 @@ from openjev.prompts import (
     ANSWER_CUES,
     choice_text,
     frame_conversation,
+    last_occurrence,
     noul_text,
     render_value,
     score_text,
@@ -219,3 +222,12 @@ def test_nested_json_states_grow_linearly_not_quadratically():
     shallow, deep = render_value(nested(100)), render_value(nested(800))
     assert len(deep) < 9 * len(shallow)  # 8x the depth: linear growth, not 64x
     assert json.loads(deep) == nested(800)
+
+
+@given(
+    text=st.text(alphabet="ab<|>x\n", max_size=3000),
+    tokens=st.lists(st.sampled_from(["<|a|>", "<|b|>", "ab", "x\n", "<|"]), min_size=0, max_size=4),
+    window=st.integers(min_value=1, max_value=64),
+)
+def test_last_occurrence_is_the_largest_rfind(text: str, tokens: list[str], window: int) -> None:
+    assert last_occurrence(text, tokens, window) == max((text.rfind(token) for token in tokens), default=-1)

@@ -240,6 +240,20 @@ def _render_with_markers(
             return rendered, markers, quoted
 
 
+def last_occurrence(text: str, tokens: Sequence[str], window: int = 256) -> int:
+    """Where the last occurrence of any of `tokens` in `text` starts (-1: none), as
+    `max(text.rfind(token) for token in tokens)`. The question turn opens near the end, so the search
+    looks at a tail of `window` characters first, growing it fourfold until something is found: an
+    occurrence that starts in the tail lies wholly in it, and any that starts before is earlier. A
+    long state is then not scanned once per special token."""
+    while True:
+        start = max(0, len(text) - window)
+        found = max((text.rfind(token, start) for token in tokens), default=-1)
+        if found >= 0 or start == 0:
+            return found
+        window *= 4
+
+
 def frame_conversation(
     chat: ChatTokenizer, messages: Sequence[Mapping[str, Any]], cue: str = ANSWER_CUE, thinking: bool = False
 ) -> ConversationFrame:
@@ -251,7 +265,7 @@ def frame_conversation(
     if start < 0 or rendered.find(markers.question, start + 1) >= 0:
         raise ValueError("the chat template does not show the user's message exactly once")
     before, after = rendered[:start], rendered[start + len(markers.question) :]
-    split = max((before.rfind(token) for token in chat.special_tokens), default=-1)
+    split = last_occurrence(before, chat.special_tokens)
     if split < 0:
         split = start
     return ConversationFrame(markers.quoted_segments(before[:split], quoted), before[split:], after + cue)
