@@ -7,13 +7,14 @@ Contract:
   and the extra views below, all over the same state, so the prefix is read once. Question ids
   and option names never reach the model, so each view is read exactly as a server reading only
   that question in that form would read it.
-  - noul `q`: `q@score2`, the same instructions as a score question with levels (No, Yes);
-  - choice `q`: `q@rot` (options cyclically shifted by n // 2), `q@rev` (order reversed) and
-    `q@revrot` (reversed, then shifted by n // 2); every option keeps its name;
-  - score `q`: `q@rev`, the levels listed in reverse order;
-  - in every LAW_EVERY-th state, one question (the state's index modulo its question count) also
-    as `renamed@q`: a new id and, for a choice, new option names with the same descriptions; and
-    that question alone in a second request (`alone_request`), for the batching law.
+  - score `q`: `q@rev`, the levels listed in reverse order (in every state: the `reverse` option);
+  - in every LAW_EVERY-th state (the law states; the coherence laws need no more, and on a CPU
+    every view costs a prefill): noul `q@score2`, the same instructions as a score question with
+    levels (No, Yes); choice `q@rot` (options cyclically shifted by n // 2), `q@rev` (order
+    reversed) and `q@revrot` (reversed, then shifted by n // 2), every option keeping its name;
+    and one question (the state's index modulo its question count) also as `renamed@q`: a new id
+    and, for a choice, new option names with the same descriptions; and that question alone in a
+    second request (`alone_request`), for the batching law.
 - Every readout becomes a distribution in the question's own terms (`distribution`): noul
   {yes, no}; choice {option name: p} in request order; score {"0": p, ...} in rubric order, low to
   high (a reversed view is mapped back).
@@ -34,16 +35,17 @@ from evals.suites import DATA, read_verified
 JEV_DEV = DATA / "jev-dev" / "jev-dev.jsonl"
 JEV_DEV_SHA256 = "9389ec2c3263dbd6e3bcf8e6d816435c47309bbd7d12014791ad0e2fa1800b6b"
 PROTOCOL: dict[str, str] = {
-    "name": "jev-dev-v1",
+    "name": "jev-dev-v2",
     "model": "jev-latest",
     "state": "the generated state text",
     "questions": "every question of the state, plus the extra views of evals/jev_dev.py, in one request",
     "score": "noul: p(yes) >= 0.5 against the gold yes/no; choice: the returned choice; score: the most "
     "probable level (ties to the lower) against the gold level",
 }
-#: The extra views of each question type, by suffix.
-VIEWS = {"noul": ("score2",), "choice": ("rot", "rev", "revrot"), "score": ("rev",)}
-#: The renaming and batching laws are read in every LAW_EVERY-th state (they cost a branch and a request).
+#: The extra views of each question type in every state, and in the law states only, by suffix.
+VIEWS = {"noul": (), "choice": (), "score": ("rev",)}
+LAW_VIEWS = {"noul": ("score2",), "choice": ("rot", "rev", "revrot"), "score": ()}
+#: The coherence laws are read in every LAW_EVERY-th state.
 LAW_EVERY = 4
 
 
@@ -60,10 +62,18 @@ class JevState:
         return int(self.id.rsplit("/", 1)[1])
 
     @property
+    def law_state(self) -> bool:
+        return self.index % LAW_EVERY == 0
+
+    @property
     def renamed(self) -> str | None:
-        """The question also asked under a new id (and new option names) and alone, in every LAW_EVERY-th state."""
+        """The question also asked under a new id (and new option names) and alone, in a law state."""
         ids = list(self.questions)
-        return ids[self.index % len(ids)] if self.index % LAW_EVERY == 0 and ids else None
+        return ids[self.index % len(ids)] if self.law_state and ids else None
+
+    def views(self, question_type: str) -> tuple[str, ...]:
+        """The extra views of a question of this type in this state (module doc)."""
+        return VIEWS[question_type] + (LAW_VIEWS[question_type] if self.law_state else ())
 
 
 def load_states(path: Path = JEV_DEV, sha256: str = JEV_DEV_SHA256) -> tuple[JevState, ...]:
@@ -78,7 +88,7 @@ def choice_order(names: list[str], view: str) -> list[str]:
 
 
 def view_question(question: dict[str, Any], view: str) -> dict[str, Any]:
-    """The question as shown in `view` (`plain` or one of VIEWS[type])."""
+    """The question as shown in `view` (`plain` or one of VIEWS or LAW_VIEWS of its type)."""
     if view == "plain":
         return question
     if question["type"] == "noul":
@@ -103,7 +113,7 @@ def state_request(state: JevState) -> dict[str, Any]:
     """The one request of a state: every question in every view, and the renamed copy."""
     questions: dict[str, Any] = {}
     for question_id, question in state.questions.items():
-        for view in ("plain", *VIEWS[question["type"]]):
+        for view in ("plain", *state.views(question["type"])):
             questions[view_id(question_id, view)] = view_question(question, view)
     if state.renamed is not None:
         questions[f"renamed@{state.renamed}"] = renamed_question(state.questions[state.renamed])

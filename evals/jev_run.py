@@ -34,7 +34,6 @@ from tqdm import tqdm
 from evals.jev_dev import (
     JEV_DEV_SHA256,
     PROTOCOL,
-    VIEWS,
     JevState,
     alone_request,
     content_free_questions,
@@ -108,7 +107,8 @@ def state_records(
         answers = body["answers"]
         plain = distribution(question, "plain", answers[question_id])
         views = {
-            view: distribution(question, view, answers[view_id(question_id, view)]) for view in VIEWS[question["type"]]
+            view: distribution(question, view, answers[view_id(question_id, view)])
+            for view in state.views(question["type"])
         }
         if question_id == state.renamed and alone is not None:
             renamed = distribution(question, "plain", answers[f"renamed@{question_id}"])

@@ -2,13 +2,12 @@
 
 Every results line holds its extra views and content-free readouts (evals/jev_run.py), and a server
 reads each view exactly as the harness's request shows it, so the server's own maths
-(`openjev.debias`, `openjev.answers.combine_shifts`) gives each setting's answer offline:
+(`openjev.debias`) gives each setting's answer offline:
 
 - `reverse`: score questions combine the plain and the reversed rubric in log space
   (OPENJEV_SCORE_REVERSE);
 - `cc`: contextual calibration, each view divided by its content-free readout
   (OPENJEV_CONTEXTUAL_CALIBRATION);
-- `average`: choice questions average the rotations 0 and n // 2 (OPENJEV_OPTION_SHIFTS=2).
 
 A variant is written `reverse+cc` (for every question type it applies to) or per type,
 `score:reverse+cc,noul:cc` (types left out stay plain); `plain` is the run's own answer. A variant
@@ -21,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from openjev.answers import argmax_first, combine_shifts
+from openjev.answers import argmax_first
 from openjev.debias import debiased
 
-CORRECTIONS = frozenset({"plain", "reverse", "cc", "average"})
+CORRECTIONS = frozenset({"plain", "reverse", "cc"})
 TYPES = ("noul", "choice", "score")
 
 
@@ -55,17 +54,11 @@ def corrected(record: dict[str, Any], corrections: frozenset[str]) -> list[float
     views = ["plain"]
     if "reverse" in corrections and record["type"] == "score":
         views.append("rev")
-    if "average" in corrections and record["type"] == "choice":
-        views.append("rot")
     readouts = [record["probabilities"] if view == "plain" else record["views"][view] for view in views]
     vectors = [[readout[key] for key in keys] for readout in readouts]
     priors = [record["content_free"].get(view) if "cc" in corrections else None for view in views]
     if "cc" in corrections and any(prior is None for prior in priors):
         raise ValueError(f"{record['id']} has no content-free readout for {views}")
-    if record["type"] == "choice" and len(views) == 2:
-        n = len(keys)
-        calibrated = [debiased([vector], [prior]) for vector, prior in zip(vectors, priors, strict=True)]
-        return combine_shifts(calibrated, [0, n // 2], prior=False)
     return debiased(vectors, priors)
 
 

@@ -99,8 +99,11 @@ def test_one_request_per_state_carries_every_view(states) -> None:
     assert request["state"] == state.state and "gold" not in str(request["questions"])
     for question_id, question in state.questions.items():
         assert request["questions"][question_id] == question
-        for view in jev_dev.VIEWS[question["type"]]:
+        for view in jev_dev.VIEWS[question["type"]] + jev_dev.LAW_VIEWS[question["type"]]:
             assert f"{question_id}@{view}" in request["questions"]
+    assert state.law_state and not states[1].law_state
+    other = jev_dev.state_request(states[1])["questions"]
+    assert {key.split("@")[1] for key in other if "@" in key} == {"rev"}
     renamed = request["questions"][f"renamed@{state.renamed}"]
     assert list(renamed.get("criteria", [])) != list(state.questions[state.renamed].get("criteria", [])) or (
         state.questions[state.renamed]["type"] != "choice"

@@ -33,7 +33,7 @@ def test_a_jev_dev_run_writes_the_report_the_issue_asks_for(openjev_on_fake: Run
     assert sum(map(sum, (cell for matrix in summary["score_confusion"].values() for cell in matrix))) == 10
     assert set(summary["coherence"]) == set(jev_report.COHERENCE_LAWS)
     assert summary["coherence"]["renaming"] == pytest.approx(0.0, abs=1e-6)
-    assert {"reverse", "cc", "reverse+cc", "average"} <= set(summary["variants"])
+    assert {"reverse", "cc", "reverse+cc"} <= set(summary["variants"])
     assert "jev-dev" in (out / "report.md").read_text()
     # Resumed: nothing is asked again; report.py rebuilds the same figures.
     assert run.main(["jev-dev", "--url", openjev_on_fake.url, "--limit", "5", "--out", str(out)]) == 0
@@ -70,10 +70,7 @@ def test_reverse_and_contextual_calibration_remove_a_level_bias() -> None:
     assert jev_variants.jev_variant_record(line, "noul:cc") is line  # a type left out stays plain
 
 
-def test_choice_average_is_the_servers_two_rotation_mean() -> None:
-    line = record("choice", {"a": 0.6, "b": 0.4}, {"rot": {"a": 0.2, "b": 0.8}})
-    averaged = jev_variants.jev_variant_record(line, "average")
-    assert averaged["probabilities"] == pytest.approx({"a": 0.4, "b": 0.6}) and averaged["choice"] == "b"
+def test_an_unknown_variant_is_named() -> None:
     with pytest.raises(ValueError, match="unknown"):
         jev_variants.parse_variant("score:sideways")
 
