@@ -13,7 +13,10 @@ Contract:
   `probabilities` (the plain view's distribution), `views` (every extra view's distribution, and
   `renamed`/`alone` where asked), `content_free` (per view, in the question's own order), `model`,
   `latency_s` and `usage` of the state's request (on each of its lines).
-- A state is asked again unless all its questions have a line without `error`.
+- A state is asked again unless all its questions of the types asked have a line without `error`.
+  A run may be resumed with other `--types` or `--limit` (each session records its own): on a slow
+  machine, one session can ask the score questions of every state and a later one the other types
+  of the first states.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from evals.jev_dev import (
     distribution,
     load_states,
     question_key,
+    renamed_question,
     state_request,
     view_id,
     view_question,
@@ -111,7 +115,7 @@ def state_records(
             for view in state.views(question["type"])
         }
         if question_id == state.renamed and alone is not None:
-            renamed = distribution(question, "plain", answers[f"renamed@{question_id}"])
+            renamed = distribution(renamed_question(question), "plain", answers[f"renamed@{question_id}"])
             views["renamed"] = dict(zip(plain, renamed.values(), strict=True))
             views["alone"] = distribution(question, "plain", alone["answers"][question_id])
         gold = state.gold[question_id]
@@ -155,13 +159,15 @@ async def ask_state(
     except (ValueError, KeyError, TypeError) as error:
         records = [{"id": f"{state.id}/{question_id}", "error": str(error)} for question_id in asked.questions]
         latency = None
-    for offset, record in enumerate(records):
-        record.update(position=first + offset, latency_s=latency)
+    offsets = {question_id: offset for offset, question_id in enumerate(state.questions)}
+    for record in records:
+        record.update(position=first + offsets[record["id"].rsplit("/", 1)[1]], latency_s=latency)
     return records
 
 
 def pending_states(states: Sequence[JevState], directory: Path, types: set[str]) -> list[tuple[int, JevState]]:
-    """(first position, state) for every state without a full set of answered lines; failed lines dropped."""
+    """(first position, state) for every state without a full set of answered lines of `types`; failed
+    lines dropped. A question's position is its place in the whole suite, whatever the types asked."""
     answered = [record for record in read_results(directory) if "error" not in record]
     done = {record["id"] for record in answered}
     with (directory / "results.jsonl").open("w") as handle:
@@ -171,7 +177,7 @@ def pending_states(states: Sequence[JevState], directory: Path, types: set[str])
         ids = [f"{state.id}/{key}" for key in kept(state, types).questions]
         if not set(ids) <= done:
             pending.append((position, state))
-        position += len(ids)
+        position += len(state.questions)
     return pending
 
 
@@ -179,9 +185,9 @@ def start_session(
     directory: Path, suite: Suite, args: argparse.Namespace, models: Any, types: set[str], settings: Any
 ) -> dict[str, Any]:
     directory.mkdir(parents=True, exist_ok=True)
-    protocol = {**PROTOCOL, "types": ",".join(sorted(types))}
-    meta = prepare_run(directory, suite, args.url, models, settings=settings, protocol=protocol)
-    meta["sessions"].append({"started": datetime.now(UTC).isoformat(timespec="seconds"), "limit": args.limit})
+    meta = prepare_run(directory, suite, args.url, models, settings=settings, protocol=PROTOCOL)
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    meta["sessions"].append({"started": started, "limit": args.limit, "types": ",".join(sorted(types))})
     write_json(directory / "run.json", meta)
     return meta
 

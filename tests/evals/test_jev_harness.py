@@ -48,6 +48,16 @@ def test_a_jev_dev_run_writes_the_report_the_issue_asks_for(openjev_on_fake: Run
         == 0
     )
     assert compare.compare(out, scores, "score").difference == 0
+    # Resumed with the other types on fewer states: one run, every question at its place in the suite.
+    assert run.main(["jev-dev", "--url", openjev_on_fake.url, "--limit", "2", "--types", "noul,choice",
+                     "--out", str(scores)]) == 0  # fmt: skip
+    mixed = json.loads((scores / "report.json").read_text())
+    assert {kind: row["n"] for kind, row in mixed["by_type"].items()} == {"noul": 6, "choice": 4, "score": 10}
+    merged = report.read_results(scores)
+    assert [line["id"] for line in merged if line["position"] < 14] == [line["id"] for line in lines[:14]]
+    assert [session["types"] for session in json.loads((scores / "run.json").read_text())["sessions"]] == [
+        "score", "choice,noul",
+    ]
 
 
 def record(kind: str, plain: dict, views: dict | None = None, content_free: dict | None = None) -> dict:
