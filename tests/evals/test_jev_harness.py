@@ -56,7 +56,8 @@ def test_a_jev_dev_run_writes_the_report_the_issue_asks_for(openjev_on_fake: Run
     merged = report.read_results(scores)
     assert [line["id"] for line in merged if line["position"] < 14] == [line["id"] for line in lines[:14]]
     assert [session["types"] for session in json.loads((scores / "run.json").read_text())["sessions"]] == [
-        "score", "choice,noul",
+        "score",
+        "choice,noul",
     ]
 
 
