@@ -1,6 +1,6 @@
 """Paired comparison of two runs of one suite: accuracy(B) - accuracy(A) with a bootstrap 95% interval.
 
-Usage: uv run evals/compare.py [--type noul|choice|score] RUN_A[@VARIANT] RUN_B[@VARIANT]
+Usage: uv run evals/compare.py [--type noul|choice|score] [--common] RUN_A[@VARIANT] RUN_B[@VARIANT]
 
 `DIR@average` or `DIR@prior` scores a `--shifts K` run as that offline variant (evals/variants.py);
 `DIR@shift0`, like plain `DIR`, is the protocol's own answer. So one run compares with itself:
@@ -12,6 +12,8 @@ different --limit make the item sets differ); otherwise the comparison is refuse
 interval comes from metrics.paired_bootstrap: 10,000 draws over the 2x2 right/wrong table, seed 0,
 so the same two runs always print the same figures. `--type` compares only that question type of two
 `jev-dev` runs (whose other types, or --types, may differ); variants are evals/jev_variants.py's there.
+`--common` pairs the items both runs answered (a short run against the first items of a longer
+one); without it, different item sets are refused.
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ def read_scored(spec: str | Path, question_type: str | None = None) -> tuple[dic
     return meta, variant_records(answered, variant) if variant else answered
 
 
-def compare(run_a: str | Path, run_b: str | Path, question_type: str | None = None) -> metrics.PairedComparison:
+def compare(
+    run_a: str | Path, run_b: str | Path, question_type: str | None = None, common: bool = False
+) -> metrics.PairedComparison:
     meta_a, answered_a = read_scored(run_a, question_type)
     meta_b, answered_b = read_scored(run_b, question_type)
     # A jev-dev run limited to some types (--types) pairs with a full run on those types.
@@ -52,9 +56,13 @@ def compare(run_a: str | Path, run_b: str | Path, question_type: str | None = No
     for key in keys:
         if meta_a[key] != meta_b[key]:
             raise Incomparable(f"the runs differ in {key}: {meta_a[key]!r} and {meta_b[key]!r}")
+    if common:
+        shared = {record["id"] for record in answered_a} & {record["id"] for record in answered_b}
+        answered_a = [record for record in answered_a if record["id"] in shared]
+        answered_b = [record for record in answered_b if record["id"] in shared]
     ids_a = [record["id"] for record in answered_a]
     ids_b = [record["id"] for record in answered_b]
-    if ids_a != ids_b:
+    if ids_a != ids_b or not ids_a:
         only_a, only_b = len(set(ids_a) - set(ids_b)), len(set(ids_b) - set(ids_a))
         raise Incomparable(f"the runs answered different items: {only_a} only in A, {only_b} only in B")
     return metrics.paired_bootstrap(
@@ -70,11 +78,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     question_type = None
     if arguments[:1] == ["--type"] and len(arguments) > 1:
         question_type, arguments = arguments[1], arguments[2:]
+    common = arguments[:1] == ["--common"]
+    arguments = arguments[common:]
     if len(arguments) != 2:
-        print("usage: uv run evals/compare.py [--type noul|choice|score] RUN_A RUN_B", file=sys.stderr)
+        print("usage: uv run evals/compare.py [--type noul|choice|score] [--common] RUN_A RUN_B", file=sys.stderr)
         return 2
     try:
-        result = compare(arguments[0], arguments[1], question_type)
+        result = compare(arguments[0], arguments[1], question_type, common)
     except (Incomparable, ValueError) as error:
         print(f"refused: {error}", file=sys.stderr)
         return 2

@@ -33,7 +33,7 @@ from evals.jev_variants import TYPES, jev_variant_records
 from evals.report import accuracy_of, read_run, run_identity
 
 #: The offline variants reported (evals/jev_variants.py); each is scored where the readouts allow it.
-VARIANTS = ("reverse", "cc", "reverse+cc", "score:reverse+cc,noul:cc")
+VARIANTS = ("reverse", "cc", "reverse+cc", "score:cc", "score:reverse+cc,noul:cc")
 
 
 def tv(p: dict[str, float], q: dict[str, float]) -> float:

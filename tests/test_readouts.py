@@ -67,15 +67,16 @@ def normalised(values: list[float]) -> list[float]:
     return [v / sum(values) for v in values]
 
 
-def test_the_default_reads_the_position_bias(chat) -> None:
-    answers, calls = ask(Engine(Settings(), chat, PositionBiasedModel(chat)), {"s": SCORE})
+def test_the_plain_readout_keeps_the_position_bias(chat) -> None:
+    answers, calls = ask(Engine(Settings(contextual_calibration=""), chat, PositionBiasedModel(chat)), {"s": SCORE})
     expected = normalised([CONTENT[w] * POSITION_PRIOR[j] for j, w in enumerate(CONTENT)])
     assert list(answers["s"]["probabilities"].values()) == pytest.approx(expected) and calls == 2
 
 
 def test_the_reversed_rubric_is_a_second_branch_combined_in_log_space(chat) -> None:
     backend = PositionBiasedModel(chat)
-    answers, calls = ask(Engine(Settings(score_reverse=True), chat, backend), {"s": SCORE, "n": NOUL})
+    engine = Engine(Settings(score_reverse=True, contextual_calibration=""), chat, backend)
+    answers, calls = ask(engine, {"s": SCORE, "n": NOUL})
     assert calls == 1 + 2 + 1
     assert "A: fire\nB: tense\nC: busy\nD: calm" in "".join(backend.prompts)
     levels = list(CONTENT)

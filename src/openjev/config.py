@@ -213,9 +213,10 @@ class Settings(BaseSettings):
         "space (one more backend call per score question).",
     )
     contextual_calibration: str = Field(
-        "",
+        "score",
         description="Question types (comma-separated: noul, choice, score) whose readout is divided by a "
-        "content-free readout of the same question (state `N/A`), cached per question text.",
+        "content-free readout of the same question (state `N/A`), cached per question text; empty: none. "
+        "Default score: the one type where jev-dev showed a gain (README, Answer quality).",
     )
     content_free_cache: int = Field(
         4096, ge=0, description="Content-free readouts kept (contextual calibration), one per question text."

@@ -65,6 +65,11 @@ def _eventually_ready(client: TestClient, attempts: int = 200) -> bool:
 
 def test_example_is_answered_with_one_backend_call_per_question_plus_warm_up(ready_client) -> None:
     client, backend = ready_client
+    # The score question's content-free readout (OPENJEV_CONTEXTUAL_CALIBRATION=score) is read once
+    # per question text, the first time it is seen.
+    first = client.post("/v1/systemone", json=support_ticket())
+    assert first.status_code == 200 and first.json()["usage"]["output_tokens"] == 5 == len(backend.calls)
+    backend.calls.clear()
     response = client.post("/v1/systemone", json=support_ticket())
     assert response.status_code == 200, response.text
     answers = response.json()["answers"]
@@ -171,7 +176,7 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
             "answer_cue": "plain", "option_shifts": 1, "label_prior": False, "temperature": 1.0,
             "confidence": "typesafe", "calibration_sha256": hashlib.sha256(calibration.read_bytes()).hexdigest(),
             "answer_cue_noul": "plain", "answer_cue_choice": "plain", "answer_cue_score": "plain",
-            "score_labels": "letters", "score_reverse": False, "contextual_calibration": "",
+            "score_labels": "letters", "score_reverse": False, "contextual_calibration": "score",
             "think_margin": 0.5, "think_max_share": 0.2, "think_window": 1000, "think_budget_tokens": None,
         }  # fmt: skip
     other = {

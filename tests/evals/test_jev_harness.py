@@ -48,6 +48,13 @@ def test_a_jev_dev_run_writes_the_report_the_issue_asks_for(openjev_on_fake: Run
         == 0
     )
     assert compare.compare(out, scores, "score").difference == 0
+    first = tmp_path / "first"
+    assert run.main(["jev-dev", "--url", openjev_on_fake.url, "--limit", "2", "--types", "score",
+                     "--out", str(first)]) == 0  # fmt: skip
+    with pytest.raises(compare.Incomparable):
+        compare.compare(out, first, "score")
+    assert compare.compare(out, first, "score", common=True).n == 4
+    assert compare.main(["--type", "score", "--common", str(out), str(first)]) == 0
     # Resumed with the other types on fewer states: one run, every question at its place in the suite.
     assert run.main(["jev-dev", "--url", openjev_on_fake.url, "--limit", "2", "--types", "noul,choice",
                      "--out", str(scores)]) == 0  # fmt: skip
