@@ -109,7 +109,7 @@ def renamed_question(question: dict[str, Any]) -> dict[str, Any]:
     return {**question, "criteria": {f"option {name}": text for name, text in question["criteria"].items()}}
 
 
-def state_request(state: JevState) -> dict[str, Any]:
+def state_request(state: JevState, model: str = PROTOCOL["model"]) -> dict[str, Any]:
     """The one request of a state: every question in every view, and the renamed copy."""
     questions: dict[str, Any] = {}
     for question_id, question in state.questions.items():
@@ -117,15 +117,15 @@ def state_request(state: JevState) -> dict[str, Any]:
             questions[view_id(question_id, view)] = view_question(question, view)
     if state.renamed is not None:
         questions[f"renamed@{state.renamed}"] = renamed_question(state.questions[state.renamed])
-    return {"model": PROTOCOL["model"], "state": state.state, "questions": questions}
+    return {"model": model, "state": state.state, "questions": questions}
 
 
-def alone_request(state: JevState) -> dict[str, Any] | None:
+def alone_request(state: JevState, model: str = PROTOCOL["model"]) -> dict[str, Any] | None:
     """The batching law: the renamed question's plain form asked alone over the same state."""
     question_id = state.renamed
     if question_id is None:
         return None
-    return {"model": PROTOCOL["model"], "state": state.state, "questions": {question_id: state.questions[question_id]}}
+    return {"model": model, "state": state.state, "questions": {question_id: state.questions[question_id]}}
 
 
 def distribution(question: dict[str, Any], view: str, answer: dict[str, Any]) -> dict[str, float]:

@@ -147,13 +147,13 @@ def kept(state: JevState, types: set[str]) -> JevState:
 
 
 async def ask_state(
-    client: httpx.AsyncClient, state: JevState, priors: dict[str, list[float]], types: set[str], first: int
+    client: httpx.AsyncClient, state: JevState, priors: dict[str, list[float]], types: set[str], first: int, model: str
 ) -> list[dict[str, Any]]:
-    """The state's lines (positions from `first`), or one `error` line per question."""
+    """The state's lines (positions from `first`), or one `error` line per question; asked of `model`."""
     asked = kept(state, types)
     try:
-        body, latency = await post(client, state_request(asked))
-        single = alone_request(asked)
+        body, latency = await post(client, state_request(asked, model))
+        single = alone_request(asked, model)
         alone = (await post(client, single))[0] if single is not None else None
         records = state_records(asked, body, alone, priors, types)
     except (ValueError, KeyError, TypeError) as error:
@@ -185,7 +185,7 @@ def start_session(
     directory: Path, suite: Suite, args: argparse.Namespace, models: Any, types: set[str], settings: Any
 ) -> dict[str, Any]:
     directory.mkdir(parents=True, exist_ok=True)
-    meta = prepare_run(directory, suite, args.url, models, settings=settings, protocol=PROTOCOL)
+    meta = prepare_run(directory, suite, args.url, models, settings=settings, protocol=PROTOCOL, model=args.model)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     meta["sessions"].append({"started": started, "limit": args.limit, "types": ",".join(sorted(types))})
     write_json(directory / "run.json", meta)
@@ -207,7 +207,8 @@ async def evaluate(args: argparse.Namespace, directory: Path) -> int:
         path = directory / "content_free.json"
         priors = await ask_content_free(client, [kept(state, types) for state in states], read_content_free(path), path)
         pending = pending_states(states, directory, types)
-        errors = await ask_states(client, pending, priors, types, args.concurrency, directory / "results.jsonl")
+        asked = (types, args.model or PROTOCOL["model"])
+        errors = await ask_states(client, pending, priors, asked, args.concurrency, directory / "results.jsonl")
     meta["sessions"][-1].update(
         asked=len(pending), errors=errors, finished=datetime.now(UTC).isoformat(timespec="seconds"),
         wall_s=round(time.monotonic() - started, 1),
@@ -220,11 +221,12 @@ async def ask_states(
     client: httpx.AsyncClient,
     pending: Sequence[tuple[int, JevState]],
     priors: dict[str, list[float]],
-    types: set[str],
+    asked: tuple[set[str], str],
     concurrency: int,
     results: Path,
 ) -> int:
-    """Ask the pending states, `concurrency` at a time, appending their lines as they come; the error count."""
+    """Ask the pending states (`asked`: the types, and the model named in each request), `concurrency`
+    at a time, appending their lines as they come; the error count."""
     queue = iter(pending)
     errors = 0
     with results.open("a") as handle, tqdm(total=len(pending), unit="state") as progress:
@@ -232,7 +234,8 @@ async def ask_states(
         async def worker() -> None:
             nonlocal errors
             for first, state in queue:
-                records = await ask_state(client, state, priors, types, first)
+                types, model = asked
+                records = await ask_state(client, state, priors, types, first, model)
                 handle.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
                 handle.flush()
                 errors += sum("error" in record for record in records)

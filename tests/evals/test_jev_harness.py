@@ -55,6 +55,12 @@ def test_a_jev_dev_run_writes_the_report_the_issue_asks_for(openjev_on_fake: Run
         compare.compare(out, first, "score")
     assert compare.compare(out, first, "score", common=True).n == 4
     assert compare.main(["--type", "score", "--common", str(out), str(first)]) == 0
+    # --model names the model in every state's request (the thinking tier, say), and run.json keeps it.
+    think = tmp_path / "think"
+    args = ["jev-dev", "--url", openjev_on_fake.url, "--limit", "1", "--types", "score", "--model", "openjev-think"]
+    assert run.main([*args, "--out", str(think)]) == 0
+    assert {line["model"] for line in read_lines(think / "results.jsonl")} == {"openjev-think"}
+    assert json.loads((think / "run.json").read_text())["model"] == "openjev-think"
     # Resumed with the other types on fewer states: one run, every question at its place in the suite.
     assert run.main(["jev-dev", "--url", openjev_on_fake.url, "--limit", "2", "--types", "noul,choice",
                      "--out", str(scores)]) == 0  # fmt: skip
