@@ -239,6 +239,8 @@ class ConversationMemo:
             new = normalize_messages(raw[len(entry.raw) :], loc, len(entry.raw))
             framing = self._extend(entry, raw, new)
             if framing is not None:
+                with self._lock:
+                    self.reused += 1
                 return framing
         messages = normalize_messages(raw, loc)
         frame = frame_conversation(self.chat, messages, NO_CUE)
@@ -251,8 +253,6 @@ class ConversationMemo:
         if not new:
             # The same messages render the same text (templates that read the clock are never reused).
             frame = ConversationFrame((), *entry.question_turn)
-            with self._lock:
-                self.reused += 1
             return Framing(frame, entry.prefix_ids, list(raw), entry.head, entry.tail, entry.text_bytes)
         if len(entry.raw) > WHOLE_WINDOW and not self._proven(entry.shape(new)):
             return None
@@ -262,8 +262,6 @@ class ConversationMemo:
             return None  # the full render says whether the conversation itself is refused
         if frame is None:
             return None
-        with self._lock:
-            self.reused += 1
         text_bytes = entry.text_bytes + sum(len(message["content"]) for message in new)
         return Framing(frame, entry.prefix_ids, list(raw), entry.head, (*entry.tail, *new)[-2:], text_bytes)
 
