@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -46,6 +47,7 @@ from openjev.content_free import ContentFreePriors
 from openjev.conversation_memo import ConversationMemo
 from openjev.encoding import PromptEncoder, PromptTooLong
 from openjev.errors import Issue, RequestRejected
+from openjev.prompt_ids import PromptIds, SharedIds
 from openjev.prompts import ANSWER_CUES, frame_conversation
 from openjev.readouts import AnswerableQuestion, QuestionViews, Readout
 from openjev.schema import NoulQuestion, SystemOneRequest
@@ -248,7 +250,7 @@ class Engine:
     # -- 2. evaluate ------------------------------------------------------------------------------
 
     async def _call_backend(
-        self, input_ids: list[int], label_token_ids: tuple[int, ...], rank: int | None = None
+        self, input_ids: Sequence[int], label_token_ids: tuple[int, ...], rank: int | None = None
     ) -> LabelLogprobs:
         """One backend call; `rank` is the evaluation's data-parallel rank (None with one rank)."""
         async with self._backend_slots:
@@ -264,19 +266,23 @@ class Engine:
             return await self._evaluate(prepared, rank)
 
     async def _evaluate(self, prepared: PreparedRequest, rank: int | None) -> Evaluation:
-        prefix = prepared.shared_prefix_ids
+        prefix = SharedIds(prepared.shared_prefix_ids)
         deadline = asyncio.get_running_loop().time() + self.settings.request_timeout
         try:
             async with asyncio.timeout(self.settings.request_timeout):
                 started = time.perf_counter()
                 # Any non-empty id list works: every call must carry one (SGLang #34719).
-                warm = await self._call_backend(prefix, prepared.branches[0].label_token_ids[:1], rank)
+                warm = await self._call_backend(
+                    PromptIds(prefix, []), prepared.branches[0].label_token_ids[:1], rank
+                )
                 warmed = time.perf_counter()
                 try:
                     async with asyncio.TaskGroup() as group:
                         tasks = [
                             group.create_task(
-                                self._call_backend(prefix + branch.suffix_ids, branch.label_token_ids, rank)
+                                self._call_backend(
+                                    PromptIds(prefix, branch.suffix_ids), branch.label_token_ids, rank
+                                )
                             )
                             for branch in prepared.branches
                         ]
@@ -311,7 +317,7 @@ class Engine:
             answers=answers,
             input_tokens=warm.prompt_tokens + sum(result.prompt_tokens for result in results) + prior_tokens,
             output_tokens=len(results) + 1 + prior_calls,
-            prefix_tokens=len(prefix),
+            prefix_tokens=len(prefix.ids),
             cached_tokens=None if any(value is None for value in reported) else sum(reported),  # type: ignore[misc]
             prefill_seconds=warmed - started,
             branches_seconds=finished - warmed,

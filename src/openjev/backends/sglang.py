@@ -57,6 +57,7 @@ from openjev.backends.base import (
 from openjev.backends.sglang_generation import generation_payload, parse_generation
 from openjev.backends.sglang_vocab import check_vocabulary, model_vocab_size
 from openjev.config import Settings
+from openjev.prompt_ids import json_ids
 
 log = logging.getLogger("openjev.sglang")
 
@@ -87,7 +88,7 @@ def client_options(settings: Settings) -> dict[str, Any]:
 def generate_payload(call: ReadoutCall) -> dict[str, Any]:
     return {
         "rid": call.rid,
-        "input_ids": call.input_ids if type(call.input_ids) is list else list(call.input_ids),
+        "input_ids": json_ids(call.input_ids),
         "sampling_params": READOUT_SAMPLING_PARAMS,
         "return_logprob": True,
         "logprob_start_len": -1,

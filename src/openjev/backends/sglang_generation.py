@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from openjev.backends.base import BackendError, Generation, GenerationCall
+from openjev.prompt_ids import json_ids
 
 
 def generation_payload(call: GenerationCall) -> dict[str, Any]:
@@ -34,7 +35,7 @@ def generation_payload(call: GenerationCall) -> dict[str, Any]:
         params["sampling_seed"] = call.seed
     return {
         "rid": call.rid,
-        "input_ids": list(call.input_ids),
+        "input_ids": json_ids(call.input_ids),
         "sampling_params": params,
         "return_logprob": True,
         "logprob_start_len": -1,
