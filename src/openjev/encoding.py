@@ -142,7 +142,9 @@ class PromptEncoder:
         return [self._assemble(layout, found) for layout in layouts]
 
     @staticmethod
-    def _stop_if_over(layouts: list[list[Piece | int]], found: dict[Piece, Sequence[int]], limits: Sequence[int]) -> None:
+    def _stop_if_over(
+        layouts: list[list[Piece | int]], found: dict[Piece, Sequence[int]], limits: Sequence[int]
+    ) -> None:
         for index, (layout, limit) in enumerate(zip(layouts, limits, strict=True)):
             tokens = sum(1 if isinstance(item, int) else len(found[item]) for item in layout)
             if tokens > limit:

@@ -272,17 +272,13 @@ class Engine:
             async with asyncio.timeout(self.settings.request_timeout):
                 started = time.perf_counter()
                 # Any non-empty id list works: every call must carry one (SGLang #34719).
-                warm = await self._call_backend(
-                    PromptIds(prefix, []), prepared.branches[0].label_token_ids[:1], rank
-                )
+                warm = await self._call_backend(PromptIds(prefix, []), prepared.branches[0].label_token_ids[:1], rank)
                 warmed = time.perf_counter()
                 try:
                     async with asyncio.TaskGroup() as group:
                         tasks = [
                             group.create_task(
-                                self._call_backend(
-                                    PromptIds(prefix, branch.suffix_ids), branch.label_token_ids, rank
-                                )
+                                self._call_backend(PromptIds(prefix, branch.suffix_ids), branch.label_token_ids, rank)
                             )
                             for branch in prepared.branches
                         ]

@@ -23,7 +23,7 @@ import orjson
 class SharedIds:
     """Ids that several prompts start with; their JSON is written on first use and kept."""
 
-    __slots__ = ("ids", "_items")
+    __slots__ = ("_items", "ids")
 
     def __init__(self, ids: list[int]) -> None:
         self.ids = ids
@@ -39,7 +39,7 @@ class SharedIds:
 class PromptIds(Sequence[int]):
     """`shared.ids + suffix`, joined lazily."""
 
-    __slots__ = ("shared", "suffix", "_joined")
+    __slots__ = ("_joined", "shared", "suffix")
 
     def __init__(self, shared: SharedIds, suffix: list[int]) -> None:
         self.shared = shared
