@@ -1,10 +1,11 @@
 """`create_app`: the FastAPI application around one `Service`.
 
 Middleware, outermost first: status counts for `/v1/systemone`, a request id on every response
-(and a 500 of our own for anything unforeseen), the API key checked on the headers, then bounded
-and decoded bodies. Slashes are not redirected: a 307 would send the client to whatever its Host
-header named. The backend starts in the background: `/health/live` answers at
-once, `/health` and `/v1/systemone` answer 503 with Retry-After until the service is ready.
+(and a 500 of our own for anything unforeseen), the API key checked on the headers, bounded and
+decoded bodies, then `POST /v1/systemone` answered without FastAPI's request machinery where the
+route would take the body as it is (`fast_path.py`). Slashes are not redirected: a 307 would send
+the client to whatever its Host header named. The backend starts in the background: `/health/live`
+answers at once, `/health` and `/v1/systemone` answer 503 with Retry-After until the service is ready.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from openjev import __version__
 from openjev.api.body import BodyDecoder
 from openjev.api.docs import STATIC_DIR, STATIC_PATH
 from openjev.api.errors import install_error_handlers
+from openjev.api.fast_path import SystemOneFastPath
 from openjev.api.middleware import ApiKeyMiddleware, RequestIdMiddleware, StatusMetricsMiddleware
 from openjev.api.routes import router
 from openjev.backends.base import Backend
@@ -61,6 +63,7 @@ def create_app(
     app.include_router(router)
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC_DIR), name="static")
     install_error_handlers(app, settings.retry_after)
+    app.add_middleware(SystemOneFastPath, service=service, retry_after=settings.retry_after)
     app.add_middleware(
         BodyDecoder,
         max_body_bytes=settings.max_body_bytes,

@@ -77,6 +77,20 @@ def _unzstd(data: bytes, limit: int) -> bytes:
     return out
 
 
+def replay(message: Message, receive: Receive) -> Receive:
+    """A `receive` that gives `message` first (a whole body), then whatever `receive` gives (a disconnect)."""
+    delivered = False
+
+    async def replaying() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return message
+        return await receive()
+
+    return replaying
+
+
 DECODERS = {"gzip": _gunzip, "x-gzip": _gunzip, "zstd": _unzstd}
 
 
@@ -133,16 +147,8 @@ class BodyDecoder:
             (name, value) for name, value in scope["headers"] if name not in (b"content-encoding", b"content-length")
         ]
         headers.append((b"content-length", str(len(body)).encode()))
-        delivered = False
-
-        async def decoded_receive() -> Message:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app({**scope, "headers": headers}, decoded_receive, send)
+        whole = {"type": "http.request", "body": body, "more_body": False}
+        await self.app({**scope, "headers": headers}, replay(whole, receive), send)
 
     async def _receive(self, scope: Scope, receive: Receive) -> bytes:
         """The raw body, after every check that needs only the headers; one of `max_reads` slots is

@@ -19,6 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Scope
 
 from openjev.backends.base import BackendError, BackendTimeout, BackendUnavailable
 from openjev.errors import ModelNotFound, NotReady, OpenJevError, Overloaded, RequestRejected
@@ -133,14 +134,20 @@ _STARLETTE_TYPES = {400: "invalid_body", 404: "not_found", 405: "method_not_allo
 # Anything else unforeseen becomes a 500 in `RequestIdMiddleware`, where it gets the request id.
 
 
+def handled_error_response(error: OpenJevError, scope: Scope, retry_after: int) -> JSONResponse:
+    """The response to an error raised while answering: a backend's own words are logged under the
+    request id and replaced by `public_backend_error`."""
+    if isinstance(error, BackendError):
+        request_id = scope.get("state", {}).get("request_id", "-")
+        log.warning("backend failure (%s, request id %s): %s", error.error_type, request_id, error)
+        error = public_backend_error(error, request_id)
+    return error_response(error, retry_after)
+
+
 def install_error_handlers(app: FastAPI, retry_after: int) -> None:
     async def openjev_error(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, OpenJevError)
-        if isinstance(error, BackendError):
-            request_id = request.scope.get("state", {}).get("request_id", "-")
-            log.warning("backend failure (%s, request id %s): %s", error.error_type, request_id, error)
-            error = public_backend_error(error, request_id)
-        return error_response(error, retry_after)
+        return handled_error_response(error, request.scope, retry_after)
 
     async def http_error(_: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, StarletteHTTPException)

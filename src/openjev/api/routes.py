@@ -73,10 +73,11 @@ async def _wait_for_disconnect(receive: Receive) -> None:
         pass
 
 
-async def run_while_connected(request: Request, work: Awaitable[T]) -> T:
-    """Run `work` unless the client goes away first; either way no task outlives this call."""
+async def run_while_connected(receive: Receive, work: Awaitable[T]) -> T:
+    """Run `work` unless the client goes away first (`receive` says so once the body is read);
+    either way no task outlives this call."""
     task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_wait_for_disconnect(request.receive))
+    watcher = asyncio.ensure_future(_wait_for_disconnect(receive))
     try:
         await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
         if task.done():
@@ -138,6 +139,14 @@ def answer_response(served_model_name: str, evaluation: Evaluation, prep_seconds
     summary="Answer typed questions about a state",
 )
 async def system_one(body: SystemOneRequest, request: Request, service: ServiceDep, runtime: RuntimeDep) -> Response:
+    return await answer_request(body, len(await request.body()), request.receive, service, runtime)
+
+
+async def answer_request(
+    body: SystemOneRequest, body_bytes: int, receive: Receive, service: Service, runtime: Runtime
+) -> Response:
+    """`POST /v1/systemone` once its body is a valid request of `body_bytes` bytes (from the route,
+    or from `api.fast_path`); `receive` reports a client that leaves."""
     runtime.check_model(body.model)
     issues = check_request(body, service.settings)
     if issues:
@@ -145,11 +154,11 @@ async def system_one(body: SystemOneRequest, request: Request, service: ServiceD
     started = time.perf_counter()
     try:
         with service.admit():
-            inline = service.prepares_inline(len(await request.body()))
+            inline = service.prepares_inline(body_bytes)
             work = functools.partial(runtime.engine.prepare, body, checked=True)
             prepared = await service.prepare(work, inline=inline)
             prepared_at = time.perf_counter()
-            evaluation = await run_while_connected(request, runtime.engine.evaluate(prepared))
+            evaluation = await run_while_connected(receive, runtime.engine.evaluate(prepared))
     except ClientDisconnected:
         return Response(status_code=499)
     metrics.REQUEST_SECONDS.observe(time.perf_counter() - started)

@@ -1,0 +1,66 @@
+"""`POST /v1/systemone` without FastAPI's request machinery, for every body the route would take as is.
+
+Contract: a body whose Content-Type is JSON (`application/json`, parameters allowed), that
+`loads_if_same` reads and `SystemOneRequest` validates, is answered here by `routes.answer_request`,
+the route's own code, with errors mapped by `errors.handled_error_response`, the route's own mapping:
+the same readiness check first (503), then the same answer. Anything else (another method or
+content type, JSON that is refused or that orjson might read differently, a request that does not
+validate) goes on to the FastAPI route with its body replayed, so every validation error a client can
+get is still the route's, word for word. What is skipped: routing, dependency solving and FastAPI's
+body handling, about 0.8 ms of a three-question request.
+
+This layer sits behind `BodyDecoder`, which hands on every POST body whole, in one message.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from openjev.api.body import replay
+from openjev.api.errors import handled_error_response
+from openjev.api.middleware import SYSTEM_ONE_PATH
+from openjev.api.routes import answer_request
+from openjev.api.strict_json import loads_if_same
+from openjev.errors import OpenJevError
+from openjev.schema import SystemOneRequest
+from openjev.service import Service
+
+
+def is_json_type(content_type: str | None) -> bool:
+    """`application/json`, with any parameters: a type FastAPI reads as JSON too."""
+    return content_type is not None and content_type.partition(";")[0].strip().lower() == "application/json"
+
+
+def valid_request(body: bytes, content_type: str | None) -> SystemOneRequest | None:
+    """The request in `body`, where the route would find the same one; None otherwise."""
+    if not is_json_type(content_type) or (value := loads_if_same(body)) is None:
+        return None
+    try:
+        return SystemOneRequest.model_validate(value)
+    except ValidationError:
+        return None
+
+
+class SystemOneFastPath:
+    def __init__(self, app: ASGIApp, service: Service, retry_after: int) -> None:
+        self.app = app
+        self.service = service
+        self.retry_after = retry_after
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != SYSTEM_ONE_PATH:
+            await self.app(scope, receive, send)
+            return
+        message = await receive()
+        body = message.get("body", b"")
+        request = valid_request(body, Headers(scope=scope).get("content-type"))
+        if request is None:
+            await self.app(scope, replay(message, receive), send)
+            return
+        try:
+            response = await answer_request(request, len(body), receive, self.service, self.service.runtime())
+        except OpenJevError as error:
+            response = handled_error_response(error, scope, self.retry_after)
+        await response(scope, receive, send)

@@ -1,0 +1,116 @@
+"""`POST /v1/systemone`'s fast path: it reads exactly what the route reads, and answers as the route does.
+
+The route is reached with a `+json` content type (FastAPI reads it as JSON; the fast path leaves it to
+the route), so the same request can be answered both ways and compared.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from openjev.api import create_app
+from openjev.api.fast_path import is_json_type, valid_request
+from openjev.api.strict_json import loads_if_same, loads_strict
+from openjev.examples import support_ticket
+from tests.api.test_routes import InstantBackend, _eventually_ready, settings_for
+
+ROUTE_ONLY = "application/vnd.openjev+json"
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from("abcde") | st.text(), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+number_literals = st.from_regex(r"-?(0|[1-9][0-9]{0,24})(\.[0-9]{1,24})?([eE][+-]?[0-9]{1,3})?", fullmatch=True)
+
+
+def same_value(data: bytes) -> None:
+    """`loads_if_same` gives None or `loads_strict`'s value: same types (1 is not 1.0), keys in the same order."""
+    fast = loads_if_same(data)
+    if fast is not None:
+        assert json.dumps(fast) == json.dumps(loads_strict(data))
+
+
+@given(json_values, st.booleans())
+def test_orjson_is_used_only_where_it_reads_the_same_value(value, ascii_only) -> None:
+    same_value(json.dumps(value, ensure_ascii=ascii_only).encode())
+
+
+@settings(max_examples=300)
+@given(st.lists(number_literals, min_size=1, max_size=5))
+def test_number_literals_read_the_same_or_are_left_to_the_strict_parser(literals) -> None:
+    same_value(f"[{', '.join(literals)}]".encode())
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"[12345678901234567890123]",  # orjson: a float; the route: an integer
+        b"[" * 300 + b"]" * 300,  # deeper than orjson writes back; near the route's own limit
+        b'{"a": "\\ud800"}',  # a lone surrogate the route reads (and validation names)
+        b"[NaN]",
+        b"\xff",
+    ],
+)
+def test_what_orjson_might_read_differently_or_refuses_is_left_to_the_route(data: bytes) -> None:
+    assert loads_if_same(data) is None
+
+
+def test_repeated_keys_keep_the_last_value_at_the_first_place() -> None:
+    data = b'{"a": 1, "b": 2, "a": 3}'
+    assert list(loads_if_same(data).items()) == list(loads_strict(data).items()) == [("a", 3), ("b", 2)]
+
+
+def test_only_json_bodies_that_validate_take_the_fast_path() -> None:
+    body = json.dumps(support_ticket()).encode()
+    assert valid_request(body, "application/json") is not None
+    assert valid_request(body, "Application/JSON; charset=utf-8") is not None
+    for content_type in (None, "text/plain", ROUTE_ONLY, "application/json-seq", "application/jsonx"):
+        assert valid_request(body, content_type) is None, content_type
+    assert is_json_type(" application/json ;charset=utf-8")
+    assert valid_request(b'{"model": "jev-latest"}', "application/json") is None
+    assert valid_request(b"", "application/json") is None
+
+
+@pytest.fixture(scope="module")
+def client(qwen_tokenizer_dir: Path):
+    with TestClient(create_app(settings_for(qwen_tokenizer_dir), InstantBackend())) as http:
+        assert _eventually_ready(http)
+        yield http
+
+
+def both_ways(client: TestClient, body: bytes):
+    return [
+        client.post("/v1/systemone", content=body, headers={"content-type": content_type})
+        for content_type in ("application/json", ROUTE_ONLY)
+    ]
+
+
+def test_the_fast_path_answers_as_the_route_does(client) -> None:
+    for request in (support_ticket(), {**support_ticket(), "model": "jev-thinking-not-served"}):
+        both_ways(client, json.dumps(request).encode())  # content-free readouts of new score texts, once
+        fast, route = both_ways(client, json.dumps(request).encode())
+        assert fast.status_code == route.status_code
+        assert fast.json() == route.json()
+        for header in ("content-type", "x-openjev-prefix-tokens"):
+            assert fast.headers.get(header) == route.headers.get(header)
+        assert fast.headers["x-typesafe-request-id"] != route.headers["x-typesafe-request-id"]
+
+
+def test_invalid_requests_get_the_routes_own_errors(client) -> None:
+    ticket = support_ticket()
+    for request in ({**ticket, "questions": {}}, {**ticket, "state": None}, [ticket], {"model": 1}):
+        fast, route = both_ways(client, json.dumps(request).encode())
+        assert fast.status_code == route.status_code == 422
+        assert fast.json() == route.json()
