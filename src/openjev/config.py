@@ -163,7 +163,8 @@ class Settings(BaseSettings):
     inline_preparation_bytes: int = Field(
         16 * 1024,
         ge=0,
-        description="A request whose body is at most this many bytes is prepared on the event loop, in a "
+        description="A request that brings at most this many bytes of new text (its decoded body; for a "
+        "conversation that extends one prepared before, its new messages) is prepared on the event loop, in a "
         "preparation slot: handing it to a worker thread costs more than preparing it; 0: every request "
         "on a worker thread.",
     )

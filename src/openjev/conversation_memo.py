@@ -42,8 +42,9 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
+from openjev.errors import Loc
 from openjev.prompts import (
     CHAT_ROLES,
     ConversationFrame,
@@ -95,6 +96,14 @@ class _Entry:
     def shape(self, new: Sequence[Turn]) -> Shape:
         last = self.tail[-1] if self.tail else self.head
         return (self.head["role"], last["role"], new[0]["role"] if new else None)
+
+
+class Lookup(NamedTuple):
+    """`ConversationMemo.lookup`'s answer."""
+
+    found: tuple[list[Any], Loc] | None
+    entry: _Entry | None
+    new_text_bytes: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,13 +237,28 @@ class ConversationMemo:
         self._lengths: Counter[int] = Counter()
         self._lock = threading.Lock()
 
-    def frame(self, state: FreeForm) -> Framing:
-        """The question frame of `state`, reusing the longest remembered conversation it extends."""
-        found = chat_messages(state)
-        if found is None or not self.capacity_bytes:
+    def lookup(self, state: FreeForm) -> Lookup:
+        """Where `frame(state)` starts: the state's messages, the longest remembered conversation they
+        extend, and how much message text is new (None: the whole state would be rendered, or which
+        cannot be told without rendering: a shape not proven yet)."""
+        found = chat_messages(state) if self.capacity_bytes else None
+        entry = self._find(found[0]) if found is not None else None
+        if found is None or entry is None:
+            return Lookup(found, None, None)
+        new = found[0][len(entry.raw) :]
+        if not all(reusable(message) for message in new):
+            return Lookup(found, entry, None)
+        if new and len(entry.raw) > WHOLE_WINDOW and not self.shapes.get(entry.shape(new)):
+            return Lookup(found, entry, None)
+        return Lookup(found, entry, sum(len(message["content"]) for message in new))
+
+    def frame(self, state: FreeForm, lookup: Lookup | None = None) -> Framing:
+        """The question frame of `state`, reusing the longest remembered conversation it extends;
+        `lookup`: this memo's `lookup(state)`, made just before."""
+        found, entry, _ = lookup or self.lookup(state)
+        if found is None:
             return Framing(frame_conversation(self.chat, state_messages(state), NO_CUE))
         raw, loc = found
-        entry = self._find(raw)
         if entry is not None and all(reusable(message) for message in raw[len(entry.raw) :]):
             new = normalize_messages(raw[len(entry.raw) :], loc, len(entry.raw))
             framing = self._extend(entry, raw, new)

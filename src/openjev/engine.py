@@ -44,7 +44,7 @@ from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLo
 from openjev.calibration import Calibration, load_calibration
 from openjev.config import Settings
 from openjev.content_free import ContentFreePriors
-from openjev.conversation_memo import ConversationMemo
+from openjev.conversation_memo import ConversationMemo, Lookup
 from openjev.encoding import PromptEncoder, PromptTooLong
 from openjev.errors import Issue, RequestRejected
 from openjev.prompt_ids import PromptIds, SharedIds
@@ -137,13 +137,23 @@ class Engine:
 
     # -- 1. prepare -------------------------------------------------------------------------------
 
-    def prepare(self, request: SystemOneRequest, *, checked: bool = False) -> PreparedRequest:
-        """`checked`: the caller has run `check_request` on this request already and found nothing."""
+    def look_up(self, request: SystemOneRequest, body_bytes: int) -> tuple[Lookup, int]:
+        """The conversation memo's lookup for `prepare`, and about how much text `prepare` will render
+        and tokenize anew: a conversation that extends one remembered, its new messages; anything else,
+        its whole body of `body_bytes`."""
+        lookup = self.memo.lookup(request.state)
+        return lookup, body_bytes if lookup.new_text_bytes is None else lookup.new_text_bytes
+
+    def prepare(
+        self, request: SystemOneRequest, *, checked: bool = False, lookup: Lookup | None = None
+    ) -> PreparedRequest:
+        """`checked`: the caller has run `check_request` on this request already and found nothing;
+        `lookup`: `look_up`'s, made just before."""
         issues = [] if checked else check_request(request, self.settings)
         if issues:
             raise RequestRejected(issues)
         try:
-            framing = self.memo.frame(request.state)
+            framing = self.memo.frame(request.state, lookup)
         except TemplateError as error:
             raise RequestRejected([Issue(("state",), str(error))]) from error
         frame, known = framing.frame, framing.known_ids

@@ -111,9 +111,9 @@ class Service:
     async def aclose(self) -> None:
         await self.backend.aclose()
 
-    def prepares_inline(self, body_bytes: int) -> bool:
-        """Whether a request of `body_bytes` (decoded) is prepared on the event loop."""
-        return body_bytes <= self.settings.inline_preparation_bytes
+    def prepares_inline(self, new_bytes: int) -> bool:
+        """Whether a request that brings `new_bytes` of new text (`Engine.look_up`) is prepared on the event loop."""
+        return new_bytes <= self.settings.inline_preparation_bytes
 
     async def prepare(self, work: Callable[[], T], *, inline: bool = False) -> T:
         """Run `work` on a worker thread (`inline`: here, on the event loop) in one of the preparation

@@ -162,7 +162,7 @@ def test_preparation_has_its_own_limit(qwen_tokenizer_dir) -> None:
     assert live.status_code == 200  # preparation runs off the event loop
 
 
-def test_small_bodies_are_prepared_on_the_event_loop_and_larger_ones_on_a_worker_thread(qwen_tokenizer_dir) -> None:
+def test_small_new_text_is_prepared_on_the_event_loop_and_more_on_a_worker_thread(qwen_tokenizer_dir) -> None:
     ticket = support_ticket()
     small = len(json.dumps(ticket).encode())
     app = create_app(settings_for(qwen_tokenizer_dir, inline_preparation_bytes=small + 100), InstantBackend())
@@ -177,10 +177,15 @@ def test_small_bodies_are_prepared_on_the_event_loop_and_larger_ones_on_a_worker
 
         engine.prepare = recording_prepare
         larger = {**ticket, "state": "x" * (small + 100)}
-        answered = [client.post("/v1/systemone", json=body) for body in (ticket, larger)]
+        # A long conversation is new the first time; then it is asked with one short message more, twice (the
+        # first extension of its shape proves that the template renders it the same, on a worker thread).
+        chat = [{"role": ("user", "assistant")[i % 2], "content": f"message {i} " + "y" * 200} for i in range(40)]
+        grown = [chat, [*chat, {"role": "user", "content": "one"}], [*chat, {"role": "user", "content": "two"}]]
+        bodies = [ticket, larger, *({**ticket, "state": messages} for messages in grown)]
+        answered = [client.post("/v1/systemone", json=body) for body in bodies]
         event_loop = client.portal.call(threading.current_thread)
-    assert [response.status_code for response in answered] == [200, 200]
-    assert threads[0] is event_loop and threads[1] is not event_loop
+    assert [response.status_code for response in answered] == [200] * 5
+    assert [thread is event_loop for thread in threads] == [True, False, False, False, True]
     assert answered[0].json()["answers"].keys() == answered[1].json()["answers"].keys()
 
 

@@ -154,8 +154,9 @@ async def answer_request(
     started = time.perf_counter()
     try:
         with service.admit():
-            inline = service.prepares_inline(body_bytes)
-            work = functools.partial(runtime.engine.prepare, body, checked=True)
+            lookup, new_bytes = runtime.engine.look_up(body, body_bytes)
+            work = functools.partial(runtime.engine.prepare, body, checked=True, lookup=lookup)
+            inline = service.prepares_inline(new_bytes)
             prepared = await service.prepare(work, inline=inline)
             prepared_at = time.perf_counter()
             evaluation = await run_while_connected(receive, runtime.engine.evaluate(prepared))
