@@ -3,6 +3,7 @@ embedded model's, and renders only the new messages of a conversation it has see
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -119,6 +120,29 @@ def test_a_conversation_asked_again_renders_nothing(qwen_chat: ChatTokenizer) ->
     assert framing.known_ids == first.shared_prefix_ids
     again = engine.prepare(request(conversation))
     assert ids_of(again) == ids_of(first) == ids_of(full.prepare(request(conversation)))
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        "A long document.\n" * 50 + "<|im_end|> spelled by the caller",
+        {"ticket": 42, "lines": ["refund", "twice"]},
+    ],
+)
+def test_a_state_that_is_not_a_chat_asked_again_renders_nothing(qwen_chat: ChatTokenizer, state) -> None:
+    engine = Engine(Settings(), qwen_chat, Instant())
+    full = Engine(Settings(conversation_memo_bytes=0), qwen_chat, Instant())
+    first = engine.prepare(request(state))
+    reused = engine.memo.reused
+    assert engine.memo.frame(state).frame.shared_prefix_segments == ()
+    again = engine.prepare(request(state))
+    assert engine.memo.reused == reused + 2
+    assert ids_of(again) == ids_of(first) == ids_of(full.prepare(request(state)))
+    # The same text sent as a one-message chat is the same prompt, and extends like one.
+    as_chat = [{"role": "user", "content": state if isinstance(state, str) else json.dumps(state, ensure_ascii=False)}]
+    grown = [*as_chat, {"role": "assistant", "content": "Noted."}]
+    assert ids_of(engine.prepare(request(grown))) == ids_of(full.prepare(request(grown)))
+    assert engine.memo.reused == reused + 3
 
 
 def test_a_tool_message_after_a_tool_message_is_not_proven_on_qwen3_and_renders_in_full(

@@ -32,7 +32,9 @@ special token, `prompts.frame_conversation`) and let M' = M + D extend a remembe
    are never reused.
 3. **Which messages.** Only messages of exactly a role and a string content, the probes' shape, are
    remembered or reused; a message with anything else (a name, tool calls, content parts) renders in
-   full. A remembered conversation is matched by equality of every message, not by a hash.
+   full. A state that is not a chat is the one user message it is shown as (`prompts.sent_messages`),
+   so a long document asked about again renders and tokenizes nothing either. A remembered
+   conversation is matched by equality of every message, not by a hash.
 """
 
 from __future__ import annotations
@@ -48,9 +50,9 @@ from openjev.errors import Loc
 from openjev.prompts import (
     CHAT_ROLES,
     ConversationFrame,
-    chat_messages,
     frame_conversation,
     normalize_messages,
+    sent_messages,
     state_messages,
 )
 from openjev.schema import FreeForm
@@ -241,7 +243,7 @@ class ConversationMemo:
         """Where `frame(state)` starts: the state's messages, the longest remembered conversation they
         extend, and how much message text is new (None: the whole state would be rendered, or which
         cannot be told without rendering: a shape not proven yet)."""
-        found = chat_messages(state) if self.capacity_bytes else None
+        found = sent_messages(state) if self.capacity_bytes else None
         entry = self._find(found[0]) if found is not None else None
         if found is None or entry is None:
             return Lookup(found, None, None)

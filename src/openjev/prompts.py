@@ -111,12 +111,15 @@ def normalize_messages(raw: Sequence[Any], messages_loc: Loc, start: int = 0) ->
     return messages
 
 
+def sent_messages(state: FreeForm) -> tuple[list[Any], Loc]:
+    """The state's messages as sent, and where they are: a chat's own, or the one user turn that any
+    other state is shown as."""
+    return chat_messages(state) or ([{"role": "user", "content": render_value(state)}], ("state",))
+
+
 def state_messages(state: FreeForm) -> list[dict[str, Any]]:
     """The state as chat turns."""
-    chat = chat_messages(state)
-    if chat is None:
-        return [{"role": "user", "content": render_value(state)}]
-    return normalize_messages(*chat)
+    return normalize_messages(*sent_messages(state))
 
 
 def _option_line(label: str, value: FreeForm) -> str:
