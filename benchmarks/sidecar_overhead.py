@@ -281,13 +281,20 @@ def main() -> None:
                     print(
                         f"{'case':<52} {'ratio':>6} {'paired':>6} {'openjev p50':>12} {'floor p50':>10} {'prep p50':>9}"
                     )
+                    preps = []
                     for name, bodies in cases(args.scale):
                         ours, theirs, prep, paired = run_case(openjev, floor, bodies)
+                        preps.append(prep)
                         print(
                             f"{name:<52} {ours / theirs:6.2f} {paired:6.2f} {ours * 1000:9.1f} ms "
                             f"{theirs * 1000:7.1f} ms {prep * 1000:6.1f} ms",
                             flush=True,
                         )
+                    grown_preps = preps[-len(GROWN_SIZES) :]
+                    print(
+                        f"preparation with one new message, {GROWN_SIZES[-1]:,} against {GROWN_SIZES[0]} messages: "
+                        f"{grown_preps[-1] / grown_preps[0]:.2f}x"
+                    )
             finally:
                 stop_openjev(server)
     finally:
