@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "src" / "openjev"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "config", "calibration", "examples", "metrics", "fast_bpe", "affinity"),
+    ("errors", "config", "calibration", "examples", "metrics", "fast_bpe", "affinity", "prompt_ids"),
     ("schema", "tokenizer", "tokenizer_source"),
     ("encoding",),
     ("validation", "prompts", "labels", "answers", "debias", "conversation_memo"),
