@@ -124,21 +124,21 @@ class PromptEncoder:
         whatever their lengths: the caller's budget check then has exact counts."""
         layouts = [list(self._layout(segments)) for segments in prompts]
         found: dict[Piece, Sequence[int]] = {}
-        missing: list[Piece] = []
+        #: Pieces to encode now, with the list their ids go into (also their `found` entry).
+        fresh: dict[Piece, list[int]] = {}
         for layout in layouts:
             for item in layout:
                 if isinstance(item, tuple) and item not in found:
                     cached = self.cache.get(item)
                     if cached is None:
-                        missing.append(item)
-                        found[item] = []
+                        found[item] = fresh[item] = []
                     else:
                         found[item] = cached
-        for round_done in self._encode_pieces(missing, [found[piece] for piece in missing]):  # type: ignore[misc]
+        for round_done in self._encode_pieces(list(fresh), list(fresh.values())):
             if limits is not None and not round_done:
                 self._stop_if_over(layouts, found, limits)
-        for piece in missing:
-            self.cache.put(piece, compact(found[piece]))
+        for piece, ids in fresh.items():
+            self.cache.put(piece, compact(ids))
         return [self._assemble(layout, found) for layout in layouts]
 
     @staticmethod
