@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -207,8 +208,9 @@ async def evaluate(args: argparse.Namespace, directory: Path) -> int:
         path = directory / "content_free.json"
         priors = await ask_content_free(client, [kept(state, types) for state in states], read_content_free(path), path)
         pending = pending_states(states, directory, types)
-        asked = (types, args.model or PROTOCOL["model"])
-        errors = await ask_states(client, pending, priors, asked, args.concurrency, directory / "results.jsonl")
+        model = args.model or PROTOCOL["model"]
+        ask = functools.partial(ask_state, client, priors=priors, types=types, model=model)
+        errors = await ask_states(ask, pending, args.concurrency, directory / "results.jsonl")
     meta["sessions"][-1].update(
         asked=len(pending), errors=errors, finished=datetime.now(UTC).isoformat(timespec="seconds"),
         wall_s=round(time.monotonic() - started, 1),
@@ -218,14 +220,12 @@ async def evaluate(args: argparse.Namespace, directory: Path) -> int:
 
 
 async def ask_states(
-    client: httpx.AsyncClient,
+    ask: Callable[..., Awaitable[list[dict[str, Any]]]],
     pending: Sequence[tuple[int, JevState]],
-    priors: dict[str, list[float]],
-    asked: tuple[set[str], str],
     concurrency: int,
     results: Path,
 ) -> int:
-    """Ask the pending states (`asked`: the types, and the model named in each request), `concurrency`
+    """Ask the pending states (`ask(state=..., first=...)`: `ask_state` with the rest given), `concurrency`
     at a time, appending their lines as they come; the error count."""
     queue = iter(pending)
     errors = 0
@@ -234,8 +234,7 @@ async def ask_states(
         async def worker() -> None:
             nonlocal errors
             for first, state in queue:
-                types, model = asked
-                records = await ask_state(client, state, priors, types, first, model)
+                records = await ask(state=state, first=first)
                 handle.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
                 handle.flush()
                 errors += sum("error" in record for record in records)

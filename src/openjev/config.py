@@ -163,10 +163,10 @@ class Settings(BaseSettings):
     inline_preparation_bytes: int = Field(
         16 * 1024,
         ge=0,
-        description="A request that brings at most this many bytes of new text (its decoded body; for a "
-        "conversation that extends one prepared before, its new messages) is prepared on the event loop, in a "
-        "preparation slot: handing it to a worker thread costs more than preparing it; 0: every request "
-        "on a worker thread.",
+        description="A request that brings at most this many bytes of new text (its decoded body; for a chat "
+        "or text state that extends or repeats one prepared before, its new messages) is prepared on the event "
+        "loop, in a preparation slot: handing it to a worker thread costs more than preparing it; 0: every "
+        "request on a worker thread.",
     )
     max_concurrent_branches: int = Field(64, ge=1, description="Backend calls in flight, process-wide.")
     request_timeout: float = Field(120.0, gt=0, description="Seconds for the backend work of one request.")
@@ -217,7 +217,8 @@ class Settings(BaseSettings):
         "score",
         description="Question types (comma-separated: noul, choice, score) whose readout is divided by a "
         "content-free readout of the same question (state `N/A`), cached per question text; empty: none. "
-        "Default score: the one type where jev-dev showed a gain (README, Answer quality).",
+        "Default score: the one type whose gain on jev-dev has a 95% interval above zero (README, Answer "
+        "quality).",
     )
     content_free_cache: int = Field(
         4096, ge=0, description="Content-free readouts kept (contextual calibration), one per question text."

@@ -250,13 +250,13 @@ class ConversationMemo:
         new = found[0][len(entry.raw) :]
         if not all(reusable(message) for message in new):
             return Lookup(found, entry, None)
-        if new and len(entry.raw) > WHOLE_WINDOW and not self.shapes.get(entry.shape(new)):
+        if not self._window_serves(entry, new, prove=False):
             return Lookup(found, entry, None)
         return Lookup(found, entry, sum(len(message["content"]) for message in new))
 
     def frame(self, state: FreeForm, lookup: Lookup | None = None) -> Framing:
         """The question frame of `state`, reusing the longest remembered conversation it extends;
-        `lookup`: this memo's `lookup(state)`, made just before."""
+        `lookup`: this memo's `lookup(state)`, made just before (None: looked up here)."""
         found, entry, _ = lookup or self.lookup(state)
         if found is None:
             return Framing(frame_conversation(self.chat, state_messages(state), NO_CUE))
@@ -280,7 +280,7 @@ class ConversationMemo:
             # The same messages render the same text (templates that read the clock are never reused).
             frame = ConversationFrame((), *entry.question_turn)
             return Framing(frame, entry.prefix_ids, list(raw), entry.head, entry.tail, entry.text_bytes)
-        if len(entry.raw) > WHOLE_WINDOW and not self._proven(entry.shape(new)):
+        if not self._window_serves(entry, new, prove=True):
             return None
         try:
             frame = extend_frame(self.chat, entry.window(), new)
@@ -290,6 +290,15 @@ class ConversationMemo:
             return None
         text_bytes = entry.text_bytes + sum(len(message["content"]) for message in new)
         return Framing(frame, entry.prefix_ids, list(raw), entry.head, (*entry.tail, *new)[-2:], text_bytes)
+
+    def _window_serves(self, entry: _Entry, new: Sequence[Turn], *, prove: bool) -> bool:
+        """Whether `entry` extended by `new` may render through its window: always for a conversation of
+        at most WHOLE_WINDOW messages, else once its shape is proven (`prove`: prove it now if it is not
+        known yet; otherwise only a proof made before counts)."""
+        if not new or len(entry.raw) <= WHOLE_WINDOW:
+            return True
+        shape = entry.shape(new)
+        return self._proven(shape) if prove else bool(self.shapes.get(shape))
 
     def _proven(self, shape: Shape) -> bool:
         proven = self.shapes.get(shape)

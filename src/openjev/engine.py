@@ -48,7 +48,7 @@ from openjev.conversation_memo import ConversationMemo, Lookup
 from openjev.encoding import PromptEncoder, PromptTooLong
 from openjev.errors import Issue, RequestRejected
 from openjev.prompt_ids import PromptIds, SharedIds
-from openjev.prompts import ANSWER_CUES, frame_conversation
+from openjev.prompts import ANSWER_CUES, chat_messages, frame_conversation
 from openjev.readouts import AnswerableQuestion, QuestionViews, Readout
 from openjev.schema import NoulQuestion, SystemOneRequest
 from openjev.thinking import Escalation, Reading, Thinker
@@ -137,10 +137,13 @@ class Engine:
 
     # -- 1. prepare -------------------------------------------------------------------------------
 
-    def look_up(self, request: SystemOneRequest, body_bytes: int) -> tuple[Lookup, int]:
+    def look_up(self, request: SystemOneRequest, body_bytes: int) -> tuple[Lookup | None, int]:
         """The conversation memo's lookup for `prepare`, and about how much text `prepare` will render
         and tokenize anew: a conversation that extends one remembered, its new messages; anything else,
-        its whole body of `body_bytes`."""
+        its whole body of `body_bytes`. A JSON state that is not a chat is not looked up here: its text
+        is rendered first, which is preparation's work (`prepare` looks it up)."""
+        if not isinstance(request.state, str) and chat_messages(request.state) is None:
+            return None, body_bytes
         lookup = self.memo.lookup(request.state)
         return lookup, body_bytes if lookup.new_text_bytes is None else lookup.new_text_bytes
 
@@ -148,7 +151,7 @@ class Engine:
         self, request: SystemOneRequest, *, checked: bool = False, lookup: Lookup | None = None
     ) -> PreparedRequest:
         """`checked`: the caller has run `check_request` on this request already and found nothing;
-        `lookup`: `look_up`'s, made just before."""
+        `lookup`: `look_up`'s, made just before (None: looked up here)."""
         issues = [] if checked else check_request(request, self.settings)
         if issues:
             raise RequestRejected(issues)

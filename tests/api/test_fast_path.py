@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from openjev.api import create_app
 from openjev.api.fast_path import is_json_type, valid_request
-from openjev.api.strict_json import loads_if_same, loads_strict
+from openjev.api.strict_json import StrictJSONRequest, loads_if_same, loads_strict
 from openjev.examples import support_ticket
 from tests.api.test_routes import InstantBackend, _eventually_ready, settings_for
 
@@ -90,17 +90,35 @@ def client(qwen_tokenizer_dir: Path):
         yield http
 
 
-def both_ways(client: TestClient, body: bytes):
-    return [
-        client.post("/v1/systemone", content=body, headers={"content-type": content_type})
-        for content_type in ("application/json", ROUTE_ONLY)
-    ]
+@pytest.fixture
+def route_reads(monkeypatch) -> list[bytes]:
+    """The bodies the FastAPI route parsed (`StrictJSONRequest.json`, which only the route calls)."""
+    reads: list[bytes] = []
+    parse = StrictJSONRequest.json
+
+    async def recording(request: StrictJSONRequest):
+        reads.append(await request.body())
+        return await parse(request)
+
+    monkeypatch.setattr(StrictJSONRequest, "json", recording)
+    return reads
 
 
-def test_the_fast_path_answers_as_the_route_does(client) -> None:
+def both_ways(client: TestClient, body: bytes, route_reads: list[bytes], fast: bool = True):
+    """The body as `application/json` (by the fast path when `fast`) and as `ROUTE_ONLY` (by the route)."""
+    responses = []
+    for content_type, by_route in (("application/json", not fast), (ROUTE_ONLY, True)):
+        before = len(route_reads)
+        responses.append(client.post("/v1/systemone", content=body, headers={"content-type": content_type}))
+        assert route_reads[before:] == ([body] if by_route else []), content_type
+    return responses
+
+
+def test_the_fast_path_answers_as_the_route_does(client, route_reads) -> None:
     for request in (support_ticket(), {**support_ticket(), "model": "jev-thinking-not-served"}):
-        both_ways(client, json.dumps(request).encode())  # content-free readouts of new score texts, once
-        fast, route = both_ways(client, json.dumps(request).encode())
+        body = json.dumps(request).encode()
+        both_ways(client, body, route_reads)  # content-free readouts of new score texts, once
+        fast, route = both_ways(client, body, route_reads)
         assert fast.status_code == route.status_code
         assert fast.json() == route.json()
         for header in ("content-type", "x-openjev-prefix-tokens"):
@@ -108,9 +126,9 @@ def test_the_fast_path_answers_as_the_route_does(client) -> None:
         assert fast.headers["x-typesafe-request-id"] != route.headers["x-typesafe-request-id"]
 
 
-def test_invalid_requests_get_the_routes_own_errors(client) -> None:
+def test_invalid_requests_get_the_routes_own_errors(client, route_reads) -> None:
     ticket = support_ticket()
     for request in ({**ticket, "questions": {}}, {**ticket, "state": None}, [ticket], {"model": 1}):
-        fast, route = both_ways(client, json.dumps(request).encode())
+        fast, route = both_ways(client, json.dumps(request).encode(), route_reads, fast=False)
         assert fast.status_code == route.status_code == 422
         assert fast.json() == route.json()

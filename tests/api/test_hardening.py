@@ -181,11 +181,14 @@ def test_small_new_text_is_prepared_on_the_event_loop_and_more_on_a_worker_threa
         # first extension of its shape proves that the template renders it the same, on a worker thread).
         chat = [{"role": ("user", "assistant")[i % 2], "content": f"message {i} " + "y" * 200} for i in range(40)]
         grown = [chat, [*chat, {"role": "user", "content": "one"}], [*chat, {"role": "user", "content": "two"}]]
-        bodies = [ticket, larger, *({**ticket, "state": messages} for messages in grown)]
+        # A long text asked again brings nothing new; a JSON state is rendered before it can be looked
+        # up, so it goes to a worker thread every time.
+        document = {**ticket, "state": {"lines": ["x" * 100] * (small // 100 + 1)}}
+        bodies = [ticket, larger, *({**ticket, "state": messages} for messages in grown), larger, document, document]
         answered = [client.post("/v1/systemone", json=body) for body in bodies]
         event_loop = client.portal.call(threading.current_thread)
-    assert [response.status_code for response in answered] == [200] * 5
-    assert [thread is event_loop for thread in threads] == [True, False, False, False, True]
+    assert [response.status_code for response in answered] == [200] * 8
+    assert [thread is event_loop for thread in threads] == [True, False, False, False, True, True, False, False]
     assert answered[0].json()["answers"].keys() == answered[1].json()["answers"].keys()
 
 

@@ -1,4 +1,4 @@
-"""`POST /v1/systemone` without FastAPI's request machinery, for every body the route would take as is.
+"""`POST /v1/systemone` without FastAPI's request machinery, for the bodies the route would take as they are.
 
 Contract: a body whose Content-Type is JSON (`application/json`, parameters allowed), that
 `loads_if_same` reads and `SystemOneRequest` validates, is answered here by `routes.answer_request`,
@@ -7,7 +7,7 @@ the same readiness check first (503), then the same answer. Anything else (anoth
 content type, JSON that is refused or that orjson might read differently, a request that does not
 validate) goes on to the FastAPI route with its body replayed, so every validation error a client can
 get is still the route's, word for word. What is skipped: routing, dependency solving and FastAPI's
-body handling, about 0.8 ms of a three-question request.
+body handling (from body to handler, 1.1 ms became 0.2 ms on a three-question request in the server).
 
 This layer sits behind `BodyDecoder`, which hands on every POST body whole, in one message.
 """

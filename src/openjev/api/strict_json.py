@@ -6,8 +6,9 @@ parser can recurse (about 1,000 levels). Python's parser accepts NaN and Infinit
 number in, say, a score level would otherwise come back in `legend`, which JSON cannot carry; the
 others raise errors FastAPI would answer with a bare 400. Routes use `StrictJSONRoute`.
 
-`loads_if_same(data)` is `loads_strict(data)` by orjson, three times faster on a long chat, where
-orjson is sure to give the same value, and None where it might not or the JSON is refused: orjson
+`loads_if_same(data)` is `loads_strict(data)` by orjson (which parses a long chat three times faster;
+with the checks below, `loads_if_same` takes about 60% of `loads_strict`'s time), where orjson is sure
+to give the same value, and None where it might not or the JSON is refused: orjson
 reads an integer of more than 19 digits as a float (so any run of 20 digits is left to
 `loads_strict`), and reads nesting up to 1,024 deep where `loads_strict` stops at about 1,000 (so a
 value orjson cannot write back, nested over 255, is left too). Both read floats correctly rounded,
