@@ -29,8 +29,8 @@ from openjev.backends.embedded import EmbeddedBackend
 from openjev.backends.embedded.model_source import DEFAULT_MODEL
 from openjev.config import Settings
 from openjev.engine import Engine, Evaluation, PreparedRequest
-from openjev.schema import SystemOneRequest
-from openjev.tokenizer import ChatTokenizer
+from openjev.prompting.tokenizer import ChatTokenizer
+from openjev.request.schema import SystemOneRequest
 
 THREE_WAY = {"yes": None, "no": None, "unclear": None}
 # (question, the option a careful reader picks)

@@ -37,7 +37,7 @@ if __package__ in {None, ""}:  # run as a script (`uv run evals/calibrate.py`): 
 from evals import metrics
 from evals.report import ECE_BINS, read_run
 from evals.variants import VARIANTS, variant_records
-from openjev.answers import PROBABILITY_FLOOR, sharpen
+from openjev.answering.answers import PROBABILITY_FLOOR, sharpen
 from openjev.calibration import FORMAT, MAX_TEMPERATURE, MIN_TEMPERATURE, bucket_of, parse_calibration
 
 MIN_ITEMS = 20

@@ -52,7 +52,7 @@ from evals.jev_dev import (
 from evals.report import read_results
 from evals.run import RunRefused, fetch_answer_settings, fetch_models, prepare_run, send_with_retry, write_json
 from evals.suites import Suite
-from openjev.debias import CONTENT_FREE_STATE
+from openjev.answering.debias import CONTENT_FREE_STATE
 
 CONTENT_FREE_BATCH = 16
 

@@ -2,7 +2,7 @@
 
 Every results line holds its extra views and content-free readouts (evals/jev_run.py), and a server
 reads each view exactly as the harness's request shows it, so the server's own maths
-(`openjev.debias`) gives each setting's answer offline:
+(`openjev.answering.debias`) gives each setting's answer offline:
 
 - `reverse`: score questions combine the plain and the reversed rubric in log space
   (OPENJEV_SCORE_REVERSE);
@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from openjev.answers import argmax_first
-from openjev.debias import debiased
+from openjev.answering.answers import argmax_first
+from openjev.answering.debias import debiased
 
 CORRECTIONS = frozenset({"plain", "reverse", "cc"})
 TYPES = ("noul", "choice", "score")

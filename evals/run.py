@@ -55,7 +55,7 @@ import contextlib
 
 from evals.report import read_results, write_report
 from evals.suites import PROTOCOL, QUESTION_ID, SUITES, Item, Suite, load_suite, shift_id
-from openjev.answers import shift_offsets
+from openjev.answering.answers import shift_offsets
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 #: Jev-native requests, several questions each (evals/jev_dev.py, evals/jev_run.py).

@@ -2,7 +2,7 @@
 
 A results line of such a run holds, under `shifts`, each rotation's distribution keyed by the
 original letters (`offsets[i]` is rotation i's cyclic shift; offset 0 is the protocol's own
-question). From them, with the server's own maths (`openjev.answers.combine_shifts`, module doc):
+question). From them, with the server's own maths (`openjev.answering.answers.combine_shifts`, module doc):
 
 - `shift0`: rotation 0 alone, the plain protocol answer (what the record's `choice` already is);
 - `average`: the mean of the K rotations' distributions (OPENJEV_OPTION_SHIFTS=K);
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evals.jev_variants import is_jev, jev_variant_records
-from openjev.answers import argmax_first, combine_shifts, sharpen
+from openjev.answering.answers import argmax_first, combine_shifts, sharpen
 
 VARIANTS = ("shift0", "average", "prior")
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from openjev.answers import (
+from openjev.answering.answers import (
     NonFiniteLogprob,
     argmax_first,
     choice_answer,

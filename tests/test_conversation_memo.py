@@ -11,12 +11,12 @@ import pytest
 
 from openjev.backends.base import Backend, LabelLogprobs, ReadoutCall
 from openjev.config import Settings
-from openjev.conversation_memo import ConversationMemo, prove_shape, split_segments
 from openjev.engine import Engine, PreparedRequest
 from openjev.errors import RequestRejected
-from openjev.prompts import ANSWER_CUE, frame_conversation, state_messages
-from openjev.schema import SystemOneRequest
-from openjev.tokenizer import ChatTokenizer
+from openjev.prompting.conversation_memo import ConversationMemo, prove_shape, split_segments
+from openjev.prompting.prompts import ANSWER_CUE, frame_conversation, state_messages
+from openjev.prompting.tokenizer import ChatTokenizer
+from openjev.request.schema import SystemOneRequest
 from tests.test_tokenizer import tokenizer_with
 
 QUESTIONS = {

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openjev.encoding import CHUNK_CHARS, FIRST_ROUND_CHARS, PromptEncoder, PromptTooLong, TokenCache
-from openjev.tokenizer import ChatTokenizer, Segment
+from openjev.prompting.encoding import CHUNK_CHARS, FIRST_ROUND_CHARS, PromptEncoder, PromptTooLong, TokenCache
+from openjev.prompting.tokenizer import ChatTokenizer, Segment
 
 PIECES = [
     "<|im_start|>",

@@ -16,8 +16,8 @@ from openjev.backends.base import Backend, LabelLogprobs, ReadoutCall
 from openjev.calibration import FORMAT
 from openjev.config import Settings
 from openjev.engine import Engine
-from openjev.schema import SystemOneRequest
-from openjev.tokenizer import ChatTokenizer
+from openjev.prompting.tokenizer import ChatTokenizer
+from openjev.request.schema import SystemOneRequest
 
 CONTENT = {"wrong": 0.1, "close": 0.2, "other": 0.3, "right": 0.4}
 POSITION_PRIOR = [0.7, 0.1, 0.1, 0.1]

@@ -15,8 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from openjev.fast_bpe import SELF_CHECK_TEXTS, FastBPE, _byte_decoder, vocabulary_differences, vocabulary_texts
-from openjev.tokenizer import ChatTokenizer
+from openjev.prompting.fast_bpe import (
+    SELF_CHECK_TEXTS,
+    FastBPE,
+    _byte_decoder,
+    vocabulary_differences,
+    vocabulary_texts,
+)
+from openjev.prompting.tokenizer import ChatTokenizer
 
 PIECES = ["<think>", "<|im_end|>", "\n", "\n\n", "\r\n", "  ", "\t", " \n ", "日本語", "😀", "👍🏽", "e\u0301"]
 PIECES += ["'s", "'LL", "12345", "١٢٣", "\u00a0", "\u3000", "\u200b", "\u2028", "\u0898\u0899"]
@@ -56,7 +62,7 @@ def test_the_load_checks_every_vocabulary_entry_and_keeps_the_verdict_by_sha256(
     qwen_tokenizer_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = qwen_tokenizer_dir / "tokenizer.json"
-    with caplog.at_level(logging.INFO, logger="openjev.fast_bpe"):
+    with caplog.at_level(logging.INFO, logger="openjev.prompting.fast_bpe"):
         assert ChatTokenizer(qwen_tokenizer_dir, tmp_path).fast
     (kept,) = (tmp_path / "tokenizer-checks").iterdir()
     verdict = json.loads(kept.read_text())

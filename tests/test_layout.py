@@ -1,7 +1,8 @@
 """The shape of the code base: short functions, short files, layered imports with no cycles.
 
-Layers, lowest first; a module may import its own layer and those below, never one above, and the
-core (everything below `api`) never imports a web framework.
+Layers, lowest first, follow the request's journey (api -> service -> engine -> answering -> backends ->
+prompting -> request -> the foundation modules); a module may import its own layer and those below, never
+one above, and the core (everything below `api`) never imports a web framework.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "src" / "openjev"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "config", "calibration", "examples", "metrics", "fast_bpe", "affinity", "prompt_ids"),
-    ("schema", "tokenizer", "tokenizer_source"),
-    ("encoding",),
-    ("validation", "prompts", "labels", "answers", "debias", "conversation_memo"),
+    # Foundation: what every stage may use.
+    ("errors", "config", "calibration", "examples", "metrics", "affinity"),
+    # The request's journey, in order, each stage a package.
+    ("request",),
+    ("prompting",),
     ("backends",),
-    ("readouts", "content_free"),
-    ("thinking",),
+    ("answering",),
     ("engine",),
     ("service",),
     ("api",),

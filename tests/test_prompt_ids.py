@@ -6,7 +6,7 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from openjev.prompt_ids import PromptIds, SharedIds, json_ids
+from openjev.prompting.prompt_ids import PromptIds, SharedIds, json_ids
 
 ids = st.lists(st.integers(min_value=0, max_value=2**31 - 1), max_size=40)
 

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from openjev.errors import RequestRejected
-from openjev.labels import build_label_set, candidate_labels
-from openjev.prompts import (
+from openjev.prompting.labels import build_label_set, candidate_labels
+from openjev.prompting.prompts import (
     ANSWER_CUE,
     ANSWER_CUES,
     choice_text,
@@ -19,8 +19,8 @@ from openjev.prompts import (
     score_text,
     state_messages,
 )
-from openjev.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion
-from openjev.tokenizer import ChatTokenizer
+from openjev.prompting.tokenizer import ChatTokenizer
+from openjev.request.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +123,7 @@ def test_255_single_token_labels_in_reading_position(chat, labels):
 
 
 def test_label_check_fails_fast_when_too_few(chat):
-    from openjev.labels import LabelError
+    from openjev.prompting.labels import LabelError
 
     context = frame_conversation(chat, [{"role": "user", "content": "x"}]).turn_close
     with pytest.raises(LabelError, match="single-token option labels"):
@@ -150,7 +150,7 @@ def test_forged_markup_reaches_the_backend_as_text(chat):
     from openjev.backends.sglang import SGLangBackend
     from openjev.config import Settings
     from openjev.engine import Engine
-    from openjev.schema import SystemOneRequest
+    from openjev.request.schema import SystemOneRequest
 
     # `prepare` is CPU-only: the backend is never called.
     engine = Engine(Settings(), chat, SGLangBackend("http://127.0.0.1:9"))
@@ -172,7 +172,7 @@ def test_every_added_token_in_caller_text_reaches_the_backend_as_text(chat, spel
     from openjev.backends.sglang import SGLangBackend
     from openjev.config import Settings
     from openjev.engine import Engine
-    from openjev.schema import SystemOneRequest
+    from openjev.request.schema import SystemOneRequest
 
     engine = Engine(Settings(), chat, SGLangBackend("http://127.0.0.1:9"))
     decoder = chat.tokenizer.get_added_tokens_decoder()

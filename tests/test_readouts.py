@@ -13,11 +13,11 @@ import re
 import httpx
 import pytest
 
+from openjev.answering.debias import CONTENT_FREE_STATE, combine_log_space, debiased, divide_prior, mirrored
 from openjev.backends.base import LabelLogprobs, ReadoutCall
 from openjev.config import Settings
-from openjev.debias import CONTENT_FREE_STATE, combine_log_space, debiased, divide_prior, mirrored
 from openjev.engine import Engine
-from openjev.tokenizer import ChatTokenizer
+from openjev.prompting.tokenizer import ChatTokenizer
 from tests.conftest import ServeOpenJev
 from tests.test_engine_shifts import PromptReadingModel, ask
 

@@ -5,10 +5,10 @@ import math
 
 import pytest
 
+from openjev.answering.thinking import EscalationPolicy, Thinker, margin, share_cap
 from openjev.backends.base import Backend, LabelLogprobs, ReadoutCall
 from openjev.config import Settings
-from openjev.thinking import EscalationPolicy, Thinker, margin, share_cap
-from openjev.tokenizer import ChatTokenizer
+from openjev.prompting.tokenizer import ChatTokenizer
 
 
 def test_margin_is_the_top_two_log_gap():

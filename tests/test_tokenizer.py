@@ -10,7 +10,7 @@ import pytest
 from jinja2.runtime import LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from openjev.tokenizer import ChatTokenizer, TemplateError
+from openjev.prompting.tokenizer import ChatTokenizer, TemplateError
 
 TEMPLATES = {
     "loop controls": (

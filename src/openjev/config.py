@@ -229,7 +229,7 @@ class Settings(BaseSettings):
         "used in place of OPENJEV_TEMPERATURE where it has an entry.",
     )
 
-    # The thinking tier (openjev.thinking).
+    # The thinking tier (openjev.answering.thinking).
     think_model: str = Field(
         "openjev-think",
         description="Model name of the thinking tier: its questions read with a low margin think first, then "

@@ -39,21 +39,21 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from openjev.affinity import RankRouter, common_prefix_length, conversation_key, pinned
-from openjev.answers import NonFiniteLogprob
+from openjev.answering.answers import NonFiniteLogprob
+from openjev.answering.content_free import ContentFreePriors
+from openjev.answering.readouts import AnswerableQuestion, QuestionViews, Readout
+from openjev.answering.thinking import Escalation, Reading, Thinker
 from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall, new_rid
 from openjev.calibration import Calibration, load_calibration
 from openjev.config import Settings
-from openjev.content_free import ContentFreePriors
-from openjev.conversation_memo import ConversationMemo, Lookup
-from openjev.encoding import PromptEncoder, PromptTooLong
 from openjev.errors import Issue, RequestRejected
-from openjev.prompt_ids import PromptIds, SharedIds
-from openjev.prompts import ANSWER_CUES, chat_messages, frame_conversation
-from openjev.readouts import AnswerableQuestion, QuestionViews, Readout
-from openjev.schema import NoulQuestion, SystemOneRequest
-from openjev.thinking import Escalation, Reading, Thinker
-from openjev.tokenizer import ChatTokenizer, TemplateError
-from openjev.validation import check_request
+from openjev.prompting.conversation_memo import ConversationMemo, Lookup
+from openjev.prompting.encoding import PromptEncoder, PromptTooLong
+from openjev.prompting.prompt_ids import PromptIds, SharedIds
+from openjev.prompting.prompts import ANSWER_CUES, chat_messages, frame_conversation
+from openjev.prompting.tokenizer import ChatTokenizer, TemplateError
+from openjev.request.schema import NoulQuestion, SystemOneRequest
+from openjev.request.validation import check_request
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,8 +30,8 @@ from openjev.backends.base import Backend
 from openjev.config import COMPAT_MODEL_ALIAS, Settings, answer_settings, served_model_name
 from openjev.engine import Engine
 from openjev.errors import ModelNotFound, NotReady, Overloaded
-from openjev.tokenizer import ChatTokenizer
-from openjev.tokenizer_source import resolve_tokenizer_dir
+from openjev.prompting.tokenizer import ChatTokenizer
+from openjev.prompting.tokenizer_source import resolve_tokenizer_dir
 
 log = logging.getLogger("openjev")
 

@@ -16,8 +16,8 @@ from openjev.backends.base import BackendError, BackendUnavailable, ReadoutCall
 from openjev.backends.sglang import SGLangBackend, admissible_budget, parse_label_logprobs
 from openjev.config import Settings
 from openjev.engine import Engine
-from openjev.schema import SystemOneRequest
-from openjev.tokenizer import ChatTokenizer
+from openjev.prompting.tokenizer import ChatTokenizer
+from openjev.request.schema import SystemOneRequest
 from tests.fake_sglang import VOCAB_SIZE, FakeSGLang
 from tests.fake_sglang.rules import judge
 

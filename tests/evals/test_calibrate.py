@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evals import calibrate
-from openjev.answers import renormalise, sharpen
+from openjev.answering.answers import renormalise, sharpen
 from openjev.calibration import load_calibration
 
 

@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from openjev.api.errors import HttpError, error_response
 from openjev.errors import OpenJevError, RequestRejected
-from openjev.validation import ASSETS_REFUSED
+from openjev.request.validation import ASSETS_REFUSED
 
 
 def _too_large(limit: int, what: str) -> HttpError:

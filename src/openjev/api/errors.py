@@ -23,7 +23,7 @@ from starlette.types import Scope
 
 from openjev.backends.base import BackendError, BackendTimeout, BackendUnavailable
 from openjev.errors import ModelNotFound, NotReady, OpenJevError, Overloaded, RequestRejected
-from openjev.schema import ErrorResponse, ValidationErrorResponse, error_body
+from openjev.request.schema import ErrorResponse, ValidationErrorResponse, error_body
 
 log = logging.getLogger("openjev")
 

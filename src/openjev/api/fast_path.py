@@ -24,7 +24,7 @@ from openjev.api.middleware import SYSTEM_ONE_PATH
 from openjev.api.routes import answer_request
 from openjev.api.strict_json import loads_if_same
 from openjev.errors import OpenJevError
-from openjev.schema import SystemOneRequest
+from openjev.request.schema import SystemOneRequest
 from openjev.service import Service
 
 

@@ -32,9 +32,9 @@ from openjev.api.strict_json import StrictJSONRoute
 from openjev.config import COMPAT_MODEL_ALIAS
 from openjev.engine import Evaluation
 from openjev.errors import RequestRejected
-from openjev.schema import ModelList, SystemOneRequest, SystemOneResponse
+from openjev.request.schema import ModelList, SystemOneRequest, SystemOneResponse
+from openjev.request.validation import check_request
 from openjev.service import Runtime, Service
-from openjev.validation import check_request
 
 T = TypeVar("T")
 

@@ -3,7 +3,7 @@
 A backend receives a fully tokenized prompt and the token ids of the answer labels, and returns
 the natural-log probabilities the model assigns to each of those ids as the *first* token after the
 prompt (a log-softmax over the whole vocabulary, before any renormalisation over the labels).
-`readout` generates nothing else; `generate` (the thinking tier's call 1, see `openjev.thinking`)
+`readout` generates nothing else; `generate` (the thinking tier's call 1, see `openjev.answering.thinking`)
 decodes up to `max_new_tokens` ids after a prompt, greedily (`temperature` 0) or sampled with a
 seed, stopping after one of `stop_token_ids` (which stays in `output_ids`). Everything above this
 line (templates, labels, budgets, readout maths) is shared by every backend, so the HTTP API cannot

@@ -57,7 +57,7 @@ from openjev.backends.base import (
 from openjev.backends.sglang_generation import generation_payload, parse_generation
 from openjev.backends.sglang_vocab import check_vocabulary, model_vocab_size
 from openjev.config import Settings
-from openjev.prompt_ids import json_ids
+from openjev.prompting.prompt_ids import json_ids
 
 log = logging.getLogger("openjev.sglang")
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from openjev.backends.base import BackendError, Generation, GenerationCall
-from openjev.prompt_ids import json_ids
+from openjev.prompting.prompt_ids import json_ids
 
 
 def generation_payload(call: GenerationCall) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from pathlib import Path
 from openjev.backends.base import BackendError
 from openjev.backends.sglang import SGLangBackend, client_options
 from openjev.config import Frontend, Settings, served_model_name
-from openjev.tokenizer_source import resolve_tokenizer_dir
+from openjev.prompting.tokenizer_source import resolve_tokenizer_dir
 
 log = logging.getLogger("openjev.supervised")
 process_log = logging.getLogger("openjev.sglang.process")

@@ -299,7 +299,7 @@ def test_easy_question(backend: EmbeddedBackend, test_model: ResolvedModel, toke
 
     (Letter multiple choice is near chance for this model, e.g. A 0.40 / B 0.27 / C 0.30 with B right.)
     """
-    from openjev.tokenizer import ChatTokenizer
+    from openjev.prompting.tokenizer import ChatTokenizer
 
     prompt = ChatTokenizer(test_model.path).render(
         [{"role": "user", "content": "What is the capital of France? Answer in one word."}]

@@ -16,7 +16,7 @@ import pytest
 from openjev.backends.embedded import conversion, model_source
 from openjev.backends.embedded.conversion import ModelSourceError
 from openjev.backends.embedded.model_source import PackagedModel, ResolvedModel, resolve_model
-from openjev.tokenizer import chat_template_source
+from openjev.prompting.tokenizer import chat_template_source
 
 
 @pytest.mark.embedded

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from openjev.tokenizer import chat_template_source
+from openjev.prompting.tokenizer import chat_template_source
 
 logger = logging.getLogger(__name__)
 

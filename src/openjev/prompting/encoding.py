@@ -18,7 +18,7 @@ Why cutting is exact:
    starts after it. BPE merges stay inside a pre-token and NFC never composes across a space or a
    newline, so a long piece cut at such places encodes to the same ids chunk by chunk. New pieces and
    chunks are encoded together with `ChatTokenizer.encode_batch`, which runs them on every core, with
-   tiktoken where it gives the same ids (`openjev.fast_bpe`).
+   tiktoken where it gives the same ids (`openjev.prompting.fast_bpe`).
 Both properties are checked on the loaded tokenizer at start-up; where one fails, that cut is not made.
 Caller text that spells special tokens (quoted segments) is cached apart, with the quoting encoder.
 
@@ -38,8 +38,8 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from openjev.fast_bpe import SELF_CHECK_TEXTS
-from openjev.tokenizer import ChatTokenizer, Segment
+from openjev.prompting.fast_bpe import SELF_CHECK_TEXTS
+from openjev.prompting.tokenizer import ChatTokenizer, Segment
 
 #: Pieces longer than this many characters are cut into chunks of about this size.
 CHUNK_CHARS = 8192

@@ -15,7 +15,7 @@ import string
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from openjev.tokenizer import ChatTokenizer
+from openjev.prompting.tokenizer import ChatTokenizer
 
 YES, NO = "Yes", "No"
 #: Digit labels for score levels, 1-based as rubrics are usually numbered; 10 is two tokens in Qwen's vocabulary.

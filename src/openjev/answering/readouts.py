@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from openjev.answers import (
+from openjev.answering.answers import (
     choice_answer,
     noul_answer,
     renormalise,
@@ -31,12 +31,12 @@ from openjev.answers import (
     shift_offsets,
     shifted_choice_answer,
 )
+from openjev.answering.debias import combine_log_space, divide_prior, log_floor, mirrored
 from openjev.config import AnswerCue, ScoreLabels, Settings
-from openjev.debias import combine_log_space, divide_prior, log_floor, mirrored
-from openjev.labels import LabelSet, build_label_set
-from openjev.prompts import ANSWER_CUES, choice_text, frame_conversation, noul_text, score_text
-from openjev.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion
-from openjev.tokenizer import ChatTokenizer
+from openjev.prompting.labels import LabelSet, build_label_set
+from openjev.prompting.prompts import ANSWER_CUES, choice_text, frame_conversation, noul_text, score_text
+from openjev.prompting.tokenizer import ChatTokenizer
+from openjev.request.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion
 
 AnswerableQuestion = NoulQuestion | ChoiceQuestion | ScoreQuestion
 #: The view of a score question whose rubric is shown reversed.

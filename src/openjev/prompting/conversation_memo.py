@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from openjev.errors import Loc
-from openjev.prompts import (
+from openjev.prompting.prompts import (
     CHAT_ROLES,
     ConversationFrame,
     frame_conversation,
@@ -55,8 +55,8 @@ from openjev.prompts import (
     sent_messages,
     state_messages,
 )
-from openjev.schema import FreeForm
-from openjev.tokenizer import ChatTokenizer, Segment, TemplateError, chat_template_source
+from openjev.prompting.tokenizer import ChatTokenizer, Segment, TemplateError, chat_template_source
+from openjev.request.schema import FreeForm
 
 #: Bytes a remembered prompt id costs (a list slot and an int object); a message's overhead besides its text.
 ID_BYTES, MESSAGE_BYTES = 36, 300

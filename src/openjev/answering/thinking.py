@@ -42,13 +42,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from openjev.answers import PROBABILITY_FLOOR, NonFiniteLogprob
+from openjev.answering.answers import PROBABILITY_FLOOR, NonFiniteLogprob
 from openjev.backends.base import Backend, BackendError, GenerationCall, ReadoutCall, new_rid
 from openjev.config import Settings
-from openjev.prompts import frame_conversation
-from openjev.tokenizer import ChatTokenizer
+from openjev.prompting.prompts import frame_conversation
+from openjev.prompting.tokenizer import ChatTokenizer
 
-log = logging.getLogger("openjev.thinking")
+log = logging.getLogger("openjev.answering.thinking")
 
 THINK_CLOSE = "</think>"
 REASONING_REQUEST = "Before you answer, reason step by step in a few short sentences."

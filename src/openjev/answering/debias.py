@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from openjev.answers import PROBABILITY_FLOOR, renormalise
+from openjev.answering.answers import PROBABILITY_FLOOR, renormalise
 
 #: The state a content-free readout is read over: carries no content, only the question.
 CONTENT_FREE_STATE = "N/A"

@@ -15,10 +15,10 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
+from openjev.answering.debias import CONTENT_FREE_STATE
 from openjev.backends.base import LabelLogprobs
-from openjev.debias import CONTENT_FREE_STATE
-from openjev.prompts import frame_conversation
-from openjev.tokenizer import ChatTokenizer
+from openjev.prompting.prompts import frame_conversation
+from openjev.prompting.tokenizer import ChatTokenizer
 
 Call = Callable[[list[int], tuple[int, ...]], Awaitable[LabelLogprobs]]
 

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openjev.errors import Issue, Loc, RequestRejected
-from openjev.schema import ChoiceQuestion, FreeForm, NoulQuestion, ScoreQuestion
-from openjev.tokenizer import ChatTokenizer, Segment
+from openjev.prompting.tokenizer import ChatTokenizer, Segment
+from openjev.request.schema import ChoiceQuestion, FreeForm, NoulQuestion, ScoreQuestion
 
 ANSWER_CUES = {"plain": "Answer:\n", "json": '{"answer": "'}
 ANSWER_CUE = ANSWER_CUES["plain"]

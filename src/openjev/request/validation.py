@@ -15,7 +15,7 @@ import orjson
 
 from openjev.config import Settings
 from openjev.errors import Issue, Loc
-from openjev.schema import BoxQuestion, ChoiceQuestion, NoulQuestion, ScoreQuestion, SystemOneRequest
+from openjev.request.schema import BoxQuestion, ChoiceQuestion, NoulQuestion, ScoreQuestion, SystemOneRequest
 
 #: Image assets arrive as an `assets` field or as a multipart body; both are refused the same way.
 ASSETS_REFUSED = Issue(("assets",), "image assets need a vision model; this deployment reads text only", "unsupported")

@@ -37,7 +37,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import AddedToken, Tokenizer
 
 from openjev.config import default_cache_dir
-from openjev.fast_bpe import FastBPE
+from openjev.prompting.fast_bpe import FastBPE
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
@@ -260,7 +260,7 @@ class ChatTokenizer:
 
     @property
     def fast(self) -> bool:
-        """Whether texts without added-token spellings are encoded by tiktoken (see `openjev.fast_bpe`)."""
+        """Whether texts without added-token spellings are encoded by tiktoken (see `openjev.prompting.fast_bpe`)."""
         return self._fast is not None
 
     def encode_batch(self, texts: Sequence[str], *, quoted: bool = False) -> list[list[int]]:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from openjev.tokenizer import TOKENIZER_FILES
+from openjev.prompting.tokenizer import TOKENIZER_FILES
 
-log = logging.getLogger("openjev.tokenizer")
+log = logging.getLogger("openjev.prompting.tokenizer")
 
 OPTIONAL_FILES = ("chat_template.jinja",)
 
