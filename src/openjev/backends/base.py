@@ -23,11 +23,24 @@ from pathlib import Path
 from typing import Any
 
 from openjev.errors import OpenJevError
+from openjev.prompting.vision import VisionSpec
 
 
 def new_rid() -> str:
     # Fixed-length unique ids: SGLang's scheduler matches aborts by rid prefix.
     return uuid.uuid4().hex
+
+
+@dataclass(frozen=True, slots=True)
+class ImageInput:
+    """One image of a prompt, made safe once (decoded, oriented, RGB, resized within the pixel budget,
+    re-encoded as PNG): `png` is what the backend's processor reads, `sha256` its digest, which names the
+    image in every cache, and `height` x `width` its size in pixels."""
+
+    png: bytes
+    sha256: str
+    height: int
+    width: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +58,8 @@ class ReadoutCall:
     #: not scan the prompt again (about 0.4 ms for each 24k-id readout).
     ids_in_vocabulary: bool = False
     routed_dp_rank: int | None = None
+    #: One entry per image pad in `input_ids`, in order (the backend's processor expands each pad).
+    images: tuple[ImageInput, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +89,8 @@ class GenerationCall:
     seed: int | None = None
     #: The data-parallel rank to run on (None: one rank, nothing routed), as `ReadoutCall`'s.
     routed_dp_rank: int | None = None
+    #: As `ReadoutCall.images`.
+    images: tuple[ImageInput, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +163,11 @@ class Backend(abc.ABC):
     def data_parallel_size(self) -> int:
         """Data-parallel ranks, each with its own prefix cache, that calls can be pinned to."""
         return 1
+
+    @property
+    def vision(self) -> VisionSpec | None:
+        """The served model's vision tokens and processor bounds; None where it reads text only."""
+        return None
 
     @property
     def model_name(self) -> str | None:
