@@ -3,13 +3,9 @@
 1. `prepare` (CPU only): render the conversation once (a conversation that extends one prepared
    before: only its new messages, `conversation_memo.py`), tokenize the shared prefix once and each
    question suffix on its own (each distinct text once per process: `encoding.py`), pick label ids,
-   and enforce the token budgets. Nothing is truncated:
-   a prompt over a limit is a 422 naming the limit and the count.
-   - per branch: prefix + suffix + 1 output token <= min(OPENJEV_MAX_INPUT_TOKENS, backend context);
-     a state that leaves no room for any question (prefix + 2 over that) is named as the state;
-   - per request: prefix (warm-up) + sum of branch prompts <= OPENJEV_MAX_TOTAL_INPUT_TOKENS.
-   Tokenizing stops as soon as a prompt is certainly over (`_encode_limits`), so text far over a
-   budget costs one encoding round; the 422 then gives the count reached ("at least").
+   fix the content-free readouts it will make (`content_free.py`), and keep the token budgets
+   (`budget.py`): every call within the branch limit, everything the first pass sends within the
+   request's total, tokenizing stopped early once a prompt is certainly over. Nothing is truncated.
 2. `evaluate` (backend I/O): one warm-up readout of the shared prefix, awaited so the backend's
    prefix cache holds it, then one readout per question, concurrently. Every backend call in the
    process shares `OPENJEV_MAX_CONCURRENT_BRANCHES` slots. The first failure cancels the siblings
@@ -40,13 +36,14 @@ from typing import Any
 
 from openjev.affinity import RankRouter, common_prefix_length, conversation_key, pinned
 from openjev.answering.answers import NonFiniteLogprob
-from openjev.answering.content_free import ContentFreePriors
+from openjev.answering.content_free import ContentFreePlan, ContentFreePriors
 from openjev.answering.readouts import AnswerableQuestion, QuestionViews, Readout
 from openjev.answering.thinking import Escalation, Reading, Thinker
 from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall, new_rid
 from openjev.calibration import Calibration, load_calibration
 from openjev.config import Settings
 from openjev.errors import Issue, RequestRejected
+from openjev.prompting.budget import TokenBudget
 from openjev.prompting.conversation_memo import ConversationMemo, Lookup
 from openjev.prompting.encoding import PromptEncoder, PromptTooLong
 from openjev.prompting.prompt_ids import PromptIds, SharedIds
@@ -70,6 +67,8 @@ class Branch:
 class PreparedRequest:
     shared_prefix_ids: list[int]
     branches: list[Branch]
+    #: The content-free readouts of the branches (contextual calibration), fixed when the budget was checked.
+    content_free: ContentFreePlan
     #: Names the conversation for rank affinity (`affinity.conversation_key`).
     affinity_key: int = 0
     #: The request names the thinking tier.
@@ -103,13 +102,7 @@ class Engine:
             chat, settings.conversation_memo_bytes, exact_cuts=self.encoder.cuts_at_special_tokens
         )
         self.backend = backend
-        context = backend.context_length
-        self.max_branch_tokens = min(settings.max_input_tokens, context) if context else settings.max_input_tokens
-        self._branch_limit_name = (
-            "OPENJEV_MAX_INPUT_TOKENS"
-            if self.max_branch_tokens == settings.max_input_tokens
-            else "the backend's context length"
-        )
+        self.budget = TokenBudget.of(settings.max_input_tokens, settings.max_total_input_tokens, backend.context_length)
         self._backend_slots = asyncio.Semaphore(settings.max_concurrent_branches)
         # Every id the tokenizer can make is at most its largest (ids need not be contiguous).
         vocab = backend.vocab_size
@@ -180,85 +173,32 @@ class Engine:
                         for _, question, _, text, _ in planned
                     ),
                 ],
-                self._encode_limits(len(planned), len(known)),
+                self.budget.encode_limits(len(planned), len(known)),
             )
         except PromptTooLong as over:
-            over = PromptTooLong(over.index, over.tokens + (len(known) if over.index == 0 else 0))
-            raise RequestRejected([self._early_budget_issue(over, planned)]) from None
+            tokens = over.tokens + (len(known) if over.index == 0 else 0)
+            question_ids = [question_id for question_id, *_ in planned]
+            raise RequestRejected([self.budget.early_issue(over.index, tokens, question_ids)]) from None
         shared_prefix_ids = known + new_prefix_ids
         branches = [
             Branch(question_id, question, suffix_ids, ids, offset)
             for (question_id, question, offset, _, ids), suffix_ids in zip(planned, suffixes, strict=True)
         ]
-        self._check_budget(shared_prefix_ids, branches)
-        self.memo.remember(framing, shared_prefix_ids)
-        key = conversation_key(shared_prefix_ids, self._template_header)
-        return PreparedRequest(shared_prefix_ids, branches, key, request.model == self.settings.think_model)
-
-    def _encode_limits(self, branch_count: int, known: int = 0) -> list[int]:
-        """Per prompt, a length past which `_check_budget` must refuse whatever the others' lengths:
-        every prompt (question suffixes and the prefix) has at least one token, and each branch adds one
-        output token; the prefix counts once for the warm-up and once per branch. `known`: prefix
-        tokens already known, not encoded again."""
-        suffix_limit = self.max_branch_tokens - 2
-        total_share = (self.settings.max_total_input_tokens - branch_count) // (1 + branch_count)
-        return [max(0, min(suffix_limit, total_share) - known), *[suffix_limit] * branch_count]
-
-    def _early_budget_issue(self, over: PromptTooLong, planned: list[tuple[Any, ...]]) -> Issue:
-        """The issue for a prompt found over its `_encode_limits` entry before it was fully tokenized."""
-        if over.index == 0 and over.tokens > self.max_branch_tokens - 2:
-            return self._state_issue(over.tokens, "at least ")
-        if over.index == 0:
-            total = over.tokens * (1 + len(planned)) + len(planned)
-            return self._total_issue(total, over.tokens, len(planned), "at least ")
-        question_id = planned[over.index - 1][0]
-        return self._question_issue(question_id, over.tokens + 2, f"its question text alone {over.tokens}")
-
-    def _question_issue(self, question_id: str, needed: int, parts: str, bound: str = "at least ") -> Issue:
-        return Issue(
-            ("questions", question_id),
-            f"this question needs {bound}{needed} tokens ({parts}), over the limit of {self.max_branch_tokens} "
-            f"({self._branch_limit_name})",
-            "too_long",
-            {"limit": self.max_branch_tokens, "tokens": needed},
+        content_free = self.content_free.plan(
+            branches, [self.views.wants_content_free(branch.question) for branch in branches]
         )
-
-    def _state_issue(self, prefix: int, bound: str = "") -> Issue:
-        return Issue(
-            ("state",),
-            f"the state needs {bound}{prefix} tokens, leaving no room for a question within the limit of "
-            f"{self.max_branch_tokens} ({self._branch_limit_name})",
-            "too_long",
-            {"limit": self.max_branch_tokens, "tokens": prefix},
+        issues = self.budget.first_pass_issues(
+            len(shared_prefix_ids),
+            [(branch.question_id, len(branch.suffix_ids)) for branch in branches],
+            content_free.tokens,
+            len(content_free.missing),
         )
-
-    def _total_issue(self, total: int, prefix: int, branch_count: int, bound: str = "") -> Issue:
-        return Issue(
-            ("questions",),
-            f"the request submits {bound}{total} input tokens (warm-up {prefix} + {branch_count} question "
-            f"prompts), over OPENJEV_MAX_TOTAL_INPUT_TOKENS={self.settings.max_total_input_tokens}",
-            "too_long",
-            {"limit": self.settings.max_total_input_tokens, "tokens": total},
-        )
-
-    def _check_budget(self, shared_prefix_ids: list[int], branches: list[Branch]) -> None:
-        prefix = len(shared_prefix_ids)
-        if prefix + 2 > self.max_branch_tokens:
-            raise RequestRejected([self._state_issue(prefix)])
-        issues = []
-        refused: set[str] = set()
-        for branch in branches:
-            needed = prefix + len(branch.suffix_ids) + 1
-            # A question read in several rotations is named once, by its first rotation over the limit.
-            if needed > self.max_branch_tokens and branch.question_id not in refused:
-                refused.add(branch.question_id)
-                parts = f"state {prefix} + question {len(branch.suffix_ids)} + 1 output"
-                issues.append(self._question_issue(branch.question_id, needed, parts, bound=""))
-        total = prefix + sum(prefix + len(branch.suffix_ids) for branch in branches)
-        if total > self.settings.max_total_input_tokens:
-            issues.append(self._total_issue(total, prefix, len(branches)))
         if issues:
             raise RequestRejected(issues)
+        self.memo.remember(framing, shared_prefix_ids)
+        key = conversation_key(shared_prefix_ids, self._template_header)
+        thinking = request.model == self.settings.think_model
+        return PreparedRequest(shared_prefix_ids, branches, content_free, key, thinking)
 
     # -- 2. evaluate ------------------------------------------------------------------------------
 
@@ -295,10 +235,9 @@ class Engine:
                             )
                             for branch in prepared.branches
                         ]
-                        wanted = [self.views.wants_content_free(branch.question) for branch in prepared.branches]
                         content_free = group.create_task(
                             self.content_free.read(
-                                prepared.branches, wanted, lambda ids, labels: self._call_backend(ids, labels, rank)
+                                prepared.content_free, lambda ids, labels: self._call_backend(ids, labels, rank)
                             )
                         )
                 except* BackendError as failures:
@@ -345,7 +284,7 @@ class Engine:
             cue = ANSWER_CUES[self.views.cue(question)]
             return Reading(text, labels, cue, lambda logprobs: self._answer(question, [(0, logprobs, None)]))
 
-        limits = (deadline, self.max_branch_tokens)
+        limits = (deadline, self.budget.branch_limit)
         escalation = await self.thinker.escalate(evaluation.answers, prepared.shared_prefix_ids, read, limits, rank)
         cached = evaluation.cached_tokens
         return replace(

@@ -4,8 +4,10 @@ Contract: the content-free readout of a question view is the backend's label log
 question suffix (the same token ids: question turn, cue, labels) after the conversation prefix of
 the state CONTENT_FREE_STATE instead of the request's state. It depends only on the suffix and the
 label ids, so it is kept in an LRU of OPENJEV_CONTENT_FREE_CACHE entries keyed by both; a
-repeated question costs no backend call. `read` returns one entry per branch (None where the
-question type is not calibrated), the number of backend calls made and their prompt tokens.
+repeated question costs no backend call. `plan` (at preparation) fixes which readouts a request
+makes and what they send, so the token budget counts them before anything is sent; `read` returns
+one entry per branch (None where the question type is not calibrated), the number of backend calls
+made and their prompt tokens.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from openjev.answering.debias import CONTENT_FREE_STATE
@@ -28,32 +31,54 @@ class BranchLike(Protocol):
     label_token_ids: tuple[int, ...]
 
 
+Key = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class ContentFreePlan:
+    """A request's content-free readouts: per branch its key (None: not calibrated), the priors known at
+    planning, the keys still to read and the prompt tokens those readouts send."""
+
+    keys: list[Key | None]
+    known: dict[Key, tuple[float, ...]]
+    missing: list[Key]
+    tokens: int
+
+
 class ContentFreePriors:
     def __init__(self, chat: ChatTokenizer, capacity: int) -> None:
         frame = frame_conversation(chat, [{"role": "user", "content": CONTENT_FREE_STATE}])
         self.prefix_ids = chat.encode(frame.shared_prefix)
         self.capacity = capacity
-        self.cache: OrderedDict[tuple[tuple[int, ...], tuple[int, ...]], tuple[float, ...]] = OrderedDict()
+        self.cache: OrderedDict[Key, tuple[float, ...]] = OrderedDict()
 
-    def remember(self, key: tuple[tuple[int, ...], tuple[int, ...]], logprobs: tuple[float, ...]) -> None:
+    def remember(self, key: Key, logprobs: tuple[float, ...]) -> None:
         self.cache[key] = logprobs
         self.cache.move_to_end(key)
         while len(self.cache) > self.capacity:
             self.cache.popitem(last=False)
 
-    async def read(
-        self, branches: Sequence[BranchLike], wanted: Sequence[bool], call: Call
-    ) -> tuple[list[tuple[float, ...] | None], int, int]:
-        """Each wanted branch's content-free logprobs (cached, else read concurrently); calls and prompt tokens."""
-        keys = [(tuple(branch.suffix_ids), branch.label_token_ids) for branch in branches]
-        missing = list(
-            dict.fromkeys(key for key, want in zip(keys, wanted, strict=True) if want and key not in self.cache)
+    def plan(self, branches: Sequence[BranchLike], wanted: Sequence[bool]) -> ContentFreePlan:
+        """What a request's content-free readouts will be: the priors cached now, kept for this request
+        (so what the budget counted is what is sent), and the readouts still to make."""
+        keys = [
+            (tuple(branch.suffix_ids), branch.label_token_ids) if want else None
+            for branch, want in zip(branches, wanted, strict=True)
+        ]
+        known = {key: found for key in keys if key is not None and (found := self.cache.get(key)) is not None}
+        missing = list(dict.fromkeys(key for key in keys if key is not None and key not in known))
+        tokens = sum(len(self.prefix_ids) + len(suffix) for suffix, _ in missing)
+        return ContentFreePlan(keys, known, missing, tokens)
+
+    async def read(self, plan: ContentFreePlan, call: Call) -> tuple[list[tuple[float, ...] | None], int, int]:
+        """Each planned branch's content-free logprobs (known, else read concurrently); calls and prompt tokens."""
+        results = await asyncio.gather(
+            *(call(self.prefix_ids + list(suffix), labels) for suffix, labels in plan.missing)
         )
-        results = await asyncio.gather(*(call(self.prefix_ids + list(suffix), labels) for suffix, labels in missing))
-        for key, result in zip(missing, results, strict=True):
+        found = dict(plan.known)
+        for key, result in zip(plan.missing, results, strict=True):
             self.remember(key, result.logprobs)
-        found: dict = {key: self.cache.get(key) for key in keys}
-        # A capacity of 0 keeps nothing: this request still uses what it read.
-        found.update({key: result.logprobs for key, result in zip(missing, results, strict=True)})
-        priors = [found[key] if want else None for key, want in zip(keys, wanted, strict=True)]
-        return priors, len(missing), sum(result.prompt_tokens for result in results)
+            # A capacity of 0 keeps nothing: this request still uses what it read.
+            found[key] = result.logprobs
+        priors = [None if key is None else found[key] for key in plan.keys]
+        return priors, len(plan.missing), sum(result.prompt_tokens for result in results)

@@ -205,7 +205,7 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
         "max_choice_options": settings.max_choice_options,
         "max_score_levels": settings.max_score_levels,
         "max_body_bytes": settings.max_body_bytes,
-        "max_input_tokens": current.engine.max_branch_tokens if current else settings.max_input_tokens,
+        "max_input_tokens": current.engine.budget.branch_limit if current else settings.max_input_tokens,
         "max_total_input_tokens": settings.max_total_input_tokens,
         "max_concurrent_requests": settings.max_concurrent_requests,
         "max_concurrent_preparations": settings.max_concurrent_preparations,

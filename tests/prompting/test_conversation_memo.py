@@ -17,7 +17,7 @@ from openjev.prompting.conversation_memo import ConversationMemo, prove_shape, s
 from openjev.prompting.prompts import ANSWER_CUE, frame_conversation, state_messages
 from openjev.prompting.tokenizer import ChatTokenizer
 from openjev.request.schema import SystemOneRequest
-from tests.test_tokenizer import tokenizer_with
+from tests.prompting.test_tokenizer import tokenizer_with
 
 QUESTIONS = {
     "urgent": {"type": "noul", "instructions": "Is it urgent?"},

@@ -1,0 +1,127 @@
+"""The token budgets every request keeps, as pure functions over token counts.
+
+Nothing is truncated: a prompt over a limit is a 422 naming the limit and the count.
+
+- Per backend call: prompt + 1 output token <= `branch_limit`, which is
+  min(OPENJEV_MAX_INPUT_TOKENS, the backend's context length). A question branch's prompt is
+  prefix + suffix; a state that leaves no room for any question (prefix + 2 over the limit) is named
+  as the state, a question over it by its id (once, however many views it is read in).
+- Per request: everything the request sends counts against `total_limit`
+  (OPENJEV_MAX_TOTAL_INPUT_TOKENS): the warm-up (the prefix alone), every branch prompt, every
+  content-free readout it must make (`content_free_tokens`) and, in the thinking tier, each
+  escalation's two calls. The first pass is checked before anything is sent (`first_pass_issues`);
+  an escalation is made only while its worst case fits what the first pass left (`escalation_cost`).
+
+Early refusal. Tokenizing stops as soon as a prompt is certainly over (`encode_limits`), so text far
+over a budget costs one encoding round; the 422 then gives the count reached ("at least"). With n
+branches, a prefix of p tokens makes the request send at least p (warm-up) + n (p + 1) tokens, so
+p > (total_limit - n) / (1 + n) is over whatever the suffixes are; a suffix over branch_limit - 2 is
+over whatever the prefix is (the prefix has at least one token, the call one output token).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from openjev.errors import Issue
+
+TOTAL_LIMIT_NAME = "OPENJEV_MAX_TOTAL_INPUT_TOKENS"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenBudget:
+    #: The most prompt tokens one backend call may hold, counting its one output token.
+    branch_limit: int
+    #: The setting (or the backend's context) that sets `branch_limit`, as the 422s name it.
+    branch_limit_name: str
+    #: The most prompt tokens one request may send, all its calls together.
+    total_limit: int
+
+    @classmethod
+    def of(cls, max_input_tokens: int, max_total_input_tokens: int, context_length: int | None) -> TokenBudget:
+        if context_length is not None and context_length < max_input_tokens:
+            return cls(context_length, "the backend's context length", max_total_input_tokens)
+        return cls(max_input_tokens, "OPENJEV_MAX_INPUT_TOKENS", max_total_input_tokens)
+
+    def encode_limits(self, branch_count: int, known: int = 0) -> list[int]:
+        """Per prompt (the prefix first, then each branch's suffix), a length past which the request is
+        over a limit whatever the other lengths (module doc); `known`: prefix tokens already known, not
+        encoded again."""
+        suffix_limit = self.branch_limit - 2
+        total_share = (self.total_limit - branch_count) // (1 + branch_count)
+        return [max(0, min(suffix_limit, total_share) - known), *[suffix_limit] * branch_count]
+
+    def early_issue(self, index: int, tokens: int, question_ids: Sequence[str]) -> Issue:
+        """The issue for prompt `index` (0: the prefix, i: the suffix of branch i - 1, whose question is
+        `question_ids[i - 1]`) found at `tokens` tokens, over its `encode_limits` entry."""
+        if index == 0 and tokens > self.branch_limit - 2:
+            return self.state_issue(tokens, "at least ")
+        if index == 0:
+            count = len(question_ids)
+            return self.total_issue(tokens * (1 + count) + count, f"warm-up {tokens} + {count} question prompts")
+        return self.question_issue(question_ids[index - 1], tokens + 2, f"its question text alone {tokens}")
+
+    def first_pass_issues(
+        self,
+        prefix: int,
+        branches: Sequence[tuple[str, int]],
+        content_free_tokens: int = 0,
+        content_free_calls: int = 0,
+    ) -> list[Issue]:
+        """Every limit a first pass breaks: `branches` are (question id, suffix tokens); the content-free
+        readouts it must make send `content_free_tokens` in `content_free_calls` calls."""
+        if prefix + 2 > self.branch_limit:
+            return [self.state_issue(prefix)]
+        issues = []
+        refused: set[str] = set()
+        for question_id, suffix in branches:
+            needed = prefix + suffix + 1
+            if needed > self.branch_limit and question_id not in refused:
+                refused.add(question_id)
+                parts = f"state {prefix} + question {suffix} + 1 output"
+                issues.append(self.question_issue(question_id, needed, parts, bound=""))
+        total = self.first_pass_tokens(prefix, [suffix for _, suffix in branches], content_free_tokens)
+        if total > self.total_limit:
+            parts = f"warm-up {prefix} + {len(branches)} question prompts"
+            if content_free_calls:
+                parts += f" + {content_free_calls} content-free readouts of {content_free_tokens}"
+            issues.append(self.total_issue(total, parts, bound=""))
+        return issues
+
+    @staticmethod
+    def first_pass_tokens(prefix: int, suffixes: Sequence[int], content_free_tokens: int = 0) -> int:
+        """Prompt tokens a first pass sends: the warm-up, each branch, the content-free readouts."""
+        return prefix + sum(prefix + suffix for suffix in suffixes) + content_free_tokens
+
+    @staticmethod
+    def escalation_cost(call_one: int, generated: int, tail: int) -> int:
+        """Prompt tokens one escalation sends at most: call 1's prompt, then call 2's (call 1's prompt +
+        up to `generated` ids + a close id + the `tail` that carries the answer cue)."""
+        return call_one + call_one + generated + 1 + tail
+
+    def question_issue(self, question_id: str, needed: int, parts: str, bound: str = "at least ") -> Issue:
+        return Issue(
+            ("questions", question_id),
+            f"this question needs {bound}{needed} tokens ({parts}), over the limit of {self.branch_limit} "
+            f"({self.branch_limit_name})",
+            "too_long",
+            {"limit": self.branch_limit, "tokens": needed},
+        )
+
+    def state_issue(self, prefix: int, bound: str = "") -> Issue:
+        return Issue(
+            ("state",),
+            f"the state needs {bound}{prefix} tokens, leaving no room for a question within the limit of "
+            f"{self.branch_limit} ({self.branch_limit_name})",
+            "too_long",
+            {"limit": self.branch_limit, "tokens": prefix},
+        )
+
+    def total_issue(self, total: int, parts: str, bound: str = "at least ") -> Issue:
+        return Issue(
+            ("questions",),
+            f"the request submits {bound}{total} input tokens ({parts}), over {TOTAL_LIMIT_NAME}={self.total_limit}",
+            "too_long",
+            {"limit": self.total_limit, "tokens": total},
+        )

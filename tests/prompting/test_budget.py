@@ -1,0 +1,51 @@
+"""The token budgets as pure functions over counts (prompting/budget.py)."""
+
+from __future__ import annotations
+
+from openjev.prompting.budget import TokenBudget
+
+BUDGET = TokenBudget(100, "OPENJEV_MAX_INPUT_TOKENS", 400)
+
+
+def test_the_tighter_of_the_setting_and_the_context_names_the_limit() -> None:
+    assert TokenBudget.of(120, 400, None) == TokenBudget(120, "OPENJEV_MAX_INPUT_TOKENS", 400)
+    assert TokenBudget.of(120, 400, 94).branch_limit_name == "the backend's context length"
+    assert TokenBudget.of(120, 400, 120).branch_limit_name == "OPENJEV_MAX_INPUT_TOKENS"
+
+
+def test_encode_limits_are_lengths_past_which_every_completion_is_over() -> None:
+    prefix_limit, *suffix_limits = BUDGET.encode_limits(3)
+    assert suffix_limits == [98, 98, 98]
+    # A prefix one past its limit is over the total with the shortest suffixes (one token each) ...
+    assert BUDGET.first_pass_tokens(prefix_limit + 1, [1, 1, 1]) + 3 > 400
+    # ... and one at the limit can still fit.
+    assert BUDGET.first_pass_tokens(prefix_limit, [1, 1, 1]) + 3 <= 400
+    assert BUDGET.encode_limits(3, known=20)[0] == prefix_limit - 20
+
+
+def test_a_first_pass_names_the_state_each_long_question_once_and_the_total() -> None:
+    assert [issue.loc for issue in BUDGET.first_pass_issues(99, [("q", 1)])] == [("state",)]
+    issues = BUDGET.first_pass_issues(50, [("long", 60), ("long", 70), ("short", 5)])
+    assert [issue.loc for issue in issues] == [("questions", "long")]
+    assert issues[0].ctx == {"limit": 100, "tokens": 111}
+    assert BUDGET.first_pass_issues(50, [(f"q{i}", 10) for i in range(5)]) == []
+
+
+def test_content_free_readouts_count_in_the_total() -> None:
+    branches = [(f"q{i}", 10) for i in range(5)]
+    assert BUDGET.first_pass_issues(50, branches, content_free_tokens=49, content_free_calls=5) == []
+    (issue,) = BUDGET.first_pass_issues(50, branches, content_free_tokens=51, content_free_calls=5)
+    assert issue.loc == ("questions",) and issue.ctx == {"limit": 400, "tokens": 401}
+    assert "5 content-free readouts of 51" in issue.msg
+
+
+def test_an_early_refusal_names_what_was_over() -> None:
+    assert BUDGET.early_issue(0, 99, ["a"]).loc == ("state",)
+    total = BUDGET.early_issue(0, 90, ["a", "b", "c"])
+    assert total.loc == ("questions",) and total.ctx["tokens"] == 90 * 4 + 3
+    question = BUDGET.early_issue(2, 99, ["a", "b"])
+    assert question.loc == ("questions", "b") and question.ctx["tokens"] == 101
+
+
+def test_an_escalation_costs_both_calls() -> None:
+    assert TokenBudget.escalation_cost(call_one=60, generated=64, tail=3) == 60 + 60 + 64 + 1 + 3
