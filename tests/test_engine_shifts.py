@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from openjev.backends.base import Backend, LabelLogprobs, ReadoutCall
+from openjev.backends.base import Backend, Generation, GenerationCall, LabelLogprobs, ReadoutCall
 from openjev.calibration import FORMAT
 from openjev.config import Settings
 from openjev.engine import Engine
@@ -98,3 +98,43 @@ def test_the_calibration_temperature_replaces_the_setting_for_its_bucket(chat, t
     two = [(0.1 * 0.7) ** 0.2, (0.4 * 0.1) ** 0.2]
     assert answers["two"]["probabilities"]["a"] == pytest.approx(two[0] / sum(two))
     assert Engine(Settings(), chat, LetterBiasedModel(chat)).calibration_source is None
+
+
+class StateReadingScoreModel(PromptReadingModel):
+    """Reads a level with a letter bias times, unless the state is the content-free one, the truth; its
+    thoughts are two ids and the think-close."""
+
+    BIAS, TRUTH = (0.6, 0.3, 0.1), (0.1, 0.2, 0.7)
+
+    def __init__(self, chat: ChatTokenizer) -> None:
+        super().__init__(chat)
+        self.generations = 0
+
+    async def readout(self, call: ReadoutCall) -> LabelLogprobs:
+        content_free = "N/A" in self.read_prompt(call)
+        if len(call.label_token_ids) != 3:  # the warm-up
+            return LabelLogprobs((0.0,) * len(call.label_token_ids), len(call.input_ids), None)
+        shown = self.BIAS if content_free else [b * t for b, t in zip(self.BIAS, self.TRUTH, strict=True)]
+        return LabelLogprobs(tuple(math.log(p) for p in shown), len(call.input_ids), None)
+
+    async def generate(self, call: GenerationCall) -> Generation:
+        self.generations += 1
+        close = self.chat.tokenizer.token_to_id("</think>")
+        return Generation((*self.chat.encode("ok"), close), len(call.input_ids), None, "stop")
+
+
+SCORE = {"type": "score", "instructions": "How urgent?", "criteria": ["Routine", "Urgent", "Major"]}
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_an_escalated_score_keeps_its_contextual_calibration_and_views(chat, reverse):
+    settings = Settings(think_margin=1000, think_max_share=1, think_budget_tokens=8, score_reverse=reverse)
+    model = StateReadingScoreModel(chat)
+    engine = Engine(settings, chat, model)
+    request = SystemOneRequest.model_validate({"model": "openjev-think", "state": "Pick.", "questions": {"s": SCORE}})
+    evaluation = asyncio.run(engine.evaluate(engine.prepare(request)))
+    assert evaluation.escalation is not None and evaluation.escalation.thought == 1
+    assert model.generations == (2 if reverse else 1)  # one thought per view the first pass read
+    truth = [t / sum(model.TRUTH) for t in model.TRUTH]
+    if not reverse:  # the reversed view of this stand-in reads the bias on reversed letters: only forward is exact
+        assert list(evaluation.answers["s"]["probabilities"].values()) == pytest.approx(truth)

@@ -19,8 +19,9 @@
    Views, labels, cues per question type and the score and calibration corrections are readouts.py's;
    content-free readouts (contextual calibration) run beside the branches (content_free.py).
 4. The thinking tier (a request naming OPENJEV_THINK_MODEL): `thinking.py` escalates its least
-   confident questions within the same OPENJEV_REQUEST_TIMEOUT and slots, and its generated ids
-   count as output tokens. An escalated question is read again in its first view, with its type's cue.
+   confident questions within the same OPENJEV_REQUEST_TIMEOUT, slots and token budget, and its
+   generated ids count as output tokens. An escalated question is read again in every view of its first
+   pass, each with its content-free prior, so it keeps its type's corrections.
 
 With a data-parallel backend (several ranks, each with its own prefix cache) every backend call of
 one evaluation carries one rank, chosen from the conversation's key (`affinity.py`).
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -38,7 +40,7 @@ from openjev.affinity import RankRouter, common_prefix_length, conversation_key,
 from openjev.answering.answers import NonFiniteLogprob
 from openjev.answering.content_free import ContentFreePlan, ContentFreePriors
 from openjev.answering.readouts import AnswerableQuestion, QuestionViews, Readout
-from openjev.answering.thinking import Escalation, Reading, Thinker
+from openjev.answering.thinking import Escalation, Limits, Reading, Thinker, View, share_cap
 from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall, new_rid
 from openjev.calibration import Calibration, load_calibration
 from openjev.config import Settings
@@ -215,8 +217,19 @@ class Engine:
 
     async def evaluate(self, prepared: PreparedRequest) -> Evaluation:
         # One data-parallel rank for every backend call of the evaluation (None: one rank).
-        with pinned(self.router, prepared.affinity_key, 1 + len(prepared.branches)) as rank:
+        with pinned(self.router, prepared.affinity_key, self._most_calls(prepared)) as rank:
             return await self._evaluate(prepared, rank)
+
+    def _most_calls(self, prepared: PreparedRequest) -> int:
+        """The backend calls an evaluation may make, the rank's load while it runs: the warm-up, the
+        branches, the content-free readouts and, in the thinking tier, two calls for each view of as
+        many questions as may escalate (those with the most views)."""
+        calls = 1 + len(prepared.branches) + len(prepared.content_free.missing)
+        if prepared.thinking:
+            views = Counter(branch.question_id for branch in prepared.branches)
+            cap = share_cap(self.settings.think_max_share, len(views))
+            calls += 2 * sum(sorted(views.values(), reverse=True)[:cap])
+        return calls
 
     async def _evaluate(self, prepared: PreparedRequest, rank: int | None) -> Evaluation:
         prefix = SharedIds(prepared.shared_prefix_ids)
@@ -270,21 +283,36 @@ class Engine:
             prefill_seconds=warmed - started,
             branches_seconds=finished - warmed,
         )
-        return await self._think(prepared, evaluation, deadline, rank) if prepared.thinking else evaluation
+        if not prepared.thinking:
+            return evaluation
+        return await self._think(prepared, evaluation, readouts, deadline, rank)
 
     async def _think(
-        self, prepared: PreparedRequest, evaluation: Evaluation, deadline: float, rank: int | None
+        self,
+        prepared: PreparedRequest,
+        evaluation: Evaluation,
+        first_pass: dict[str, list[Readout]],
+        deadline: float,
+        rank: int | None,
     ) -> Evaluation:
-        """The thinking tier's escalations (`thinking.py`), merged into the first pass's evaluation."""
+        """The thinking tier's escalations (`thinking.py`), merged into the first pass's evaluation: each
+        escalated question is asked again in every view of its first pass, with the same priors."""
         questions = {branch.question_id: branch.question for branch in prepared.branches}
 
         def read(question_id: str) -> Reading:
             question = questions[question_id]
-            text, labels = self.views.text(question, 0)
+            views = tuple(
+                View(offset, *self.views.text(question, offset), prior) for offset, _, prior in first_pass[question_id]
+            )
             cue = ANSWER_CUES[self.views.cue(question)]
-            return Reading(text, labels, cue, lambda logprobs: self._answer(question, [(0, logprobs, None)]))
+            return Reading(views, cue, lambda readouts: self._answer(question, readouts))
 
-        limits = (deadline, self.budget.branch_limit)
+        sent = TokenBudget.first_pass_tokens(
+            len(prepared.shared_prefix_ids),
+            [len(branch.suffix_ids) for branch in prepared.branches],
+            prepared.content_free.tokens,
+        )
+        limits = Limits(deadline, self.budget.branch_limit, self.budget.total_limit - sent, self.router)
         escalation = await self.thinker.escalate(evaluation.answers, prepared.shared_prefix_ids, read, limits, rank)
         cached = evaluation.cached_tokens
         return replace(

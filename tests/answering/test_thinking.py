@@ -91,3 +91,13 @@ def test_call_two_keeps_the_generated_ids_and_closes_a_budget_cut(qwen3_thinker)
     assert thinker.call_two_ids(prompt, thought, cue) == [*prompt, *thought, close, *tail]
     # The model ended its turn: the end id goes, the close comes.
     assert thinker.call_two_ids(prompt, [*thought, end], cue) == [*prompt, *thought, close, *tail]
+
+
+def test_a_request_larger_than_the_window_leaves_it_within_the_share():
+    policy = EscalationPolicy(threshold=1.0, max_share=0.25, window=4)
+    # Twelve unsure questions, the surest first: the least confident ones are the last four.
+    chosen = policy.select([(f"q{i}", 0.9 - 0.05 * i) for i in range(12)])
+    assert len(chosen) == 3  # ceil(0.25 * 12)
+    # The window keeps the last four questions: they hold ceil(0.25 * 4) = 1 escalation, not 3.
+    assert policy.escalated_share == pytest.approx(0.25)
+    assert chosen[0] == "q11" and set(chosen[1:]) == {"q7", "q6"}

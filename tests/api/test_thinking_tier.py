@@ -126,3 +126,45 @@ def test_a_client_disconnect_aborts_the_generation(think_server, fake_sglang):
         httpx.post(f"{server.url}/v1/systemone", json=body({"u": NOUL}), timeout=1.0)
     assert eventually(lambda: fake_sglang.in_flight == 0, timeout=5)
     assert fake_sglang.aborted == [generations(fake_sglang)[-1]["rid"]]
+
+
+def test_a_thought_whose_readout_fails_still_counts_its_generated_ids(think_server, fake_sglang):
+    server = think_server()
+    first = httpx.post(f"{server.url}/v1/systemone", json=body({"u": NOUL}, "jev-latest"), timeout=30).json()
+    fake_sglang.fail_on_call = fake_sglang._calls + 4  # warm-up, branch, generation, then call 2
+    response = httpx.post(f"{server.url}/v1/systemone", json=body({"u": NOUL}), timeout=30)
+    assert response.status_code == 200 and response.json()["answers"] == first["answers"]
+    assert response.headers["x-openjev-reasoning-tokens"] == "16"
+    # First pass 2 + the 16 generated ids; no call 2 answered.
+    assert response.json()["usage"]["output_tokens"] == 18
+    metrics = httpx.get(f"{server.url}/metrics").text
+    assert "openjev_reasoning_tokens_total 16.0" in metrics and "openjev_thinking_failures_total 1.0" in metrics
+
+
+def sent_since(fake, before: int) -> int:
+    return sum(len(call["body"]["input_ids"]) for call in fake.generate_calls[before:])
+
+
+def test_escalations_past_the_total_budget_are_not_made(think_server, fake_sglang):
+    questions = {f"q{i}": NOUL for i in range(4)}
+    measure = think_server()
+    before = len(fake_sglang.generate_calls)
+    httpx.post(f"{measure.url}/v1/systemone", json=body(questions, "jev-latest"), timeout=30)
+    first_pass = sent_since(fake_sglang, before)
+    before = len(fake_sglang.generate_calls)
+    full = httpx.post(f"{measure.url}/v1/systemone", json=body({"q": NOUL}), timeout=30)
+    assert full.headers["x-openjev-escalations-over-budget"] == "0"
+    one_pass = sum(len(call["body"]["input_ids"]) for call in fake_sglang.generate_calls[before : before + 2])
+    # The budget cut's thought is its worst case: call 1's prompt, then call 2's with all 16 ids and the close.
+    one_escalation = sent_since(fake_sglang, before) - one_pass
+    limit = first_pass + 2 * one_escalation + one_escalation // 2
+    server = think_server({**THINK_ALL, "OPENJEV_MAX_TOTAL_INPUT_TOKENS": str(limit)})
+    before = len(fake_sglang.generate_calls)
+    response = httpx.post(f"{server.url}/v1/systemone", json=body(questions), timeout=30)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-openjev-escalated"] == "4"
+    assert response.headers["x-openjev-escalations-over-budget"] == "2"
+    thoughts = [
+        call for call in fake_sglang.generate_calls[before:] if call["body"]["sampling_params"]["max_new_tokens"] > 1
+    ]
+    assert len(thoughts) == 2 and sent_since(fake_sglang, before) <= limit

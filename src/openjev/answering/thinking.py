@@ -9,7 +9,8 @@ Then:
    With share s = OPENJEV_THINK_MAX_SHARE, a request of n questions may escalate at most
    ceil(s n), and at most ceil(s m) - e where the window holds the last m <= OPENJEV_THINK_WINDOW
    questions of this tier counting this request's (m = n for a request larger than the window),
-   e of them escalated before. Unused budget does
+   e of them escalated before; of a request larger than the window, its last m questions (those the
+   window keeps) hold at most ceil(s m) escalations. Unused budget does
    not pile up: a request never takes more than its own share, whatever the window left unused.
    s = 1 with a huge margin escalates every question (evaluations).
 2. How it thinks (`Thinker`). Call 1 (`Backend.generate`, greedy) decodes at most the budget
@@ -22,13 +23,19 @@ Then:
    if it is not there yet (thinking mode: the budget ran out) + the tail that follows the thinking
    block in the one-token prompt (`\n\n` and the answer cue); prompted mode appends `\n\n` + cue.
    The budget shrinks to keep call 2 within the branch limit; a question with no room keeps its answer.
+   An escalated question thinks once per view its first pass read (`Reading.views`), and each call 2
+   readout goes to the answer with that view's content-free prior: the same corrections as the first pass.
 3. Bounded. Both calls hold the engine's backend slots and run before the request's deadline
-   (OPENJEV_REQUEST_TIMEOUT, counted from the start of its backend work). A question whose thinking
-   fails or runs out of time keeps its first-pass answer; a cancelled request cancels both calls
-   (each backend aborts its own work).
+   (OPENJEV_REQUEST_TIMEOUT, counted from the start of its backend work). Every escalation is planned
+   before any is sent (`Plan`) and made only while its worst-case prompt tokens
+   (`TokenBudget.escalation_cost`, summed over its views) fit what OPENJEV_MAX_TOTAL_INPUT_TOKENS left
+   after the first pass; the rest keep their answers (`Escalation.over_budget`). A question whose
+   thinking fails or runs out of time keeps its first-pass answer, and what its calls generated and
+   read still counts (`Spent`); a cancelled request cancels both calls (each backend aborts its own work).
 
 Cost model: latency ~ first pass + (budget / decode speed) for the slowest escalated question, since
 escalated questions think concurrently; `usage.output_tokens` adds each generated id and each call 2.
+Every call is recorded on the evaluation's data-parallel rank (`Limits.router`).
 """
 
 from __future__ import annotations
@@ -42,9 +49,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from openjev.affinity import RankRouter
 from openjev.answering.answers import PROBABILITY_FLOOR, NonFiniteLogprob
 from openjev.backends.base import Backend, BackendError, GenerationCall, ReadoutCall, new_rid
 from openjev.config import Settings
+from openjev.prompting.budget import TokenBudget
 from openjev.prompting.prompts import frame_conversation
 from openjev.prompting.tokenizer import ChatTokenizer
 
@@ -91,29 +100,56 @@ class EscalationPolicy:
             # A request larger than the window is a window of its own.
             share_cap(self.max_share, max(count, min(window, len(retained) + count))) - sum(retained),
         )
-        candidates = sorted((value, index) for index, (_, value) in enumerate(margins) if value < self.threshold)
-        chosen = {index for _, index in candidates[: max(0, allowed)]}
+        # Of a request larger than the window, the window keeps its last `window` questions: they hold
+        # at most the window's own share, so no later request sees more than the share escalated.
+        tail_start, tail_cap = count - window, share_cap(self.max_share, window)
+        chosen: set[int] = set()
+        for value, index in sorted((value, index) for index, (_, value) in enumerate(margins)):
+            if value >= self.threshold or len(chosen) >= allowed:
+                break
+            in_tail = sum(1 for kept in chosen if kept >= tail_start)
+            if count <= window or index < tail_start or in_tail < tail_cap:
+                chosen.add(index)
         self._window.extend(index in chosen for index in range(count))
-        return [margins[index][0] for _, index in candidates if index in chosen]
+        return [margins[index][0] for _, index in sorted((margins[i][1], i) for i in chosen)]
+
+
+@dataclass(slots=True)
+class Spent:
+    """What one escalated question's calls cost, kept as each call returns: a call 2 that fails after
+    its call 1 generated still counts call 1's ids and prompt."""
+
+    reasoning_tokens: int = 0
+    input_tokens: int = 0
+    readouts: int = 0
+    cached_tokens: int | None = 0
+
+    def add(self, prompt_tokens: int, cached_tokens: int | None, generated: int = 0, readout: bool = False) -> None:
+        self.reasoning_tokens += generated
+        self.input_tokens += prompt_tokens
+        self.readouts += readout
+        self.cached_tokens = (
+            None if self.cached_tokens is None or cached_tokens is None else (self.cached_tokens + cached_tokens)
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class Thought:
-    """One escalated question's new answer and what its two calls cost."""
+    """One escalated question's new answer (None: its first-pass answer stays) and what its calls cost."""
 
-    answer: dict[str, Any]
-    reasoning_tokens: int
-    input_tokens: int
-    cached_tokens: int | None
+    answer: dict[str, Any] | None
+    spent: Spent
 
 
 @dataclass(frozen=True, slots=True)
 class Escalation:
     """What the thinking tier changed in a request: the new answers and the calls' costs. `escalated`
-    questions were chosen; `thought` of them got a new answer (the others kept their first pass)."""
+    questions were chosen; `over_budget` of them were not asked (their calls would have passed
+    OPENJEV_MAX_TOTAL_INPUT_TOKENS); `thought` got a new answer (the others kept their first pass)."""
 
     escalated: int = 0
     thought: int = 0
+    over_budget: int = 0
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)
     reasoning_tokens: int = 0
     input_tokens: int = 0
@@ -122,15 +158,58 @@ class Escalation:
     cached_tokens: int | None = 0
     seconds: float = 0.0
 
+    @property
+    def failed(self) -> int:
+        """Escalations asked whose thinking failed or ran out of time."""
+        return self.escalated - self.over_budget - self.thought
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """One view an escalated question was read in by the first pass: its offset, text, label ids and
+    content-free logprobs (None: its type is not calibrated)."""
+
+    offset: int
+    text: str
+    labels: tuple[int, ...]
+    prior: Sequence[float] | None
+
 
 @dataclass(frozen=True, slots=True)
 class Reading:
-    """How an escalated question is asked again: its text, label ids, answer cue and answer function."""
+    """How an escalated question is asked again: every view of its first pass (each thinks and is read
+    with the same corrections), its answer cue, and its answer from (view, logprobs, prior) readouts."""
 
-    text: str
-    labels: tuple[int, ...]
+    views: tuple[View, ...]
     cue: str
-    answer: Callable[[tuple[float, ...]], dict[str, Any]]
+    answer: Callable[[list[tuple[int, Sequence[float], Sequence[float] | None]]], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """An escalation's bounds: the deadline on the loop's clock, the branch token limit, the prompt
+    tokens the request may still send, and the rank router that counts every call (None: one rank)."""
+
+    deadline: float
+    branch_limit: int
+    tokens_left: int
+    router: RankRouter | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One escalated question's calls, fixed before any is sent: per view its call 1 prompt and budget."""
+
+    question_id: str
+    reading: Reading
+    call_ones: tuple[list[int], ...]
+    budgets: tuple[int, ...]
+
+    def cost(self, tail: int) -> int:
+        return sum(
+            TokenBudget.escalation_cost(len(ids), budget, tail)
+            for ids, budget in zip(self.call_ones, self.budgets, strict=True)
+        )
 
 
 def _tail(chat: ChatTokenizer, cue: str, thinking_mode: bool) -> str:
@@ -182,60 +261,85 @@ class Thinker:
             kept.append(self.close_id)
         return [*call_one, *kept, *self.tails[cue]]
 
+    def plan(self, question_id: str, reading: Reading, prefix: list[int], branch_limit: int) -> Plan | None:
+        """The calls of one escalation; None where a view leaves call 1 no room to think."""
+        call_ones = tuple(prefix + self.call_one_suffix(view.text) for view in reading.views)
+        tail = len(self.tails[reading.cue])
+        budgets = tuple(min(self.budget, branch_limit - len(ids) - tail - 2) for ids in call_ones)
+        return Plan(question_id, reading, call_ones, budgets) if min(budgets) >= 1 else None
+
     async def escalate(
         self,
         answers: dict[str, dict[str, Any]],
         prefix: list[int],
         read: Callable[[str], Reading],
-        limits: tuple[float, int],
+        limits: Limits,
         rank: int | None = None,
     ) -> Escalation:
-        """`answers`: the first pass's; `read(question id)`: how to ask and answer it again; `limits`:
-        (deadline on the loop's clock, the branch token limit); `rank`: the evaluation's data-parallel rank."""
+        """`answers`: the first pass's; `read(question id)`: how to ask and answer it again; `rank`: the
+        evaluation's data-parallel rank. Escalations are planned least confident first and made while
+        their worst-case prompt tokens fit `limits.tokens_left`."""
         chosen = self.policy.select([(qid, margin(answer)) for qid, answer in answers.items()])
         started = time.perf_counter()
+        planned = await asyncio.to_thread(
+            lambda: [self.plan(qid, read(qid), prefix, limits.branch_limit) for qid in chosen]
+        )
+        runs, over_budget, left = [], 0, limits.tokens_left
+        for plan in filter(None, planned):
+            cost = plan.cost(len(self.tails[plan.reading.cue]))
+            if cost > left:
+                over_budget += 1
+                continue
+            left -= cost
+            runs.append(plan)
         async with asyncio.TaskGroup() as group:
-            tasks = {qid: group.create_task(self._think(prefix, read(qid), limits, rank)) for qid in chosen}
-        done = {qid: thought for qid, task in tasks.items() if (thought := task.result()) is not None}
-        cached = [thought.cached_tokens for thought in done.values()]
-        reasoning = sum(thought.reasoning_tokens for thought in done.values())
+            tasks = {plan.question_id: group.create_task(self._think(plan, limits, rank)) for plan in runs}
+        thoughts = {qid: task.result() for qid, task in tasks.items()}
+        spent = [thought.spent for thought in thoughts.values()]
+        cached = [item.cached_tokens for item in spent]
+        reasoning = sum(item.reasoning_tokens for item in spent)
+        new = {qid: thought.answer for qid, thought in thoughts.items() if thought.answer is not None}
         return Escalation(
             escalated=len(chosen),
-            thought=len(done),
-            answers={qid: thought.answer for qid, thought in done.items()},
+            thought=len(new),
+            over_budget=over_budget,
+            answers=new,
             reasoning_tokens=reasoning,
-            input_tokens=sum(thought.input_tokens for thought in done.values()),
-            output_tokens=reasoning + len(done),
+            input_tokens=sum(item.input_tokens for item in spent),
+            output_tokens=reasoning + sum(item.readouts for item in spent),
             cached_tokens=None if None in cached else sum(cached),  # type: ignore[arg-type]
             seconds=time.perf_counter() - started,
         )
 
-    async def _think(
-        self, prefix: list[int], reading: Reading, limits: tuple[float, int], rank: int | None
-    ) -> Thought | None:
-        """Both calls for one question; None (the first-pass answer stays) when either fails or time runs out."""
-        deadline, branch_limit = limits
+    async def _think(self, plan: Plan, limits: Limits, rank: int | None) -> Thought:
+        """Both calls for each view of one question; the answer is None (the first-pass answer stays)
+        when any fails or time runs out, and whatever was spent is counted all the same."""
+        spent = Spent()
+
+        def record(prompt_tokens: int, cached_tokens: int | None, generated: int = 0, readout: bool = False) -> None:
+            spent.add(prompt_tokens, cached_tokens, generated, readout)
+            if limits.router is not None and rank is not None:
+                limits.router.record(rank, prompt_tokens, cached_tokens)
+
+        async def view_readout(view: View, call_one: list[int], budget: int) -> tuple[int, Sequence[float], Any]:
+            async with self.slots:
+                call = GenerationCall(new_rid(), call_one, budget, self.stop_ids, routed_dp_rank=rank)
+                generated = await self.backend.generate(call)
+            record(generated.prompt_tokens, generated.cached_tokens, len(generated.output_ids))
+            call_two = self.call_two_ids(call_one, generated.output_ids, plan.reading.cue)
+            async with self.slots:
+                readout = await self.backend.readout(ReadoutCall(new_rid(), call_two, view.labels, routed_dp_rank=rank))
+            record(readout.prompt_tokens, readout.cached_tokens, readout=True)
+            return view.offset, readout.logprobs, view.prior
+
         try:
-            async with asyncio.timeout_at(deadline):
-                call_one = prefix + await asyncio.to_thread(self.call_one_suffix, reading.text)
-                budget = min(self.budget, branch_limit - len(call_one) - len(self.tails[reading.cue]) - 2)
-                if budget < 1:
-                    return None
-                async with self.slots:
-                    call = GenerationCall(new_rid(), call_one, budget, self.stop_ids, routed_dp_rank=rank)
-                    generated = await self.backend.generate(call)
-                call_two = self.call_two_ids(call_one, generated.output_ids, reading.cue)
-                async with self.slots:
-                    readout = await self.backend.readout(
-                        ReadoutCall(new_rid(), call_two, reading.labels, routed_dp_rank=rank)
-                    )
-                new_answer = reading.answer(readout.logprobs)
-        except (BackendError, TimeoutError, NonFiniteLogprob) as error:
+            async with asyncio.timeout_at(limits.deadline), asyncio.TaskGroup() as group:
+                tasks = [
+                    group.create_task(view_readout(view, call_one, budget))
+                    for view, call_one, budget in zip(plan.reading.views, plan.call_ones, plan.budgets, strict=True)
+                ]
+            return Thought(plan.reading.answer([task.result() for task in tasks]), spent)
+        except* (BackendError, TimeoutError, NonFiniteLogprob) as failures:
+            error = failures.exceptions[0]
             log.warning("thinking failed, the first-pass answer stays: %s", str(error) or type(error).__name__)
-            return None
-        cached = (
-            None
-            if generated.cached_tokens is None or readout.cached_tokens is None
-            else generated.cached_tokens + readout.cached_tokens
-        )
-        return Thought(new_answer, len(generated.output_ids), generated.prompt_tokens + readout.prompt_tokens, cached)
+        return Thought(None, spent)

@@ -115,8 +115,9 @@ def answer_response(served_model_name: str, evaluation: Evaluation, prep_seconds
     if (escalation := evaluation.escalation) is not None:
         headers["x-openjev-escalated"] = str(escalation.escalated)
         headers["x-openjev-reasoning-tokens"] = str(escalation.reasoning_tokens)
+        headers["x-openjev-escalations-over-budget"] = str(escalation.over_budget)
         metrics.ESCALATIONS.inc(escalation.escalated)
-        metrics.THINKING_FAILURES.inc(escalation.escalated - escalation.thought)
+        metrics.THINKING_FAILURES.inc(escalation.failed)
         metrics.REASONING_TOKENS.inc(escalation.reasoning_tokens)
         metrics.THINKING_SECONDS.inc(escalation.seconds)
     payload = {
