@@ -244,3 +244,22 @@ def test_unreachable_backend_keeps_answering_503(connect):
     server = connect(dead, ready=False)
     assert httpx.get(f"{server.url}/health").status_code == 503
     error_of(httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL})), 503, "backend_unavailable")
+
+
+def test_content_free_readouts_count_in_the_total_budget(connect, fake_sglang):
+    score = {"type": "score", "instructions": "How urgent?", "criteria": ["Routine", "Urgent", "Emergency"]}
+    measure = connect(fake_sglang)
+    before = len(fake_sglang.generate_calls)
+    assert httpx.post(f"{measure.url}/v1/systemone", json=body({"s": score}), timeout=30).status_code == 200
+    calls = fake_sglang.generate_calls[before:]
+    assert len(calls) == 3  # the warm-up, the branch, its content-free readout (scores are calibrated)
+    sent = sum(len(call["body"]["input_ids"]) for call in calls)
+    server = connect(fake_sglang, "--max-total-input-tokens", str(sent - 1))
+    before = len(fake_sglang.generate_calls)
+    response = httpx.post(f"{server.url}/v1/systemone", json=body({"s": score}), timeout=30)
+    assert response.status_code == 422, response.text
+    (issue,) = response.json()["detail"]
+    assert issue["loc"] == ["body", "questions"] and issue["ctx"] == {"limit": sent - 1, "tokens": sent}
+    assert "1 content-free readout of" in issue["msg"] and len(fake_sglang.generate_calls) == before
+    fits = connect(fake_sglang, "--max-total-input-tokens", str(sent))
+    assert httpx.post(f"{fits.url}/v1/systemone", json=body({"s": score}), timeout=30).status_code == 200

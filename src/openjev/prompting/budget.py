@@ -85,7 +85,8 @@ class TokenBudget:
         if total > self.total_limit:
             parts = f"warm-up {prefix} + {len(branches)} question prompts"
             if content_free_calls:
-                parts += f" + {content_free_calls} content-free readouts of {content_free_tokens}"
+                plural = "s" if content_free_calls != 1 else ""
+                parts += f" + {content_free_calls} content-free readout{plural} of {content_free_tokens}"
             issues.append(self.total_issue(total, parts, bound=""))
         return issues
 
