@@ -79,14 +79,6 @@ def test_a_growing_conversation_gets_the_ids_of_a_full_render_on_qwen3(qwen_chat
     assert_growth_is_exact(qwen_chat, 2, ("user", "assistant", "system", "tool"))
 
 
-@pytest.fixture(scope="module")
-def embedded_chat() -> ChatTokenizer:
-    pytest.importorskip("torch")
-    from openjev.backends.embedded.model_source import resolve_model
-
-    return ChatTokenizer(resolve_model("packaged:qwen2.5-coder-0.5b").path)
-
-
 def test_a_growing_conversation_gets_the_ids_of_a_full_render_on_the_embedded_template(
     embedded_chat: ChatTokenizer,
 ) -> None:

@@ -73,7 +73,12 @@ Shape = tuple[str, str, str | None]
 
 def reusable(message: Any) -> bool:
     """A message of exactly a role and a string content (the shape the load-time probes cover)."""
-    return type(message) is dict and len(message) == 2 and type(message.get("content")) is str and "role" in message
+    return (
+        type(message) is dict
+        and len(message) == 2
+        and type(message.get("content")) is str
+        and type(message.get("role")) is str
+    )
 
 
 @dataclass(frozen=True, slots=True)

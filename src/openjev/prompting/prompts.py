@@ -17,9 +17,12 @@ Contract:
   question turn's opening special token is the shared prefix; the question text is spliced between
   the turn opening and the turn close. Splitting at a special token keeps tokenization stable:
   `encode(prefix) + encode(suffix) == encode(prefix + suffix)`.
-- Caller text that spells one of the model's added tokens (special or not) stays text: such message contents and
-  question texts become quoted segments (see `ChatTokenizer.encode_segments`). Those contents are
-  rendered through placeholders, so the template sees the placeholder, not the forged markup.
+- Caller text that spells one of the model's added tokens (special or not) stays text: such strings, in
+  any field of any message (content, reasoning_content, tool calls' names and arguments, nested keys
+  and values) and in question texts, become quoted segments (see `ChatTokenizer.encode_segments`).
+  Those strings are rendered through placeholders, so the template sees the placeholder, not the
+  forged markup; a placeholder the template wrote inside JSON gets the string JSON-escaped, as the
+  template would have written it.
 """
 
 from __future__ import annotations
@@ -95,18 +98,62 @@ def chat_messages(state: FreeForm) -> tuple[list[Any], Loc] | None:
     return None
 
 
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_object(value: Any) -> bool:
+    return isinstance(value, Mapping)
+
+
+#: The message fields the chat templates read beside `role` and `content`, each with the check its
+#: value must pass and what it must be; any other key is passed to the template as sent.
+_MESSAGE_FIELDS: dict[str, tuple[Any, str]] = {
+    "name": (_is_text, "a string"),
+    "tool_call_id": (_is_text, "a string"),
+    "reasoning_content": (lambda value: value is None or _is_text(value), "a string or null"),
+    "tool_calls": (lambda value: isinstance(value, list), "a list of tool calls"),
+}
+_FUNCTION_FIELDS: dict[str, tuple[Any, str]] = {
+    "name": (_is_text, "a string"),
+    "arguments": (lambda value: value is None or _is_text(value) or _is_object(value), "a string, an object or null"),
+}
+
+
+def _check_fields(value: Mapping[str, Any], fields: Mapping[str, tuple[Any, str]], loc: Loc) -> None:
+    for key, (valid, expected) in fields.items():
+        if key in value and not valid(value[key]):
+            raise _refuse((*loc, key), f"{key} must be {expected}, got {type(value[key]).__name__}")
+
+
+def _check_tool_calls(calls: list[Any], loc: Loc) -> None:
+    """Each tool call is an object; its `function` (or the call itself, as templates also take) holds
+    a string `name` and `arguments` as a string or an object."""
+    for index, call in enumerate(calls):
+        if not _is_object(call):
+            raise _refuse((*loc, index), "a tool call must be an object")
+        _check_fields(call, {"id": (_is_text, "a string"), "type": (_is_text, "a string")}, (*loc, index))
+        function = call.get("function", call)
+        if not _is_object(function):
+            raise _refuse((*loc, index, "function"), "function must be an object")
+        _check_fields(function, _FUNCTION_FIELDS, (*loc, index, *(("function",) if "function" in call else ())))
+
+
 def normalize_messages(raw: Sequence[Any], messages_loc: Loc, start: int = 0) -> list[dict[str, Any]]:
-    """Chat messages as turns the template takes (`raw[i]` is message `start + i` at `messages_loc`)."""
+    """Chat messages as turns the template takes (`raw[i]` is message `start + i` at `messages_loc`);
+    a field the templates read that has the wrong type is refused, naming it."""
     messages = []
     for index, message in enumerate(raw, start):
+        loc = (*messages_loc, index)
         role = message.get("role")
-        if role not in CHAT_ROLES:
-            raise _refuse(
-                (*messages_loc, index, "role"),
-                f"role must be one of {', '.join(sorted(CHAT_ROLES))}, got {role!r}",
-            )
+        if not isinstance(role, str) or role not in CHAT_ROLES:
+            shown = role if isinstance(role, str) else type(role).__name__
+            raise _refuse((*loc, "role"), f"role must be one of {', '.join(sorted(CHAT_ROLES))}, got {shown!r}")
+        _check_fields(message, _MESSAGE_FIELDS, loc)
+        if "tool_calls" in message:
+            _check_tool_calls(message["tool_calls"], (*loc, "tool_calls"))
         turn = dict(message)
-        turn["content"] = _message_text(message.get("content"), (*messages_loc, index, "content"))
+        turn["content"] = _message_text(message.get("content"), (*loc, "content"))
         messages.append(turn)
     return messages
 
@@ -194,14 +241,17 @@ class ConversationFrame:
         return ((self.turn_open, False), (question_text, quoted), (self.turn_close, False))
 
 
-_QUOTE_PLACEHOLDER = re.compile(r"\[openjev-quote-([0-9a-f]{16})-(\d+)\]")
+#: A quote placeholder ends in a tab, which JSON writes as `\t`: the rendered text then tells a string
+#: the template printed as it is from one it printed inside JSON (`tojson` of tool-call arguments).
+_QUOTE_PLACEHOLDER = re.compile(r"\[openjev-quote-([0-9a-f]{16})-(\d+)(\t|\\t)\]")
 
 
 @dataclass(frozen=True, slots=True)
 class _Markers:
-    """Placeholders for the question and for quoted contents, spelled with a random nonce. The
-    rendered text must hold the nonce exactly once per placeholder, so caller text that happens to
-    contain it (or imitates a placeholder) is detected and the rendering redone with a new nonce."""
+    """Placeholders for the question and for quoted strings, spelled with a random nonce. Every
+    occurrence of the nonce in the rendered text must be one of these placeholders, so caller text
+    that happens to contain it is detected and the rendering redone with a new nonce; a placeholder
+    with another nonce is caller text like any other."""
 
     nonce: str = field(default_factory=lambda: secrets.token_hex(8))
 
@@ -210,36 +260,68 @@ class _Markers:
         return f"[openjev-question-{self.nonce}]"
 
     def quote(self, index: int) -> str:
-        return f"[openjev-quote-{self.nonce}-{index}]"
+        return f"[openjev-quote-{self.nonce}-{index}\t]"
+
+    def placeholders(self, text: str) -> list[re.Match[str]]:
+        return [match for match in _QUOTE_PLACEHOLDER.finditer(text) if match[1] == self.nonce]
 
     def quoted_segments(self, text: str, quoted: Sequence[str]) -> tuple[Segment, ...]:
-        """Split rendered text at the placeholders of quoted contents, putting the contents back."""
+        """Split rendered text at the placeholders of quoted strings, putting back each string as the
+        template showed it: as sent, or written as the inside of a JSON string."""
         segments: list[Segment] = []
         position = 0
-        for match in _QUOTE_PLACEHOLDER.finditer(text):
-            if match[1] == self.nonce:
-                segments += [(text[position : match.start()], False), (quoted[int(match[2])], True)]
-                position = match.end()
+        for match in self.placeholders(text):
+            original = quoted[int(match[2])]
+            shown = original if match[3] == "\t" else json.dumps(original, ensure_ascii=False)[1:-1]
+            segments += [(text[position : match.start()], False), (shown, True)]
+            position = match.end()
         segments.append((text[position:], False))
         return tuple(segment for segment in segments if segment[0])
+
+
+def _quote_strings(chat: ChatTokenizer, value: Any, markers: _Markers, quoted: list[str]) -> Any:
+    """`value` with every string in it (object keys too, at any depth) that spells an added token
+    replaced by a quote placeholder; the strings replaced are appended to `quoted`."""
+    if isinstance(value, str):
+        if not chat.spells_added_token(value):
+            return value
+        quoted.append(value)
+        return markers.quote(len(quoted) - 1)
+    if isinstance(value, Mapping):
+        return {
+            _quote_strings(chat, key, markers, quoted): _quote_strings(chat, item, markers, quoted)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_quote_strings(chat, item, markers, quoted) for item in value]
+    return value
+
+
+def _quoted_message(chat: ChatTokenizer, message: Mapping[str, Any], markers: _Markers, quoted: list[str]) -> Any:
+    """A message whose every field the template can render is caller text: its role is one of
+    `CHAT_ROLES` already; its own keys are what the template looks up, so they stay."""
+    if len(message) == 2 and isinstance(message.get("content"), str):  # the common shape, quickly
+        content = message["content"]
+        if not chat.spells_added_token(content):
+            return message
+        quoted.append(content)
+        return {**message, "content": markers.quote(len(quoted) - 1)}
+    return {
+        key: item if key == "role" else _quote_strings(chat, item, markers, quoted) for key, item in message.items()
+    }
 
 
 def _render_with_markers(
     chat: ChatTokenizer, messages: Sequence[Mapping[str, Any]], thinking: bool = False
 ) -> tuple[str, _Markers, list[str]]:
-    """The conversation plus a placeholder question, rendered; contents that spell special tokens are
-    replaced by quote placeholders (returned in order)."""
+    """The conversation plus a placeholder question, rendered; strings that spell added tokens, in any
+    field of any message, are replaced by quote placeholders (returned in order)."""
     while True:
-        markers, quoted, turns = _Markers(), [], []
-        for message in messages:
-            content = message.get("content")
-            if isinstance(content, str) and chat.spells_added_token(content):
-                message = {**message, "content": markers.quote(len(quoted))}
-                quoted.append(content)
-            turns.append(message)
+        markers, quoted = _Markers(), []
+        turns = [_quoted_message(chat, message, markers, quoted) for message in messages]
         question = {"role": "user", "content": markers.question}
         rendered = chat.render([*turns, question], add_generation_prompt=True, thinking=thinking)
-        if rendered.count(markers.nonce) == 1 + len(quoted):
+        if rendered.count(markers.nonce) == 1 + len(markers.placeholders(rendered)):
             return rendered, markers, quoted
 
 
