@@ -21,10 +21,19 @@ from openjev.examples import support_ticket
 from tests.api.test_routes import InstantBackend, _eventually_ready, settings_for
 
 ROUTE_ONLY = "application/vnd.openjev+json"
+#: Integers at the edges of what orjson reads exactly ([-2**63, 2**64 - 1]) and of the digit counts.
+BOUNDARY_INTEGERS = sorted(
+    {
+        edge + step
+        for edge in (2**63, -(2**63), 2**64, -(2**64), 10**18, -(10**18), 10**19, -(10**19))
+        for step in (-1, 0, 1)
+    }
+)
 json_values = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.sampled_from(BOUNDARY_INTEGERS)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(),
     lambda inner: (
@@ -32,7 +41,9 @@ json_values = st.recursive(
     ),
     max_leaves=20,
 )
-number_literals = st.from_regex(r"-?(0|[1-9][0-9]{0,24})(\.[0-9]{1,24})?([eE][+-]?[0-9]{1,3})?", fullmatch=True)
+number_literals = st.sampled_from([str(value) for value in BOUNDARY_INTEGERS]) | st.from_regex(
+    r"-?(0|[1-9][0-9]{0,24})(\.[0-9]{1,24})?([eE][+-]?[0-9]{1,3})?", fullmatch=True
+)
 
 
 def same_value(data: bytes) -> None:
@@ -67,6 +78,13 @@ def test_what_orjson_might_read_differently_or_refuses_is_left_to_the_route(data
     assert loads_if_same(data) is None
 
 
+@pytest.mark.parametrize("value", BOUNDARY_INTEGERS)
+def test_every_boundary_integer_reads_the_same(value: int) -> None:
+    for data in (f"[{value}]".encode(), f'{{"n": {value}, "s": "-12"}}'.encode()):
+        same_value(data)
+        assert loads_strict(data) == json.loads(data)
+
+
 def test_repeated_keys_keep_the_last_value_at_the_first_place() -> None:
     data = b'{"a": 1, "b": 2, "a": 3}'
     assert list(loads_if_same(data).items()) == list(loads_strict(data).items()) == [("a", 3), ("b", 2)]
@@ -84,8 +102,13 @@ def test_only_json_bodies_that_validate_take_the_fast_path() -> None:
 
 
 @pytest.fixture(scope="module")
-def client(qwen_tokenizer_dir: Path):
-    with TestClient(create_app(settings_for(qwen_tokenizer_dir), InstantBackend())) as http:
+def backend() -> InstantBackend:
+    return InstantBackend()
+
+
+@pytest.fixture(scope="module")
+def client(qwen_tokenizer_dir: Path, backend: InstantBackend):
+    with TestClient(create_app(settings_for(qwen_tokenizer_dir), backend)) as http:
         assert _eventually_ready(http)
         yield http
 
@@ -124,6 +147,30 @@ def test_the_fast_path_answers_as_the_route_does(client, route_reads) -> None:
         for header in ("content-type", "x-openjev-prefix-tokens"):
             assert fast.headers.get(header) == route.headers.get(header)
         assert fast.headers["x-typesafe-request-id"] != route.headers["x-typesafe-request-id"]
+
+
+def test_both_paths_send_the_same_prompt_ids_for_boundary_numbers(
+    client, backend, route_reads, qwen_tokenizer_dir: Path
+) -> None:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(qwen_tokenizer_dir / "tokenizer.json"))
+
+    def body(value: int) -> bytes:
+        return json.dumps({**support_ticket(), "state": {"n": value, "f": -1.5e-300}}).encode()
+
+    both_ways(client, body(0), route_reads)  # content-free readouts of new score texts, once
+    by_fast_path = set()
+    for value in BOUNDARY_INTEGERS:
+        fast = loads_if_same(body(value)) is not None
+        by_fast_path |= {value} if fast else set()
+        before = len(backend.calls)
+        answers = [response.json() for response in both_ways(client, body(value), route_reads, fast=fast)]
+        sent = [list(call.input_ids) for call in backend.calls[before:]]
+        assert len(sent) == 8 and sent[:4] == sent[4:] and answers[0] == answers[1]
+        assert str(value) in tokenizer.decode(sent[0])
+    assert {2**63 - 1, 2**63, 10**19 - 1, -(10**18) + 1} <= by_fast_path
+    assert by_fast_path.isdisjoint({-(2**63) - 1, 2**64, -(10**19)})
 
 
 def test_invalid_requests_get_the_routes_own_errors(client, route_reads) -> None:

@@ -9,8 +9,8 @@ others raise errors FastAPI would answer with a bare 400. Routes use `StrictJSON
 `loads_if_same(data)` is `loads_strict(data)` by orjson (which parses a long chat three times faster;
 with the checks below, `loads_if_same` takes about 60% of `loads_strict`'s time), where orjson is sure
 to give the same value, and None where it might not or the JSON is refused: orjson
-reads an integer of more than 19 digits as a float (so any run of 20 digits is left to
-`loads_strict`), and reads nesting up to 1,024 deep where `loads_strict` stops at about 1,000 (so a
+reads an integer outside [-2**63, 2**64 - 1] as a float (so any run of 20 digits, and a minus with 19,
+is left to `loads_strict`), and reads nesting up to 1,024 deep where `loads_strict` stops at about 1,000 (so a
 value orjson cannot write back, nested over 255, is left too). Both read floats correctly rounded,
 keep a repeated key's last value at its first place, and refuse what is not UTF-8 (orjson also lone
 surrogates, which `loads_strict` reads: None).
@@ -52,14 +52,21 @@ def loads_strict(data: bytes | str) -> Any:
         raise json.JSONDecodeError("the JSON is nested too deeply", "", 0) from error
 
 
-#: Every digit to "0", every other byte to " ": a run of 20 digits becomes `_LONG_DIGIT_RUN` (a
-#: bytes search, 7x faster than a regular expression on a long chat).
-_DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+#: Every digit to "0", "-" kept, every other byte to " ": a run of 20 digits becomes `_LONG_DIGIT_RUN`
+#: and a minus before 19 digits `_LONG_NEGATIVE_RUN` (bytes searches, 7x faster than a regular
+#: expression on a long chat).
+_DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= byte <= 0x39 else byte if byte == 0x2D else 0x20 for byte in range(256))
 _LONG_DIGIT_RUN = b"0" * 20
+_LONG_NEGATIVE_RUN = b"-" + b"0" * 19
 
 
 def loads_if_same(data: bytes) -> Any | None:
-    if _LONG_DIGIT_RUN in data.translate(_DIGITS_AS_ZEROS):
+    """orjson reads integers exactly in [-2**63, 2**64 - 1] and as floats outside it: every integer of
+    at most 18 digits, and of 19 digits without a minus (< 10**19 < 2**64), is inside, so a body with
+    a run of 20 digits, or a minus and 19, is left to `loads_strict` (floats are read correctly rounded
+    by both, whatever their digits)."""
+    digits = data.translate(_DIGITS_AS_ZEROS)
+    if _LONG_DIGIT_RUN in digits or _LONG_NEGATIVE_RUN in digits:
         return None
     try:
         value = orjson.loads(data)
