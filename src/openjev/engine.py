@@ -52,6 +52,7 @@ from openjev.prompting.prompt_ids import PromptIds, SharedIds
 from openjev.prompting.prompts import ANSWER_CUES, chat_messages, frame_conversation
 from openjev.prompting.tokenizer import ChatTokenizer, TemplateError
 from openjev.request.schema import NoulQuestion, SystemOneRequest
+from openjev.request.sizes import question_bytes
 from openjev.request.validation import check_request
 
 
@@ -133,14 +134,18 @@ class Engine:
     # -- 1. prepare -------------------------------------------------------------------------------
 
     def look_up(self, request: SystemOneRequest, body_bytes: int) -> tuple[Lookup | None, int]:
-        """The conversation memo's lookup for `prepare`, and about how much text `prepare` will render
-        and tokenize anew: a conversation that extends one remembered, its new messages; anything else,
+        """The conversation memo's lookup for `prepare`, and about how many bytes of text `prepare` will
+        render and tokenize: for a conversation that extends one remembered, its new messages and every
+        question's texts (counted no further than past OPENJEV_INLINE_PREPARATION_BYTES); anything else,
         its whole body of `body_bytes`. A JSON state that is not a chat is not looked up here: its text
         is rendered first, which is preparation's work (`prepare` looks it up)."""
         if not isinstance(request.state, str) and chat_messages(request.state) is None:
             return None, body_bytes
         lookup = self.memo.lookup(request.state)
-        return lookup, body_bytes if lookup.new_text_bytes is None else lookup.new_text_bytes
+        if lookup.new_text_bytes is None:
+            return lookup, body_bytes
+        limit = self.settings.inline_preparation_bytes - lookup.new_text_bytes
+        return lookup, lookup.new_text_bytes + question_bytes(request, limit)
 
     def prepare(
         self, request: SystemOneRequest, *, checked: bool = False, lookup: Lookup | None = None

@@ -188,3 +188,56 @@ def test_large_random_bodies_leave_liveness_fast(serve_openjev, fake_sglang, qwe
     assert p99 < 0.5
     assert max(peak) - rss_before < 150, (rss_before, max(peak))
     assert rss_after - rss_before < 150, (rss_before, rss_after)
+
+
+def test_large_questions_over_a_remembered_state_are_not_prepared_on_the_event_loop(
+    serve_openjev, fake_sglang, qwen_tokenizer_dir, figures
+):
+    """64 questions of 29,000 random characters (about 1.9 MB) over a conversation asked before: the
+    new messages are few, but the question texts count too, so preparation goes to a worker thread."""
+    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir))
+    state = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"Message {i}."} for i in range(20)]
+    small = {"model": "jev-latest", "state": state, "questions": {"q": {"type": "noul", "instructions": "Spam?"}}}
+    assert post_json(server, json.dumps(small).encode()).status_code == 200
+    rng = random.Random(5)
+    letters = [chr(code) for code in range(0x21, 0x7F)] + [" "] * 8
+    bodies = [
+        json.dumps(
+            {
+                "model": "jev-latest",
+                "state": state,
+                "questions": {
+                    f"q{i}": {"type": "noul", "instructions": "".join(rng.choices(letters, k=29_000))}
+                    for i in range(64)
+                },
+            }
+        ).encode()
+        for _ in range(3)
+    ]
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def poll_liveness() -> None:
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            while not done.is_set():
+                started = time.perf_counter()
+                http.get("/health/live").raise_for_status()
+                latencies.append(time.perf_counter() - started)
+                time.sleep(0.01)
+
+    poller = threading.Thread(target=poll_liveness)
+    poller.start()
+    statuses = [post_json(server, data).status_code for data in bodies]
+    done.set()
+    poller.join()
+    p99 = statistics.quantiles(latencies, n=100, method="inclusive")[98]
+    figures(
+        body_bytes=[len(body) for body in bodies],
+        statuses=statuses,
+        liveness_polls=len(latencies),
+        liveness_p50_ms=round(statistics.median(latencies) * 1000, 1),
+        liveness_p99_ms=round(p99 * 1000, 1),
+        liveness_max_ms=round(max(latencies) * 1000, 1),
+    )
+    assert all(status in (200, 422, 529) for status in statuses), statuses
+    assert len(latencies) >= 10 and p99 < 0.05

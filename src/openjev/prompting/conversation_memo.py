@@ -57,6 +57,7 @@ from openjev.prompting.prompts import (
 )
 from openjev.prompting.tokenizer import ChatTokenizer, Segment, TemplateError, chat_template_source
 from openjev.request.schema import FreeForm
+from openjev.request.sizes import many_text_bytes
 
 #: Bytes a remembered prompt id costs (a list slot and an int object); a message's overhead besides its text.
 ID_BYTES, MESSAGE_BYTES = 36, 300
@@ -110,6 +111,7 @@ class Lookup(NamedTuple):
 
     found: tuple[list[Any], Loc] | None
     entry: _Entry | None
+    #: UTF-8 bytes of the new messages' contents (None: the whole state would be rendered).
     new_text_bytes: int | None
 
 
@@ -257,7 +259,7 @@ class ConversationMemo:
             return Lookup(found, entry, None)
         if not self._window_serves(entry, new, prove=False):
             return Lookup(found, entry, None)
-        return Lookup(found, entry, sum(len(message["content"]) for message in new))
+        return Lookup(found, entry, many_text_bytes((message["content"] for message in new), sys.maxsize))
 
     def frame(self, state: FreeForm, lookup: Lookup | None = None) -> Framing:
         """The question frame of `state`, reusing the longest remembered conversation it extends;
