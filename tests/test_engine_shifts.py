@@ -138,3 +138,38 @@ def test_an_escalated_score_keeps_its_contextual_calibration_and_views(chat, rev
     truth = [t / sum(model.TRUTH) for t in model.TRUTH]
     if not reverse:  # the reversed view of this stand-in reads the bias on reversed letters: only forward is exact
         assert list(evaluation.answers["s"]["probabilities"].values()) == pytest.approx(truth)
+
+
+class TwoRankScoreModel(StateReadingScoreModel):
+    """The score stand-in on two data-parallel ranks that reports no reuse (0 cached tokens)."""
+
+    def __init__(self, chat: ChatTokenizer) -> None:
+        super().__init__(chat)
+        self.in_flight_seen: list[int] = []
+        self.engine: Engine | None = None
+
+    @property
+    def data_parallel_size(self) -> int:
+        return 2
+
+    async def readout(self, call: ReadoutCall) -> LabelLogprobs:
+        result = await super().readout(call)
+        assert self.engine is not None and self.engine.router is not None
+        self.in_flight_seen.append(sum(stats.in_flight for stats in self.engine.router.ranks))
+        return LabelLogprobs(result.logprobs, result.prompt_tokens, 0)
+
+    async def generate(self, call: GenerationCall) -> Generation:
+        generation = await super().generate(call)
+        return Generation(generation.output_ids, generation.prompt_tokens, 0, generation.finish_reason)
+
+
+def test_every_call_of_a_thinking_request_counts_on_its_rank(chat):
+    settings = Settings(think_margin=1000, think_max_share=1, think_budget_tokens=8, score_reverse=True)
+    model = TwoRankScoreModel(chat)
+    engine = model.engine = Engine(settings, chat, model)
+    request = SystemOneRequest.model_validate({"model": "openjev-think", "state": "Pick.", "questions": {"s": SCORE}})
+    evaluation = asyncio.run(engine.evaluate(engine.prepare(request)))
+    assert engine.router is not None and evaluation.escalation is not None
+    # Warm-up, two views, their two content-free readouts, two thoughts and their two readouts.
+    assert sum(stats.prompt_tokens for stats in engine.router.ranks) == evaluation.input_tokens
+    assert set(model.in_flight_seen) == {1 + 2 + 2 + 2 * 2}
