@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from openjev.errors import OpenJevError
 from openjev.prompting.vision import VisionSpec
@@ -76,10 +76,21 @@ class LabelLogprobs:
     cached_tokens: int | None
 
 
+class TokenConstraint(Protocol):
+    """A language the generated ids must stay in: as a regular expression over the generated text
+    (SGLang's `regex` sampling constraint) and as the ids allowed after a valid prefix (a logits mask);
+    () once the generation is complete."""
+
+    regex: str
+
+    def allowed_after(self, generated: Sequence[int]) -> Sequence[int]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class GenerationCall:
     """Decode up to `max_new_tokens` ids after `input_ids`; `temperature` 0 is greedy, else sampled
-    with `seed` (reproducible on one backend)."""
+    with `seed` (reproducible on one backend). With `constraint` every id is one it allows; with
+    `read_ids` the logprobs of those ids are read at every generated position."""
 
     rid: str
     input_ids: Sequence[int]
@@ -91,6 +102,8 @@ class GenerationCall:
     routed_dp_rank: int | None = None
     #: As `ReadoutCall.images`.
     images: tuple[ImageInput, ...] = ()
+    constraint: TokenConstraint | None = None
+    read_ids: Sequence[int] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +115,9 @@ class Generation:
     prompt_tokens: int
     cached_tokens: int | None
     finish_reason: str
+    #: Per generated position, the logprobs of the call's `read_ids` (in their order); () when none
+    #: were asked for.
+    read_logprobs: tuple[tuple[float, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

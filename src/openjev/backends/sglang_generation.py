@@ -13,6 +13,12 @@
   readout: output positions only, full radix-prefix reuse.
 - Greedy (`temperature` 0) by default. A sampled call sends `sampling_seed`, which 0.5.19's sampler
   honours only under `--enable-deterministic-inference` (`layers/sampler.py:295-330`).
+- A box question's generation (`answering/boxes.py`) sends its grammar as `sampling_params.regex` and
+  reads the digit ids at every generated position: `token_ids_logprob` is then those ids, and
+  `meta_info.output_token_ids_logprobs` holds one list of `[logprob, id, text]` per generated id.
+  0.5.19 applies the grammar's mask to the logits before the sampler's log-softmax
+  (`sampling_batch_info.apply_logits_bias`, `layers/sampler.py`), so the logprobs are over the
+  allowed ids.
 - SGLang keeps a matched stop id in `output_ids`; `finish_reason` is `{"type": "stop", "matched":
   id}` or `{"type": "length", ...}`. It also stops on the model's own end-of-sequence ids.
 """
@@ -33,13 +39,15 @@ def generation_payload(call: GenerationCall) -> dict[str, Any]:
     }
     if call.temperature > 0 and call.seed is not None:
         params["sampling_seed"] = call.seed
+    if call.constraint is not None:
+        params["regex"] = call.constraint.regex
     return {
         "rid": call.rid,
         "input_ids": json_ids(call.input_ids),
         "sampling_params": params,
         "return_logprob": True,
         "logprob_start_len": -1,
-        "token_ids_logprob": list(call.stop_token_ids[:1]),
+        "token_ids_logprob": list(call.read_ids or call.stop_token_ids[:1]),
         **({} if call.routed_dp_rank is None else {"routed_dp_rank": call.routed_dp_rank}),
     }
 
@@ -68,4 +76,20 @@ def parse_generation(body: Any, call: GenerationCall) -> Generation:
         raise BackendError(f"SGLang's /generate answer lacks the generated ids ({type(error).__name__})") from error
     if prompt is None or (cached is not None and _count(cached) is None):
         raise BackendError("SGLang's prompt_tokens or cached_tokens is not a count")
-    return Generation(tuple(output), prompt, cached, "stop" if kind == "stop" else "length")
+    read = _read_logprobs(meta, call, len(output)) if call.read_ids else ()
+    return Generation(tuple(output), prompt, cached, "stop" if kind == "stop" else "length", read)
+
+
+def _read_logprobs(meta: Any, call: GenerationCall, generated: int) -> tuple[tuple[float, ...], ...]:
+    """`output_token_ids_logprobs`: per generated position, [logprob, id, text] for each id asked."""
+    positions = meta.get("output_token_ids_logprobs")
+    if not isinstance(positions, list) or len(positions) != generated:
+        raise BackendError("SGLang's output_token_ids_logprobs does not hold one entry per generated id")
+    read = []
+    for entries in positions:
+        try:
+            by_id = {int(entry[1]): float(entry[0]) for entry in entries}
+            read.append(tuple(by_id[token] for token in call.read_ids))
+        except (KeyError, TypeError, ValueError, IndexError) as error:
+            raise BackendError("SGLang's output_token_ids_logprobs lacks an id asked for") from error
+    return tuple(read)
