@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from evals import compare, jev_report, jev_variants, report, run
+from evals.harness import compare, report, run, runs
+from evals.jev_dev import report as jev_report
+from evals.jev_dev import variants as jev_variants
 from tests.conftest import RunningOpenJev
 
 
@@ -66,7 +68,7 @@ def test_a_jev_dev_run_writes_the_report_the_issue_asks_for(openjev_on_fake: Run
                      "--out", str(scores)]) == 0  # fmt: skip
     mixed = json.loads((scores / "report.json").read_text())
     assert {kind: row["n"] for kind, row in mixed["by_type"].items()} == {"noul": 6, "choice": 4, "score": 10}
-    merged = report.read_results(scores)
+    merged = runs.read_results(scores)
     assert [line["id"] for line in merged if line["position"] < 14] == [line["id"] for line in lines[:14]]
     assert [session["types"] for session in json.loads((scores / "run.json").read_text())["sessions"]] == [
         "score",

@@ -1,12 +1,12 @@
 """Score a `jev-dev` run directory: DIR/report.json and DIR/report.md.
 
-Contract: reads DIR/run.json and DIR/results.jsonl (evals/jev_run.py) as evals/report.py reads them.
+Contract: reads DIR/run.json and DIR/results.jsonl (asking.py) as evals/harness/runs.py reads them.
 report.json holds `suite` (`jev-dev`), `n`, `errors`, `accuracy` (+ `accuracy_ci95`), the uniform
 baseline, `by_type` (`noul`, `choice`, `score`: `n`, `accuracy`, its 95% Wilson interval, NLL),
 `by_fact` (stated, negated, absent, count, level), `score` (mean absolute level error, the share of
 the most predicted level overall and per rubric size), `score_confusion` (per rubric size, rows gold
 level, columns predicted level), `noul` (predicted and gold yes-rates), `coherence` (the mean gap of
-each law, below) and `variants` (the same figures for each offline variant of evals/jev_variants.py
+each law, below) and `variants` (the same figures for each offline variant of variants.py
 that the run's readouts allow).
 
 Coherence laws (gold or not), each gap a total-variation distance TV(p, q) = ½ Σ|p_i - q_i| (for a
@@ -21,18 +21,18 @@ noul, |p_yes - q_yes|), averaged over the questions the law applies to:
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evals import metrics
-from evals.jev_variants import TYPES, jev_variant_records
-from evals.report import accuracy_of, read_run, run_identity
+from evals.harness import metrics
+from evals.harness.report import accuracy_of, run_identity, write_json_and_markdown
+from evals.harness.runs import read_run
+from evals.jev_dev.variants import TYPES, jev_variant_records
 
-#: The offline variants reported (evals/jev_variants.py); each is scored where the readouts allow it.
+#: The offline variants reported (variants.py); each is scored where the readouts allow it.
 VARIANTS = ("reverse", "cc", "reverse+cc", "score:cc", "score:reverse+cc,noul:cc")
 
 
@@ -208,6 +208,5 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 def write_jev_report(directory: Path) -> dict[str, Any]:
     report = build_jev_report(*read_run(directory))
-    (directory / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    (directory / "report.md").write_text(render_markdown(report))
+    write_json_and_markdown(directory, report, render_markdown(report))
     return report

@@ -1,6 +1,6 @@
 """Offline variants of a `jev-dev` run: what a server with the label-bias settings would have answered.
 
-Every results line holds its extra views and content-free readouts (evals/jev_run.py), and a server
+Every results line holds its extra views and content-free readouts (asking.py), and a server
 reads each view exactly as the harness's request shows it, so the server's own maths
 (`openjev.answering.debias`) gives each setting's answer offline:
 
@@ -11,8 +11,8 @@ reads each view exactly as the harness's request shows it, so the server's own m
 
 A variant is written `reverse+cc` (for every question type it applies to) or per type,
 `score:reverse+cc,noul:cc` (types left out stay plain); `plain` is the run's own answer. A variant
-record is the record with `choice` and `probabilities` replaced, so the report's figures and
-evals/compare.py apply unchanged.
+record is the record with `choice` and `probabilities` replaced (evals/harness/variants.py), so the
+report's figures and evals/compare.py apply unchanged.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from evals.harness.variants import answered_as
 from openjev.answering.answers import argmax_first
 from openjev.answering.debias import debiased
 
@@ -68,16 +69,8 @@ def jev_variant_record(record: dict[str, Any], variant: str) -> dict[str, Any]:
         return record
     keys = list(record["probabilities"])
     values = corrected(record, corrections)
-    return {
-        **record,
-        "choice": label(record["type"], keys, values),
-        "probabilities": dict(zip(keys, values, strict=True)),
-    }
+    return answered_as(record, keys, values, label(record["type"], keys, values))
 
 
 def jev_variant_records(records: Sequence[dict[str, Any]], variant: str) -> list[dict[str, Any]]:
     return [jev_variant_record(record, variant) for record in records]
-
-
-def is_jev(records: Sequence[dict[str, Any]]) -> bool:
-    return bool(records) and "type" in records[0]
