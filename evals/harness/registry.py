@@ -28,8 +28,9 @@ class SuiteSpec:
     #: `run(args, suite)`: ask the loaded suite, write the report; the exit status of evals/run.py.
     run: Callable[[argparse.Namespace, Suite], int]
     write_report: Callable[[Path], dict[str, Any]]
-    #: `variant_records(records, variant)`: every record as the variant answers it; ValueError for an unknown one.
-    variant_records: Callable[[Records, str], list[dict[str, Any]]]
+    #: `variant_records(run_json, records, variant)`: every record of the run as the variant answers it
+    #: (the run's answer settings say what the server applied itself); ValueError for one it cannot give.
+    variant_records: Callable[[dict[str, Any], Records, str], list[dict[str, Any]]]
     variants: tuple[str, ...]
     #: Adds the suite's own options to `evals/run.py` (shared by a family of suites: added once).
     add_arguments: Callable[[argparse.ArgumentParser], None] | None = None

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.harness import metrics, registry
+from evals.harness.runs import read_meta
 
 ECE_BINS = 10
 
@@ -50,7 +51,7 @@ def write_json_and_markdown(directory: Path, report: dict[str, Any], markdown: s
 
 def write_report(directory: Path) -> dict[str, Any]:
     """The report of DIR, written by the suite named in its run.json."""
-    suite = json.loads((directory / "run.json").read_text())["suite"]
+    suite = read_meta(directory)["suite"]
     return registry.get(suite).write_report(directory)
 
 

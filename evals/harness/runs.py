@@ -130,9 +130,14 @@ def read_results(directory: Path) -> list[dict[str, Any]]:
     return sorted(latest.values(), key=lambda record: record["position"])
 
 
+def read_meta(spec: str | Path) -> dict[str, Any]:
+    """run.json of `DIR` (or of `DIR@VARIANT`)."""
+    return json.loads((Path(str(spec).partition("@")[0]) / "run.json").read_text())
+
+
 def read_run(directory: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     """run.json, the answered lines and the error lines of a run directory."""
-    meta = json.loads((directory / "run.json").read_text())
+    meta = read_meta(directory)
     records = read_results(directory)
     return meta, [r for r in records if "error" not in r], [r for r in records if "error" in r]
 

@@ -26,7 +26,7 @@ def scored(meta: dict[str, Any], records: Sequence[dict[str, Any]], variant: str
     """The records as `variant` of the run's suite answers them; as they are without one."""
     if not variant:
         return list(records)
-    return registry.get(meta["suite"]).variant_records(records, variant)
+    return registry.get(meta["suite"]).variant_records(meta, records, variant)
 
 
 def read_scored(spec: str | Path, question_type: str | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -16,7 +16,7 @@ SPEC = registry.SuiteSpec(
     load=asking.load_suite,
     run=asking.run_jev_dev,
     write_report=report.write_jev_report,
-    variant_records=variants.jev_variant_records,
+    variant_records=variants.run_variant_records,
     variants=report.VARIANTS,
     add_arguments=asking.add_arguments,
 )

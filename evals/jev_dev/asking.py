@@ -5,8 +5,14 @@ resuming and run.json checks as every suite; `--limit N` means the first N state
 question types kept).
 
 Contract:
+- The server's answer settings (run.json) say which corrections it applies itself
+  (variants.served_corrections). A type it calibrates answers content-free readouts divided by
+  themselves (uniform), so none are asked for it; its answers are recorded as served, and the
+  report derives only the variants that keep what the server applied (variants.py). Which settings
+  give the raw readouts every variant needs is printed to stderr (`raw_readouts_note`).
 - First, DIR/content_free.json: {question key: the content-free distribution, in the order shown},
-  each distinct question text asked once over CONTENT_FREE_STATE, CONTENT_FREE_BATCH a request.
+  each distinct question text of an uncalibrated type asked once over CONTENT_FREE_STATE,
+  CONTENT_FREE_BATCH a request.
 - Then per state, one request with every question and view (dataset.state_request), and one more
   with the renamed question alone (the batching law). DIR/results.jsonl gets one line per question:
   `position`, `id` (state id/question id), `state`, `domain`, `type`, `fact`, `gold`, `choice` (the
@@ -25,6 +31,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,6 +57,7 @@ from evals.jev_dev.dataset import (
     view_question,
 )
 from evals.jev_dev.report import write_jev_report
+from evals.jev_dev.variants import served_corrections
 from openjev.answering.debias import CONTENT_FREE_STATE
 
 CONTENT_FREE_BATCH = 16
@@ -76,10 +84,18 @@ def read_content_free(path: Path) -> dict[str, list[float]]:
 
 
 async def ask_content_free(
-    client: httpx.AsyncClient, states: Sequence[JevState], known: dict[str, list[float]], path: Path
+    client: httpx.AsyncClient,
+    states: Sequence[JevState],
+    known: dict[str, list[float]],
+    path: Path,
+    calibrated: frozenset[str] = frozenset(),
 ) -> dict[str, list[float]]:
-    """Each distinct question's content-free distribution (`known` ones kept), in the order shown; saved to `path`."""
-    pending = [(key, question) for key, question in content_free_questions(states).items() if key not in known]
+    """Each distinct question's content-free distribution (`known` ones kept; none of a type in `calibrated`,
+    which the server calibrates itself), in the order shown; saved to `path`."""
+    questions = content_free_questions(states).items()
+    pending = [
+        (key, question) for key, question in questions if key not in known and question["type"] not in calibrated
+    ]
     for start in tqdm(range(0, len(pending), CONTENT_FREE_BATCH), desc="content-free", unit="batch"):
         batch = pending[start : start + CONTENT_FREE_BATCH]
         questions = {f"cf{index}": question for index, (_, question) in enumerate(batch)}
@@ -188,8 +204,14 @@ async def evaluate(args: argparse.Namespace, suite: Suite, directory: Path) -> i
     async with connect(args) as (client, models, settings):
         meta = runs.prepare_run(directory, suite, args.url, models, settings, PROTOCOL, args.model)
         started = runs.begin_session(directory, meta, limit=args.limit, types=",".join(sorted(types)))
+        served = served_corrections(settings)
+        calibrated = frozenset(kind for kind in types if "cc" in served.get(kind, ()))
+        note = raw_readouts_note(served, types)
+        if note:
+            print(note, file=sys.stderr)
         path = directory / "content_free.json"
-        priors = await ask_content_free(client, [kept(state, types) for state in states], read_content_free(path), path)
+        asked = [kept(state, types) for state in states]
+        priors = await ask_content_free(client, asked, read_content_free(path), path, calibrated)
         pending = pending_states(states, directory, types)
         model = args.model or PROTOCOL["model"]
         ask = functools.partial(ask_unit, client, priors, types, model)
@@ -197,6 +219,20 @@ async def evaluate(args: argparse.Namespace, suite: Suite, directory: Path) -> i
         errors = await runs.ask_pool(ask, pending, args.concurrency, directory / "results.jsonl", progress)
     runs.end_session(directory, meta, started, len(pending), errors)
     return errors
+
+
+def raw_readouts_note(served: dict[str, frozenset[str]], types: set[str]) -> str | None:
+    """What the server applies itself to the types asked, and how to get raw readouts; None when nothing."""
+    applied = {kind: corrections for kind, corrections in served.items() if kind in types}
+    if not applied:
+        return None
+    said = ", ".join(f"{kind}: {'+'.join(sorted(names))}" for kind, names in applied.items())
+    return (
+        f"note: the server applies {said} itself (its answer settings): those answers are recorded as served, "
+        "no content-free readouts are asked for a type it calibrates, and variants without what it applies "
+        "(plain among them) are not derived. For raw readouts and every variant, ask a server started with "
+        "OPENJEV_CONTEXTUAL_CALIBRATION= (empty) and OPENJEV_SCORE_REVERSE=false."
+    )
 
 
 async def ask_unit(

@@ -18,7 +18,7 @@ SPECS = tuple(
         load=functools.partial(suites.load_suite, name),
         run=asking.run_suite,
         write_report=report.write_report,
-        variant_records=variants.variant_records,
+        variant_records=variants.run_variant_records,
         variants=variants.VARIANTS,
         add_arguments=asking.add_arguments,
         tunable=name != "mmlu-pro-matched",

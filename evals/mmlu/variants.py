@@ -53,5 +53,10 @@ def variant_records(records: Sequence[dict[str, Any]], variant: str) -> list[dic
     return [variant_record(record, variant) for record in records]
 
 
+def run_variant_records(meta: dict[str, Any], records: Sequence[dict[str, Any]], variant: str) -> list[dict]:
+    """The registry's hook: every record of the run as `variant` answers it (from its rotations alone)."""
+    return variant_records(records, variant)
+
+
 def has_shifts(records: Sequence[dict[str, Any]]) -> bool:
     return bool(records) and all("shifts" in record for record in records)
