@@ -3,6 +3,10 @@
 Layers, lowest first, follow the request's journey (api -> service -> engine -> answering -> backends ->
 prompting -> request -> the foundation modules); a module may import its own layer and those below, never
 one above, and the core (everything below `api`) never imports a web framework.
+
+In `evals/`, the shared harness (`evals.harness`) imports no suite package (every other package under
+`evals/`) and a suite imports no other suite; the entry scripts at the top register the suites.
+Neither `src/` nor `evals/` has an import cycle.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "src" / "openjev"
+EVALS = ROOT / "evals"
+HARNESS = "evals.harness"
 
 LAYERS: list[tuple[str, ...]] = [
     # Foundation: what every stage may use.
@@ -31,8 +37,8 @@ MAX_FUNCTION_LINES = 60
 MAX_FILE_LINES = 400
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(SOURCE.parent).with_suffix("").parts
+def module_name(path: Path, root: Path = SOURCE.parent) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -57,6 +63,20 @@ def source_modules() -> dict[str, set[str]]:
     return {
         name: {dep for dep in deps if dep in modules and dep not in (name, "openjev")} for name, deps in modules.items()
     } | {f"{name}#all": deps for name, deps in modules.items()}
+
+
+def evals_modules() -> dict[str, set[str]]:
+    """Every module of `evals/` and the `evals` modules it imports (its data and runs hold no code)."""
+    modules = {module_name(path, ROOT): imports_of(path) for path in EVALS.rglob("*.py")}
+    return {
+        name: {dep for dep in deps if dep in modules and dep not in (name, "evals")} for name, deps in modules.items()
+    }
+
+
+def suite_packages() -> list[str]:
+    return sorted(
+        f"evals.{path.parent.name}" for path in EVALS.glob("*/__init__.py") if f"evals.{path.parent.name}" != HARNESS
+    )
 
 
 def python_files() -> list[Path]:
@@ -101,8 +121,24 @@ def test_imports_follow_the_layers_and_the_core_has_no_web_framework() -> None:
     assert upward == []
 
 
-def test_no_import_cycles() -> None:
-    graph = {name: deps for name, deps in source_modules().items() if not name.endswith("#all")}
+def in_package(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_the_evals_harness_imports_no_suite_and_no_suite_another() -> None:
+    suites = suite_packages()
+    assert {"evals.mmlu", "evals.jev_dev"} <= set(suites)
+    wrong = []
+    for name, deps in evals_modules().items():
+        owner = HARNESS if in_package(name, HARNESS) else next((s for s in suites if in_package(name, s)), None)
+        if owner is not None:
+            others = [suite for suite in suites if suite != owner]
+            wrong += [f"{name} imports {dep}" for dep in deps if any(in_package(dep, other) for other in others)]
+    assert wrong == []
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Every cycle a depth-first walk of the import graph meets, as `a -> b -> a`."""
     # A package's __init__ re-exporting its own submodules is not a cycle worth reporting.
     graph = {name: {dep for dep in deps if not dep.startswith(name + ".")} for name, deps in graph.items()}
     cycles = []
@@ -120,4 +156,16 @@ def test_no_import_cycles() -> None:
     for start in sorted(graph):
         if start not in state:
             visit(start, [start])
-    assert cycles == []
+    return cycles
+
+
+def test_no_import_cycles() -> None:
+    assert import_cycles({name: deps for name, deps in source_modules().items() if not name.endswith("#all")}) == []
+
+
+def test_no_import_cycles_in_evals() -> None:
+    assert import_cycles(evals_modules()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a -> b -> c -> a"]

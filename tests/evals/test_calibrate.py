@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evals import calibrate
+from evals.harness import calibrate
 from openjev.answering.answers import renormalise, sharpen
 from openjev.calibration import load_calibration
 

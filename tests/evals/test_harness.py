@@ -10,15 +10,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evals import compare, report, run, suites
+from evals.harness import compare, report, run, runs, transport
+from evals.mmlu import asking, suites
 from tests.conftest import RunningOpenJev
 
 
 def test_retry_delay_reads_the_headers() -> None:
-    assert run.retry_delay(httpx.Headers({"retry-after-ms": "250", "retry-after": "3"})) == 0.25
-    assert run.retry_delay(httpx.Headers({"retry-after": "3"})) == 3.0
-    assert run.retry_delay(httpx.Headers({"retry-after": "Wed, 21 Oct 2026 07:28:00 GMT"})) == 1.0
-    assert run.retry_delay(httpx.Headers({"retry-after": "3600"})) == run.MAX_RETRY_WAIT_S
+    assert transport.retry_delay(httpx.Headers({"retry-after-ms": "250", "retry-after": "3"})) == 0.25
+    assert transport.retry_delay(httpx.Headers({"retry-after": "3"})) == 3.0
+    assert transport.retry_delay(httpx.Headers({"retry-after": "Wed, 21 Oct 2026 07:28:00 GMT"})) == 1.0
+    assert transport.retry_delay(httpx.Headers({"retry-after": "3600"})) == transport.MAX_RETRY_WAIT_S
 
 
 def test_overload_and_not_ready_are_retried() -> None:
@@ -29,7 +30,7 @@ def test_overload_and_not_ready_are_retried() -> None:
 
     async def send() -> tuple[httpx.Response, int, float]:
         async with httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="http://jev") as client:
-            return await run.send_with_retry(lambda: client.post("/v1/systemone"))
+            return await transport.send_with_retry(lambda: client.post("/v1/systemone"))
 
     response, attempts, _ = asyncio.run(send())
     assert (response.status_code, attempts) == (200, 3)
@@ -38,7 +39,7 @@ def test_overload_and_not_ready_are_retried() -> None:
 def test_an_answer_that_breaks_the_contract_is_refused() -> None:
     item = suites.Item(id="x", row=0, subject="s", question="q", options=("one", "two"), gold="A")
     good = {"type": "choice", "choice": "B", "probabilities": {"A": 0.4, "B": 0.6}, "confidence": 0.2}
-    assert run.read_answer({"model": "m", "answers": {"answer": good}}, item)["choice"] == "B"
+    assert asking.read_answer({"model": "m", "answers": {"answer": good}}, item)["choice"] == "B"
     for broken in (
         {**good, "choice": "C"},
         {**good, "probabilities": {"A": 1.0}},
@@ -46,7 +47,7 @@ def test_an_answer_that_breaks_the_contract_is_refused() -> None:
         {**good, "type": "score"},
     ):
         with pytest.raises(ValueError):
-            run.read_answer({"answers": {"answer": broken}}, item)
+            asking.read_answer({"answers": {"answer": broken}}, item)
 
 
 def read_lines(path: Path) -> list[dict]:
@@ -71,7 +72,7 @@ def test_a_run_on_three_items_resumes_reports_and_compares(openjev_on_fake: Runn
     assert meta["suite"] == "mmlu-pro-matched"
     assert meta["protocol"] == suites.PROTOCOL
     assert meta["dataset_sha256"] == suites.MMLU_PRO_TEST_SHA256
-    assert "jev-latest" in run.model_names(meta["server_models"])
+    assert "jev-latest" in runs.model_names(meta["server_models"])
     assert meta["openjev_version"]
 
     summary = json.loads((out / "report.json").read_text())

@@ -8,10 +8,11 @@ from collections import Counter
 
 import pytest
 
-from evals import jev_dev, jev_dev_gen
-from evals.jev_dev_domains import DOMAINS
-from evals.jev_dev_templates import Count, Flag, Pick, Rubric
-from evals.suites import DataError
+from evals.harness.data import DataError
+from evals.jev_dev import dataset as jev_dev
+from evals.jev_dev import gen as jev_dev_gen
+from evals.jev_dev.domains import DOMAINS
+from evals.jev_dev.templates import Count, Flag, Pick, Rubric
 
 
 @pytest.fixture(scope="module")

@@ -8,15 +8,34 @@ from pathlib import Path
 
 import pytest
 
-from evals import compare, jev_report, jev_variants, report, run
+from evals.harness import compare, report, run, runs
+from evals.jev_dev import asking as jev_asking
+from evals.jev_dev import report as jev_report
+from evals.jev_dev import variants as jev_variants
 from tests.conftest import RunningOpenJev
+
+#: A server that corrects nothing itself: every readout raw, so every offline variant can be derived.
+RAW = {"OPENJEV_CONTEXTUAL_CALIBRATION": "", "OPENJEV_SCORE_REVERSE": "false"}
 
 
 def read_lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_a_jev_dev_run_writes_the_report_the_issue_asks_for(openjev_on_fake: RunningOpenJev, tmp_path: Path) -> None:
+def assert_same_answers(ours: list[dict], theirs: list[dict]) -> None:
+    assert [record["id"] for record in ours] == [record["id"] for record in theirs] != []
+    for mine, other in zip(ours, theirs, strict=True):
+        assert mine["probabilities"] == pytest.approx(other["probabilities"], abs=1e-6)
+        assert mine["choice"] == other["choice"]
+
+
+@pytest.fixture
+def openjev_raw(serve_openjev, fake_sglang, qwen_tokenizer_dir: Path) -> RunningOpenJev:
+    return serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env=RAW)
+
+
+def test_a_jev_dev_run_writes_the_report_the_issue_asks_for(openjev_raw: RunningOpenJev, tmp_path: Path) -> None:
+    openjev_on_fake = openjev_raw
     out = tmp_path / "jev"
     assert run.main(["jev-dev", "--url", openjev_on_fake.url, "--limit", "5", "--out", str(out)]) == 0
     lines = read_lines(out / "results.jsonl")
@@ -66,7 +85,7 @@ def test_a_jev_dev_run_writes_the_report_the_issue_asks_for(openjev_on_fake: Run
                      "--out", str(scores)]) == 0  # fmt: skip
     mixed = json.loads((scores / "report.json").read_text())
     assert {kind: row["n"] for kind, row in mixed["by_type"].items()} == {"noul": 6, "choice": 4, "score": 10}
-    merged = report.read_results(scores)
+    merged = runs.read_results(scores)
     assert [line["id"] for line in merged if line["position"] < 14] == [line["id"] for line in lines[:14]]
     assert [session["types"] for session in json.loads((scores / "run.json").read_text())["sessions"]] == [
         "score",
@@ -107,3 +126,42 @@ def test_coherence_gaps_are_total_variation_distances() -> None:
     gaps = jev_report.coherence([score, noul])
     assert gaps["score_mirror"] == pytest.approx(0.3) and gaps["noul_vs_score2"] == pytest.approx(0.3)
     assert gaps["batching"] == pytest.approx(0.0) and gaps["choice_permutation"] is None
+
+
+def test_against_a_server_that_calibrates_scores_only_what_its_answers_give_is_derived(
+    serve_openjev, fake_sglang, qwen_tokenizer_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir)]
+    raw, default = serve_openjev(*base, env=RAW), serve_openjev(*base)  # today's default: scores calibrated
+    raw_dir, default_dir = tmp_path / "raw", tmp_path / "default"
+    for server, out in ((raw, raw_dir), (default, default_dir)):
+        capsys.readouterr()
+        assert run.main(["jev-dev", "--url", server.url, "--limit", "4", "--types", "score", "--out", str(out)]) == 0
+    note = capsys.readouterr().err
+    assert "applies score: cc itself" in note and "OPENJEV_CONTEXTUAL_CALIBRATION= (empty)" in note
+    # Its content-free readouts would come back divided by themselves: none are asked.
+    assert jev_asking.read_content_free(default_dir / "content_free.json") == {}
+    assert jev_asking.read_content_free(raw_dir / "content_free.json") != {}
+    # What it serves is what the raw server's readouts give with contextual calibration, offline; and a
+    # variant that keeps the calibration is derived from its answers as from the raw ones.
+    served = runs.read_results(default_dir)
+    assert_same_answers(served, compare.read_scored(f"{raw_dir}@cc")[1])
+    assert_same_answers(compare.read_scored(f"{default_dir}@cc")[1], served)
+    derived = compare.read_scored(f"{default_dir}@reverse+cc")[1]
+    assert_same_answers(derived, compare.read_scored(f"{raw_dir}@reverse+cc")[1])
+    summary = json.loads((default_dir / "report.json").read_text())
+    assert summary["served_corrections"] == {"score": ["cc"]}
+    assert {"cc", "reverse+cc"} <= set(summary["variants"]) and "reverse" not in summary["variants"]
+    assert "cannot be derived" in summary["variants_not_derivable"]["reverse"]
+    assert "| as served (score: cc) |" in (default_dir / "report.md").read_text()
+    assert json.loads((raw_dir / "report.json").read_text())["served_corrections"] == {}
+    # `@reverse` would be the calibrated readout mislabelled: refused, as is pairing runs of other settings.
+    capsys.readouterr()
+    assert compare.main(["--type", "score", str(default_dir), f"{default_dir}@reverse"]) == 2
+    assert "applied cc to score questions itself" in capsys.readouterr().err
+    assert compare.main(["--type", "score", str(raw_dir), str(default_dir)]) == 2
+    refused = capsys.readouterr().err
+    assert "contextual_calibration '' and 'score'" in refused and "--across-settings" in refused
+    assert compare.main(["--type", "score", "--across-settings", f"{raw_dir}@cc", str(default_dir)]) == 0
+    assert capsys.readouterr().out.startswith("answer settings differ: contextual_calibration '' and 'score'")
+    assert compare.compare(f"{raw_dir}@cc", default_dir, "score", across_settings=True).difference == 0

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from evals import metrics
+from evals.harness import metrics
 
 
 def test_wilson_interval_by_hand() -> None:

@@ -10,15 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from evals import suites
+from evals.harness import data
+from evals.mmlu import suites
 
 
 @pytest.fixture(scope="module")
-def matched() -> suites.Suite:
+def matched() -> data.Suite:
     return suites.load_suite("mmlu-pro-matched")
 
 
-def test_matched_is_the_published_sample_in_order(matched: suites.Suite) -> None:
+def test_matched_is_the_published_sample_in_order(matched: data.Suite) -> None:
     assert [item.row for item in matched.items] == random.Random(42).sample(range(12032), 1000)
     published = json.loads(suites.MMLU_PRO_MATCHED.read_text())["items"]
     assert [item.id for item in matched.items] == [f"mmlu-pro/{entry['question_id']}" for entry in published]
@@ -31,7 +32,7 @@ def test_matched_is_the_published_sample_in_order(matched: suites.Suite) -> None
     }  # fmt: skip
 
 
-def test_the_request_is_exactly_the_published_one(matched: suites.Suite) -> None:
+def test_the_request_is_exactly_the_published_one(matched: data.Suite) -> None:
     item = matched.items[0]
     request = item.request()
     assert request == {
@@ -48,7 +49,7 @@ def test_the_request_is_exactly_the_published_one(matched: suites.Suite) -> None
     assert len(request["questions"]["answer"]["criteria"]) == len(item.options)
 
 
-def test_dev_is_fixed_and_disjoint_from_matched(matched: suites.Suite) -> None:
+def test_dev_is_fixed_and_disjoint_from_matched(matched: data.Suite) -> None:
     dev = suites.load_suite("mmlu-pro-dev")
     rows = [item.row for item in dev.items]
     assert len(rows) == len(set(rows)) == 1000
@@ -87,7 +88,7 @@ def test_stratified_order_is_seeded() -> None:
 def test_data_is_refused_when_its_sha256_differs(tmp_path: Path) -> None:
     path = tmp_path / "data.jsonl.gz"
     path.write_bytes(gzip.compress(b'{"x": 1}\n'))
-    with pytest.raises(suites.DataError, match="sha256"):
-        suites.read_verified(path, suites.MMLU_SHA256)
-    with pytest.raises(suites.DataError, match="missing"):
-        suites.read_verified(tmp_path / "absent.jsonl.gz", suites.MMLU_SHA256)
+    with pytest.raises(data.DataError, match="sha256"):
+        data.read_verified(path, suites.MMLU_SHA256)
+    with pytest.raises(data.DataError, match="missing"):
+        data.read_verified(tmp_path / "absent.jsonl.gz", suites.MMLU_SHA256)

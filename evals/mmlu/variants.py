@@ -9,9 +9,10 @@ question). From them, with the server's own maths (`openjev.answering.answers.co
 - `prior`: each rotation divided by the letter-position prior estimated from the K rotations, then
   averaged (OPENJEV_OPTION_SHIFTS=K, OPENJEV_LABEL_PRIOR=true).
 
-A variant record is the record with `choice` and `probabilities` replaced, so every figure of the
-report and every paired comparison applies to it unchanged. `temperature` (when not 1) sharpens or
-flattens the result last, as the server's OPENJEV_TEMPERATURE or calibration file would.
+A variant record is the record with `choice` and `probabilities` replaced (evals/harness/variants.py),
+so every figure of the report and every paired comparison applies to it unchanged. `temperature` (when
+not 1) sharpens or flattens the result last, as the server's OPENJEV_TEMPERATURE or calibration file
+would.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from evals.jev_variants import is_jev, jev_variant_records
+from evals.harness.variants import answered_as
 from openjev.answering.answers import argmax_first, combine_shifts, sharpen
 
 VARIANTS = ("shift0", "average", "prior")
@@ -44,18 +45,17 @@ def variant_record(record: dict[str, Any], variant: str, temperature: float = 1.
     probabilities = variant_probabilities(record, variant)
     letters = list(probabilities)
     values = sharpen(list(probabilities.values()), temperature)
-    return {
-        **record,
-        "choice": letters[argmax_first(values)],
-        "probabilities": dict(zip(letters, values, strict=True)),
-    }
+    return answered_as(record, letters, values, letters[argmax_first(values)])
 
 
 def variant_records(records: Sequence[dict[str, Any]], variant: str) -> list[dict[str, Any]]:
-    """Every record as `variant` answers it; a `jev-dev` run's variants are evals/jev_variants.py's."""
-    if is_jev(records):
-        return jev_variant_records(records, variant)
+    """Every record as `variant` answers it."""
     return [variant_record(record, variant) for record in records]
+
+
+def run_variant_records(meta: dict[str, Any], records: Sequence[dict[str, Any]], variant: str) -> list[dict]:
+    """The registry's hook: every record of the run as `variant` answers it (from its rotations alone)."""
+    return variant_records(records, variant)
 
 
 def has_shifts(records: Sequence[dict[str, Any]]) -> bool:

@@ -1,12 +1,19 @@
-"""Ask a Jev `/v1/systemone` the `jev-dev` suite (evals/jev_dev.py) and record one line per question.
+"""Ask a Jev `/v1/systemone` the `jev-dev` suite (dataset.py) and record one line per question.
 
-Called by `uv run evals/run.py jev-dev --url URL --out DIR` (same retries, resuming and run.json
-checks as the other suites; `--limit N` means the first N states, `--types` the question types kept).
+Called by `uv run evals/run.py jev-dev --url URL --out DIR` (evals/harness/run.py: the same retries,
+resuming and run.json checks as every suite; `--limit N` means the first N states, `--types` the
+question types kept).
 
 Contract:
+- The server's answer settings (run.json) say which corrections it applies itself
+  (variants.served_corrections). A type it calibrates answers content-free readouts divided by
+  themselves (uniform), so none are asked for it; its answers are recorded as served, and the
+  report derives only the variants that keep what the server applied (variants.py). Which settings
+  give the raw readouts every variant needs is printed to stderr (`raw_readouts_note`).
 - First, DIR/content_free.json: {question key: the content-free distribution, in the order shown},
-  each distinct question text asked once over CONTENT_FREE_STATE, CONTENT_FREE_BATCH a request.
-- Then per state, one request with every question and view (jev_dev.state_request), and one more
+  each distinct question text of an uncalibrated type asked once over CONTENT_FREE_STATE,
+  CONTENT_FREE_BATCH a request.
+- Then per state, one request with every question and view (dataset.state_request), and one more
   with the renamed question alone (the batching law). DIR/results.jsonl gets one line per question:
   `position`, `id` (state id/question id), `state`, `domain`, `type`, `fact`, `gold`, `choice` (the
   plain readout's answer: yes/no, the option name, or the level index, all as strings),
@@ -22,20 +29,20 @@ Contract:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import functools
 import json
 import sys
-import time
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 from tqdm import tqdm
 
-from evals.jev_dev import (
+from evals.harness import runs
+from evals.harness.data import Suite
+from evals.harness.transport import connect, post_answers
+from evals.jev_dev.dataset import (
     JEV_DEV_SHA256,
     PROTOCOL,
     JevState,
@@ -49,12 +56,17 @@ from evals.jev_dev import (
     view_id,
     view_question,
 )
-from evals.report import read_results
-from evals.run import RunRefused, fetch_answer_settings, fetch_models, prepare_run, send_with_retry, write_json
-from evals.suites import Suite
+from evals.jev_dev.report import write_jev_report
+from evals.jev_dev.variants import served_corrections
 from openjev.answering.debias import CONTENT_FREE_STATE
 
 CONTENT_FREE_BATCH = 16
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--types", default="noul,choice,score", help="jev-dev: the question types asked (default all three)"
+    )
 
 
 def prediction(question_type: str, probabilities: dict[str, float], answer: dict[str, Any]) -> str:
@@ -67,29 +79,31 @@ def prediction(question_type: str, probabilities: dict[str, float], answer: dict
     return str(values.index(max(values)))
 
 
-async def post(client: httpx.AsyncClient, request: dict[str, Any]) -> tuple[dict[str, Any], float]:
-    response, _, latency = await send_with_retry(lambda: client.post("/v1/systemone", json=request))
-    if response.status_code != 200:
-        raise ValueError(f"HTTP {response.status_code}: {response.text[:300]}")
-    return response.json(), latency
-
-
 def read_content_free(path: Path) -> dict[str, list[float]]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
 async def ask_content_free(
-    client: httpx.AsyncClient, states: Sequence[JevState], known: dict[str, list[float]], path: Path
+    client: httpx.AsyncClient,
+    states: Sequence[JevState],
+    known: dict[str, list[float]],
+    path: Path,
+    calibrated: frozenset[str] = frozenset(),
 ) -> dict[str, list[float]]:
-    """Each distinct question's content-free distribution (`known` ones kept), in the order shown; saved to `path`."""
-    pending = [(key, question) for key, question in content_free_questions(states).items() if key not in known]
+    """Each distinct question's content-free distribution (`known` ones kept; none of a type in `calibrated`,
+    which the server calibrates itself), in the order shown; saved to `path`."""
+    questions = content_free_questions(states).items()
+    pending = [
+        (key, question) for key, question in questions if key not in known and question["type"] not in calibrated
+    ]
     for start in tqdm(range(0, len(pending), CONTENT_FREE_BATCH), desc="content-free", unit="batch"):
         batch = pending[start : start + CONTENT_FREE_BATCH]
         questions = {f"cf{index}": question for index, (_, question) in enumerate(batch)}
-        body, _ = await post(client, {"model": PROTOCOL["model"], "state": CONTENT_FREE_STATE, "questions": questions})
+        request = {"model": PROTOCOL["model"], "state": CONTENT_FREE_STATE, "questions": questions}
+        body, _ = await post_answers(client, request)
         for index, (key, question) in enumerate(batch):
             known[key] = list(distribution(question, "plain", body["answers"][f"cf{index}"]).values())
-        write_json(path, known)
+        runs.write_json(path, known)
     return known
 
 
@@ -153,9 +167,9 @@ async def ask_state(
     """The state's lines (positions from `first`), or one `error` line per question; asked of `model`."""
     asked = kept(state, types)
     try:
-        body, latency = await post(client, state_request(asked, model))
+        body, latency = await post_answers(client, state_request(asked, model))
         single = alone_request(asked, model)
-        alone = (await post(client, single))[0] if single is not None else None
+        alone = (await post_answers(client, single))[0] if single is not None else None
         records = state_records(asked, body, alone, priors, types)
     except (ValueError, KeyError, TypeError) as error:
         records = [{"id": f"{state.id}/{question_id}", "error": str(error)} for question_id in asked.questions]
@@ -169,10 +183,7 @@ async def ask_state(
 def pending_states(states: Sequence[JevState], directory: Path, types: set[str]) -> list[tuple[int, JevState]]:
     """(first position, state) for every state without a full set of answered lines of `types`; failed
     lines dropped. A question's position is its place in the whole suite, whatever the types asked."""
-    answered = [record for record in read_results(directory) if "error" not in record]
-    done = {record["id"] for record in answered}
-    with (directory / "results.jsonl").open("w") as handle:
-        handle.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in answered)
+    done = runs.keep_answered(directory)
     pending, position = [], 0
     for state in states:
         ids = [f"{state.id}/{key}" for key in kept(state, types).questions]
@@ -182,85 +193,60 @@ def pending_states(states: Sequence[JevState], directory: Path, types: set[str])
     return pending
 
 
-def start_session(
-    directory: Path, suite: Suite, args: argparse.Namespace, models: Any, types: set[str], settings: Any
-) -> dict[str, Any]:
-    directory.mkdir(parents=True, exist_ok=True)
-    meta = prepare_run(directory, suite, args.url, models, settings=settings, protocol=PROTOCOL, model=args.model)
-    started = datetime.now(UTC).isoformat(timespec="seconds")
-    meta["sessions"].append({"started": started, "limit": args.limit, "types": ",".join(sorted(types))})
-    write_json(directory / "run.json", meta)
-    return meta
+def load_suite() -> Suite:
+    """The suite's states, in the generator's order."""
+    return Suite("jev-dev", "jev-dev: generated Jev requests, gold by rule", JEV_DEV_SHA256, load_states())
 
 
-async def evaluate(args: argparse.Namespace, directory: Path) -> int:
-    states = load_states()[: args.limit]
+async def evaluate(args: argparse.Namespace, suite: Suite, directory: Path) -> int:
+    states = suite.items[: args.limit]
     types = set(args.types.split(","))
-    suite = Suite("jev-dev", "jev-dev: generated Jev requests, gold by rule", JEV_DEV_SHA256, ())
-    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
-    async with httpx.AsyncClient(base_url=args.url, headers=headers, timeout=600.0) as client:
-        try:
-            models = await fetch_models(client)
-        except httpx.TransportError as error:
-            raise RunRefused(f"{args.url} cannot be reached: {error!r}") from error
-        meta = start_session(directory, suite, args, models, types, await fetch_answer_settings(client))
-        started = time.monotonic()
+    async with connect(args) as (client, models, settings):
+        meta = runs.prepare_run(directory, suite, args.url, models, settings, PROTOCOL, args.model)
+        started = runs.begin_session(directory, meta, limit=args.limit, types=",".join(sorted(types)))
+        served = served_corrections(settings)
+        calibrated = frozenset(kind for kind in types if "cc" in served.get(kind, ()))
+        note = raw_readouts_note(served, types)
+        if note:
+            print(note, file=sys.stderr)
         path = directory / "content_free.json"
-        priors = await ask_content_free(client, [kept(state, types) for state in states], read_content_free(path), path)
+        asked = [kept(state, types) for state in states]
+        priors = await ask_content_free(client, asked, read_content_free(path), path, calibrated)
         pending = pending_states(states, directory, types)
         model = args.model or PROTOCOL["model"]
-        ask = functools.partial(ask_state, client, priors=priors, types=types, model=model)
-        errors = await ask_states(ask, pending, args.concurrency, directory / "results.jsonl")
-    meta["sessions"][-1].update(
-        asked=len(pending), errors=errors, finished=datetime.now(UTC).isoformat(timespec="seconds"),
-        wall_s=round(time.monotonic() - started, 1),
-    )  # fmt: skip
-    write_json(directory / "run.json", meta)
+        ask = functools.partial(ask_unit, client, priors, types, model)
+        progress = tqdm(total=len(pending), unit="state")
+        errors = await runs.ask_pool(ask, pending, args.concurrency, directory / "results.jsonl", progress)
+    runs.end_session(directory, meta, started, len(pending), errors)
     return errors
 
 
-async def ask_states(
-    ask: Callable[..., Awaitable[list[dict[str, Any]]]],
-    pending: Sequence[tuple[int, JevState]],
-    concurrency: int,
-    results: Path,
-) -> int:
-    """Ask the pending states (`ask(state=..., first=...)`: `ask_state` with the rest given), `concurrency`
-    at a time, appending their lines as they come; the error count."""
-    queue = iter(pending)
-    errors = 0
-    with results.open("a") as handle, tqdm(total=len(pending), unit="state") as progress:
-
-        async def worker() -> None:
-            nonlocal errors
-            for first, state in queue:
-                records = await ask(state=state, first=first)
-                handle.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
-                handle.flush()
-                errors += sum("error" in record for record in records)
-                progress.update()
-
-        async with asyncio.TaskGroup() as group:
-            for _ in range(concurrency):
-                group.create_task(worker())
-    return errors
+def raw_readouts_note(served: dict[str, frozenset[str]], types: set[str]) -> str | None:
+    """What the server applies itself to the types asked, and how to get raw readouts; None when nothing."""
+    applied = {kind: corrections for kind, corrections in served.items() if kind in types}
+    if not applied:
+        return None
+    said = ", ".join(f"{kind}: {'+'.join(sorted(names))}" for kind, names in applied.items())
+    return (
+        f"note: the server applies {said} itself (its answer settings): those answers are recorded as served, "
+        "no content-free readouts are asked for a type it calibrates, and variants without what it applies "
+        "(plain among them) are not derived. For raw readouts and every variant, ask a server started with "
+        "OPENJEV_CONTEXTUAL_CALIBRATION= (empty) and OPENJEV_SCORE_REVERSE=false."
+    )
 
 
-def run_jev_dev(args: argparse.Namespace) -> int:
+async def ask_unit(
+    client: httpx.AsyncClient, priors: dict[str, list[float]], types: set[str], model: str, unit: tuple[int, JevState]
+) -> list[dict[str, Any]]:
+    first, state = unit
+    return await ask_state(client, state, priors, types, first, model)
+
+
+def run_jev_dev(args: argparse.Namespace, suite: Suite) -> int:
     """`evals/run.py jev-dev`: ask, then write the report; exit status as evals/run.py's."""
-    from evals.jev_report import write_jev_report
-
     directory = Path(args.out)
-    try:
-        errors = asyncio.run(evaluate(args, directory))
-    except RunRefused as error:
-        print(f"refused: {error}", file=sys.stderr)
-        return 2
-    except (httpx.TransportError, ExceptionGroup) as error:
-        unreachable = error.subgroup(httpx.TransportError) if isinstance(error, ExceptionGroup) else error
-        if unreachable is None:
-            raise
-        print(f"stopped, the server is unreachable: {unreachable!r}; run again to resume", file=sys.stderr)
+    errors = runs.guarded(evaluate(args, suite, directory))
+    if errors is None:
         return 2
     report = write_jev_report(directory)
     by_type = ", ".join(f"{name} {row['accuracy']:.1%} (n={row['n']})" for name, row in report["by_type"].items())

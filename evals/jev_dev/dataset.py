@@ -1,4 +1,4 @@
-"""The `jev-dev` suite: Jev requests with rule-checked gold (evals/jev_dev_gen.py), and what each request asks.
+"""The `jev-dev` suite: Jev requests with rule-checked gold (evals/jev_dev/gen.py), and what each request asks.
 
 Contract:
 - The data is evals/data/jev-dev/jev-dev.jsonl, its sha256 checked on load (DataError otherwise).
@@ -30,10 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evals.suites import DATA, read_verified
+from evals.harness.data import DATA, read_verified
 
 JEV_DEV = DATA / "jev-dev" / "jev-dev.jsonl"
 JEV_DEV_SHA256 = "9389ec2c3263dbd6e3bcf8e6d816435c47309bbd7d12014791ad0e2fa1800b6b"
+#: The protocol is part of every run's identity (run.json), so its text stays as the committed runs hold it:
+#: "the extra views of evals/jev_dev.py" are this module's, evals/jev_dev/dataset.py since the suites got
+#: their own packages.
 PROTOCOL: dict[str, str] = {
     "name": "jev-dev-v2",
     "model": "jev-latest",

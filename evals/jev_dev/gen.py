@@ -1,10 +1,10 @@
 """Generate the `jev-dev` suite: Jev requests whose gold answers follow from the written facts by rule.
 
-Usage: uv run evals/jev_dev_gen.py        (rewrites evals/data/jev-dev/jev-dev.jsonl; prints its sha256)
+Usage: uv run evals/jev_dev/gen.py        (rewrites evals/data/jev-dev/jev-dev.jsonl; prints its sha256)
 
 Contract: deterministic (`random.Random(SEED)`, no clock, no environment), so the checked-in file is
 exactly what this script writes. STATES states cycle through the six domains of
-evals/jev_dev_templates.py; each state holds 3 noul, 2 choice and 2 score questions:
+evals/jev_dev/templates.py; each state holds 3 noul, 2 choice and 2 score questions:
 
 - noul: two yes/no facts and one count-against-threshold fact. For each template the gold cycles
   yes, no; a no is written as a negation or left unstated, alternately (so "not stated" reads as no).
@@ -31,14 +31,14 @@ from pathlib import Path
 from typing import Any
 
 if __package__ in {None, ""}:  # run as a script: make the `evals` package importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from evals.jev_dev_domains import DOMAINS
-from evals.jev_dev_templates import Count, Domain, Flag, Pick, Rubric
+from evals.jev_dev.dataset import JEV_DEV
+from evals.jev_dev.domains import DOMAINS
+from evals.jev_dev.templates import Count, Domain, Flag, Pick, Rubric
 
 SEED = 18
 STATES = 162
-OUTPUT = Path(__file__).resolve().parent / "data" / "jev-dev" / "jev-dev.jsonl"
 
 NAMES = ("Dana Whitfield", "Ravi Menon", "Sofia Alvarez", "Tom Becker", "Aiko Tanaka", "Grace Okafor",
          "Luca Romano", "Nina Petrova", "Omar Haddad", "Chloe Martin", "Jonas Berg", "Priya Shah")  # fmt: skip
@@ -159,9 +159,9 @@ def serialise(states: list[dict[str, Any]]) -> bytes:
 
 def main() -> int:
     data = serialise(generate())
-    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
-    OUTPUT.write_bytes(data)
-    print(f"{OUTPUT}: {len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()}")
+    JEV_DEV.parent.mkdir(parents=True, exist_ok=True)
+    JEV_DEV.write_bytes(data)
+    print(f"{JEV_DEV}: {len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()}")
     return 0
 
 

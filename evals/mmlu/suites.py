@@ -1,8 +1,8 @@
-"""The evaluation suites: vendored data checked on load, a fixed item order, and the request each item becomes.
+"""The MMLU family of suites: vendored data checked on load, a fixed item order, and the request each item becomes.
 
 Contract:
-- Data comes only from `evals/data/` (never a download). Each file's sha256 (of the uncompressed
-  bytes) is checked before any item is built; a mismatch raises DataError.
+- Data comes only from `evals/data/` (evals/harness/data.py: each file's sha256 is checked before any
+  item is built; a mismatch raises DataError).
 - A suite is a fixed, ordered tuple of items; `--limit N` always means its first N.
   - `mmlu-pro-matched`: the published 1,000-question sample (`random.Random(42).sample(range(12032),
     1000)` over the MMLU-Pro test rows), in sample order.
@@ -18,8 +18,6 @@ Contract:
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import json
 import random
 from collections.abc import Sequence
@@ -27,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parent / "data"
+from evals.harness.data import DATA, Suite, read_verified
+
 MMLU_PRO_TEST = DATA / "mmlu-pro" / "test.jsonl.gz"
 MMLU_PRO_TEST_SHA256 = "df683355909f9ce3c4643075e503c2194bc07ede3731fc7200c9e10f82d680e7"
 MMLU_PRO_MATCHED = DATA / "mmlu-pro" / "matched-1000.json"
@@ -52,10 +51,6 @@ PROTOCOL: dict[str, str] = {
     "criteria": "the option letters A, B, ... in the original order, each described by its option text",
     "score": "exact match of the returned choice with the gold letter",
 }
-
-
-class DataError(RuntimeError):
-    """A vendored data file is missing or differs from the one the suites were built on."""
 
 
 @dataclass(frozen=True)
@@ -98,27 +93,6 @@ class Item:
 
 def shift_id(offset: int) -> str:
     return QUESTION_ID if offset == 0 else f"{QUESTION_ID}@{offset}"
-
-
-@dataclass(frozen=True)
-class Suite:
-    name: str
-    description: str
-    dataset_sha256: str
-    items: tuple[Item, ...]
-
-
-def read_verified(path: Path, sha256: str) -> bytes:
-    """The file's bytes (gunzipped when it ends in .gz), refused unless their sha256 is `sha256`."""
-    if not path.is_file():
-        raise DataError(f"{path} is missing")
-    data = path.read_bytes()
-    if path.suffix == ".gz":
-        data = gzip.decompress(data)
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != sha256:
-        raise DataError(f"{path}: sha256 {digest}, expected {sha256}")
-    return data
 
 
 def read_jsonl(path: Path, sha256: str) -> list[dict[str, Any]]:

@@ -1,13 +1,15 @@
 """Score a `jev-dev` run directory: DIR/report.json and DIR/report.md.
 
-Contract: reads DIR/run.json and DIR/results.jsonl (evals/jev_run.py) as evals/report.py reads them.
+Contract: reads DIR/run.json and DIR/results.jsonl (asking.py) as evals/harness/runs.py reads them.
 report.json holds `suite` (`jev-dev`), `n`, `errors`, `accuracy` (+ `accuracy_ci95`), the uniform
 baseline, `by_type` (`noul`, `choice`, `score`: `n`, `accuracy`, its 95% Wilson interval, NLL),
 `by_fact` (stated, negated, absent, count, level), `score` (mean absolute level error, the share of
 the most predicted level overall and per rubric size), `score_confusion` (per rubric size, rows gold
 level, columns predicted level), `noul` (predicted and gold yes-rates), `coherence` (the mean gap of
-each law, below) and `variants` (the same figures for each offline variant of evals/jev_variants.py
-that the run's readouts allow).
+each law, below), `variants` (the same figures for each offline variant of variants.py that the
+run's readouts allow), `served_corrections` (per type, what the server applied itself, from the answer
+settings in run.json; `answer_settings_known` false for a server that does not say them) and
+`variants_not_derivable` (each variant those corrections rule out, and why).
 
 Coherence laws (gold or not), each gap a total-variation distance TV(p, q) = ½ Σ|p_i - q_i| (for a
 noul, |p_yes - q_yes|), averaged over the questions the law applies to:
@@ -21,18 +23,18 @@ noul, |p_yes - q_yes|), averaged over the questions the law applies to:
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evals import metrics
-from evals.jev_variants import TYPES, jev_variant_records
-from evals.report import accuracy_of, read_run, run_identity
+from evals.harness import metrics
+from evals.harness.report import accuracy_of, run_identity, write_json_and_markdown
+from evals.harness.runs import ANSWER_SETTINGS, read_run
+from evals.jev_dev.variants import TYPES, NotDerivable, jev_variant_records, served_corrections
 
-#: The offline variants reported (evals/jev_variants.py); each is scored where the readouts allow it.
+#: The offline variants reported (variants.py); each is scored where the readouts allow it.
 VARIANTS = ("reverse", "cc", "reverse+cc", "score:cc", "score:reverse+cc,noul:cc")
 
 
@@ -136,27 +138,38 @@ def figures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def variant_figures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    found = {}
+def variant_figures(
+    records: Sequence[dict[str, Any]], served: dict[str, frozenset[str]]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Each variant's figures where the readouts give it; why each the server's own corrections rule out is not."""
+    found, not_derivable = {}, {}
     for variant in VARIANTS:
         try:
-            scored = jev_variant_records(records, variant)
+            scored = jev_variant_records(records, variant, served)
+        except NotDerivable as error:
+            not_derivable[variant] = str(error).split(": ", 1)[1]
+            continue
         except (KeyError, ValueError):
             continue
         found[variant] = {key: value for key, value in figures(scored).items() if key != "coherence"}
-    return found
+    return found, not_derivable
 
 
 def build_jev_report(meta: dict[str, Any], answered: Sequence[dict[str, Any]], errors: Sequence[dict]) -> dict:
     if not answered:
         raise ValueError("no answered questions to report on")
     latencies = [record["latency_s"] for record in answered if record.get("latency_s") is not None]
+    served = served_corrections(meta.get(ANSWER_SETTINGS))
+    variants, not_derivable = variant_figures(answered, served)
     return {
         **run_identity(meta, answered),
         "states": len({record["state"] for record in answered}),
         "errors": len(errors),
+        "answer_settings_known": isinstance(meta.get(ANSWER_SETTINGS), dict),
+        "served_corrections": {kind: sorted(corrections) for kind, corrections in served.items()},
         **figures(answered),
-        "variants": variant_figures(answered),
+        "variants": variants,
+        "variants_not_derivable": not_derivable,
         "latency_s_per_state": {"p50": metrics.quantile(latencies, 0.5), "p95": metrics.quantile(latencies, 0.95)}
         if latencies
         else None,
@@ -181,6 +194,16 @@ def figure_lines(name: str, row: dict[str, Any]) -> list[str]:
     return [f"| {name} | {interval(row)} | {types} | {mae} | {shares} | {yes} |"]
 
 
+def served_label(report: dict[str, Any]) -> str:
+    """The served row's name: what the server applied itself, from its answer settings."""
+    if not report["answer_settings_known"]:
+        return "as served (answer settings unknown: variants assume plain readouts)"
+    served = report["served_corrections"]
+    if not served:
+        return "plain (as served)"
+    return "as served (" + ", ".join(f"{kind}: {'+'.join(names)}" for kind, names in served.items()) + ")"
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# jev-dev: {interval(report)}",
@@ -192,10 +215,11 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "| readout | all | noul | choice | score | score MAE | most-predicted level by size | noul yes pred / gold |",
         "|---|---|---|---|---|---|---|---|",
-        *figure_lines("plain (as served)", report),
+        *figure_lines(served_label(report), report),
     ]
     for name, row in report["variants"].items():
         lines += figure_lines(name, row)
+    lines += [f"\n`{name}` is not derivable: {reason}." for name, reason in report["variants_not_derivable"].items()]
     lines += ["", "## Score confusion (rows gold level, columns predicted)", ""]
     for size, matrix in report["score_confusion"].items():
         lines += [f"{size} levels:", "", "```", *(" ".join(f"{cell:4d}" for cell in row) for row in matrix), "```", ""]
@@ -208,6 +232,5 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 def write_jev_report(directory: Path) -> dict[str, Any]:
     report = build_jev_report(*read_run(directory))
-    (directory / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    (directory / "report.md").write_text(render_markdown(report))
+    write_json_and_markdown(directory, report, render_markdown(report))
     return report

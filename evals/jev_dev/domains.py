@@ -1,11 +1,11 @@
 """The office domains of the `jev-dev` generator (grading, contracts, hiring) and the list of all six.
 
-Templates and their gold rules: evals/jev_dev_templates.py.
+Templates and their gold rules: evals/jev_dev/templates.py.
 """
 
 from __future__ import annotations
 
-from evals.jev_dev_templates import INCIDENTS, RETURNS, SUPPORT, Count, Domain, Flag, Pick, Rubric
+from evals.jev_dev.templates import INCIDENTS, RETURNS, SUPPORT, Count, Domain, Flag, Pick, Rubric
 
 GRADING = Domain(
     "grading",

@@ -1,6 +1,6 @@
-"""Question templates of the `jev-dev` generator (evals/jev_dev_gen.py): the service domains.
+"""Question templates of the `jev-dev` generator (evals/jev_dev/gen.py): the service domains.
 
-Support, returns and incidents are here; grading, contracts and hiring in evals/jev_dev_domains.py.
+Support, returns and incidents are here; grading, contracts and hiring in evals/jev_dev/domains.py.
 
 Each domain has an intro (the state's first line, `{name}`, `{ref}` and `{org}` filled in), yes/no
 facts, count facts, categorical facts and rubrics. Every template says how a fact is written as a

@@ -1,0 +1,10 @@
+"""Every suite the entry scripts know (evals/run.py, report.py, compare.py, calibrate.py), registered."""
+
+from __future__ import annotations
+
+from evals import jev_dev, mmlu
+
+
+def register_all() -> None:
+    mmlu.register()
+    jev_dev.register()
