@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from openjev.affinity import RankRouter, common_prefix_length, conversation_key, pinned
+from openjev.affinity import RankRouter, pinned
 from openjev.answering.answers import NonFiniteLogprob
 from openjev.answering.content_free import ContentFreePriors
 from openjev.answering.readouts import AnswerableQuestion, QuestionViews, Readout
@@ -49,9 +49,11 @@ from openjev.config import Settings
 from openjev.errors import Issue, RequestRejected
 from openjev.prompting.conversation_memo import ConversationMemo, Lookup
 from openjev.prompting.encoding import PromptEncoder, PromptTooLong
+from openjev.prompting.image_marks import ImageMarks, PromptImages
 from openjev.prompting.prompt_ids import PromptIds, SharedIds
-from openjev.prompting.prompts import ANSWER_CUES, chat_messages, frame_conversation
-from openjev.prompting.tokenizer import ChatTokenizer, TemplateError
+from openjev.prompting.prompts import ANSWER_CUES, ConversationFrame, chat_messages, template_header_length
+from openjev.prompting.tokenizer import ChatTokenizer, Segment, TemplateError
+from openjev.request.images import ImageInput
 from openjev.request.schema import NoulQuestion, SystemOneRequest
 from openjev.request.validation import check_request
 
@@ -64,6 +66,9 @@ class Branch:
     label_token_ids: tuple[int, ...]
     #: The view shown in this branch (readouts.py): a choice's rotation, a score's reversed rubric; 0: as sent.
     offset: int = 0
+    #: The images of the suffix's pads, in order; the positions they add beyond their pads.
+    images: tuple[ImageInput, ...] = ()
+    image_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +79,9 @@ class PreparedRequest:
     affinity_key: int = 0
     #: The request names the thinking tier.
     thinking: bool = False
+    #: The images of the shared prefix's pads, in order, and the positions they add beyond their pads.
+    prefix_images: tuple[ImageInput, ...] = ()
+    prefix_image_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +126,7 @@ class Engine:
         ranks = backend.data_parallel_size
         #: Several data-parallel ranks: which one serves each evaluation (None: one rank, nothing routed).
         self.router: RankRouter | None = RankRouter(ranks) if ranks > 1 else None
-        self._template_header = self._header_length()
+        self._template_header = template_header_length(chat)
         self.thinker = Thinker(
             settings, chat, backend, self._backend_slots, [ANSWER_CUES[cue] for cue in set(self.views.cues.values())]
         )
@@ -127,13 +135,8 @@ class Engine:
         )
         #: The calibration file in force (its path as configured), for /health and /v1/limits.
         self.calibration_source: str | None = self.calibration.source if self.calibration else None
-
-    def _header_length(self) -> int:
-        """Tokens every shared prefix starts with (the template's, before the state): the affinity key
-        starts after them."""
-        frames = (frame_conversation(self.chat, [{"role": "user", "content": text}]) for text in "ab")
-        first, second = (self.chat.encode_segments(frame.shared_prefix_segments) for frame in frames)
-        return common_prefix_length(first, second)
+        #: The served model's images in prompts (`image_marks.py`); its `vision` is None for a text-only model.
+        self.images = PromptImages(chat, backend.vision, settings)
 
     # -- 1. prepare -------------------------------------------------------------------------------
 
@@ -148,52 +151,67 @@ class Engine:
         return lookup, body_bytes if lookup.new_text_bytes is None else lookup.new_text_bytes
 
     def prepare(
-        self, request: SystemOneRequest, *, checked: bool = False, lookup: Lookup | None = None
+        self,
+        request: SystemOneRequest,
+        *,
+        checked: bool = False,
+        lookup: Lookup | None = None,
+        images: Mapping[str, bytes] | None = None,
     ) -> PreparedRequest:
         """`checked`: the caller has run `check_request` on this request already and found nothing;
-        `lookup`: `look_up`'s, made just before (None: looked up here)."""
+        `lookup`: `look_up`'s, made just before (None: looked up here); `images`: the bytes of each
+        asset (`request.assets.asset_sources`), decoded here (`images.py`)."""
         issues = [] if checked else check_request(request, self.settings)
         if issues:
             raise RequestRejected(issues)
+        marks, safe = self.images.marks(request, images or {})
         try:
-            framing = self.memo.frame(request.state, lookup)
+            framing = self.images.framing(request.state, marks) if marks else self.memo.frame(request.state, lookup)
         except TemplateError as error:
             raise RequestRejected([Issue(("state",), str(error))]) from error
-        frame, known = framing.frame, framing.known_ids
-        # The frame carries no cue: each question type's closes its turn, right before the label.
-        frames = {cue: frame.with_cue(ANSWER_CUES[cue]) for cue in set(self.views.cues.values())}
-
-        questions: list[tuple[str, AnswerableQuestion]] = list(request.questions.items())  # type: ignore[arg-type]
-        planned = [
-            (question_id, question, offset, *self.views.text(question, offset))
-            for question_id, question in questions
-            for offset in self.views.views(question)
-        ]
+        known = framing.known_ids
+        planned, prompts = self._plan(request, framing.frame, marks)
+        # Per prompt: its images in pad order, and the positions they add beyond their pads.
+        prompts, shown, extra = self.images.place(marks, prompts, safe)
+        caps = self._encode_limits(len(planned), len(known))
+        limits = [max(0, cap - more) for cap, more in zip(caps, extra, strict=True)]
         try:
-            new_prefix_ids, *suffixes = self.encoder.encode_many(
-                [
-                    frame.shared_prefix_segments,
-                    *(
-                        frames[self.views.cue(question)].question_suffix_segments(
-                            text, self.chat.spells_added_token(text)
-                        )
-                        for _, question, _, text, _ in planned
-                    ),
-                ],
-                self._encode_limits(len(planned), len(known)),
-            )
+            new_prefix_ids, *suffixes = self.encoder.encode_many(prompts, limits)
         except PromptTooLong as over:
-            over = PromptTooLong(over.index, over.tokens + (len(known) if over.index == 0 else 0))
+            over = PromptTooLong(over.index, over.tokens + extra[over.index] + (len(known) if over.index == 0 else 0))
             raise RequestRejected([self._early_budget_issue(over, planned)]) from None
         shared_prefix_ids = known + new_prefix_ids
         branches = [
-            Branch(question_id, question, suffix_ids, ids, offset)
-            for (question_id, question, offset, _, ids), suffix_ids in zip(planned, suffixes, strict=True)
+            Branch(question_id, question, suffix_ids, ids, offset, images, more)
+            for (question_id, question, offset, _, ids), suffix_ids, images, more in zip(
+                planned, suffixes, shown[1:], extra[1:], strict=True
+            )
         ]
-        self._check_budget(shared_prefix_ids, branches)
-        self.memo.remember(framing, shared_prefix_ids)
-        key = conversation_key(shared_prefix_ids, self._template_header)
-        return PreparedRequest(shared_prefix_ids, branches, key, request.model == self.settings.think_model)
+        self._check_budget(shared_prefix_ids, branches, extra[0])
+        if marks is None:
+            self.memo.remember(framing, shared_prefix_ids)
+        key = self.images.affinity_key(shared_prefix_ids, self._template_header, shown[0])
+        thinking = request.model == self.settings.think_model
+        return PreparedRequest(shared_prefix_ids, branches, key, thinking, shown[0], extra[0])
+
+    def _plan(
+        self, request: SystemOneRequest, frame: ConversationFrame, marks: ImageMarks | None
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Segment, ...]]]:
+        """Each question view's (id, question, offset, text, label ids), and every prompt's segments,
+        the shared prefix first; `marks`: the text shows the request's images (the question stays as sent)."""
+        # The frame carries no cue: each question type's closes its turn, right before the label.
+        frames = {cue: frame.with_cue(ANSWER_CUES[cue]) for cue in set(self.views.cues.values())}
+        questions: list[tuple[str, AnswerableQuestion]] = list(request.questions.items())  # type: ignore[arg-type]
+        planned = [
+            (question_id, question, offset, *self.views.text(marks.question(question) if marks else question, offset))
+            for question_id, question in questions
+            for offset in self.views.views(question)
+        ]
+        suffixes = (
+            frames[self.views.cue(question)].question_suffix_segments(text, self.chat.spells_added_token(text))
+            for _, question, _, text, _ in planned
+        )
+        return planned, [frame.shared_prefix_segments, *suffixes]
 
     def _encode_limits(self, branch_count: int, known: int = 0) -> list[int]:
         """Per prompt, a length past which `_check_budget` must refuse whatever the others' lengths:
@@ -241,20 +259,21 @@ class Engine:
             {"limit": self.settings.max_total_input_tokens, "tokens": total},
         )
 
-    def _check_budget(self, shared_prefix_ids: list[int], branches: list[Branch]) -> None:
-        prefix = len(shared_prefix_ids)
+    def _check_budget(self, shared_prefix_ids: list[int], branches: list[Branch], prefix_image_tokens: int = 0) -> None:
+        """The budgets on the prompts as the model sees them: each image's pad counted as its positions."""
+        prefix = len(shared_prefix_ids) + prefix_image_tokens
         if prefix + 2 > self.max_branch_tokens:
             raise RequestRejected([self._state_issue(prefix)])
         issues = []
         refused: set[str] = set()
         for branch in branches:
-            needed = prefix + len(branch.suffix_ids) + 1
+            needed = prefix + len(branch.suffix_ids) + branch.image_tokens + 1
             # A question read in several rotations is named once, by its first rotation over the limit.
             if needed > self.max_branch_tokens and branch.question_id not in refused:
                 refused.add(branch.question_id)
-                parts = f"state {prefix} + question {len(branch.suffix_ids)} + 1 output"
+                parts = f"state {prefix} + question {len(branch.suffix_ids) + branch.image_tokens} + 1 output"
                 issues.append(self._question_issue(branch.question_id, needed, parts, bound=""))
-        total = prefix + sum(prefix + len(branch.suffix_ids) for branch in branches)
+        total = prefix + sum(prefix + len(branch.suffix_ids) + branch.image_tokens for branch in branches)
         if total > self.settings.max_total_input_tokens:
             issues.append(self._total_issue(total, prefix, len(branches)))
         if issues:
@@ -263,11 +282,16 @@ class Engine:
     # -- 2. evaluate ------------------------------------------------------------------------------
 
     async def _call_backend(
-        self, input_ids: Sequence[int], label_token_ids: tuple[int, ...], rank: int | None = None
+        self,
+        input_ids: Sequence[int],
+        label_token_ids: tuple[int, ...],
+        rank: int | None = None,
+        images: tuple[ImageInput, ...] = (),
     ) -> LabelLogprobs:
-        """One backend call; `rank` is the evaluation's data-parallel rank (None with one rank)."""
+        """One backend call; `rank` is the evaluation's data-parallel rank (None with one rank);
+        `images`: one per image pad of `input_ids`, in order."""
         async with self._backend_slots:
-            call = ReadoutCall(new_rid(), input_ids, label_token_ids, self._ids_in_vocabulary, rank)
+            call = ReadoutCall(new_rid(), input_ids, label_token_ids, self._ids_in_vocabulary, rank, images)
             result = await self.backend.readout(call)
         if self.router is not None and rank is not None:
             self.router.record(rank, result.prompt_tokens, result.cached_tokens)
@@ -285,17 +309,16 @@ class Engine:
             async with asyncio.timeout(self.settings.request_timeout):
                 started = time.perf_counter()
                 # Any non-empty id list works: every call must carry one (SGLang #34719).
-                warm = await self._call_backend(PromptIds(prefix, []), prepared.branches[0].label_token_ids[:1], rank)
+                first_labels, seen = prepared.branches[0].label_token_ids[:1], prepared.prefix_images
+                warm = await self._call_backend(PromptIds(prefix, []), first_labels, rank, seen)
                 warmed = time.perf_counter()
                 try:
                     async with asyncio.TaskGroup() as group:
-                        tasks = [
-                            group.create_task(
-                                self._call_backend(PromptIds(prefix, branch.suffix_ids), branch.label_token_ids, rank)
-                            )
-                            for branch in prepared.branches
-                        ]
-                        wanted = [self.views.wants_content_free(branch.question) for branch in prepared.branches]
+                        calls = [(PromptIds(prefix, b.suffix_ids), b.label_token_ids, rank, seen + b.images)
+                                 for b in prepared.branches]  # fmt: skip
+                        tasks = [group.create_task(self._call_backend(*call)) for call in calls]
+                        # A question's own image is no content-free text: its prior is not read.
+                        wanted = [self.views.wants_content_free(b.question) and not b.images for b in prepared.branches]
                         content_free = group.create_task(
                             self.content_free.read(
                                 prepared.branches, wanted, lambda ids, labels: self._call_backend(ids, labels, rank)
@@ -326,7 +349,7 @@ class Engine:
             answers=answers,
             input_tokens=warm.prompt_tokens + sum(result.prompt_tokens for result in results) + prior_tokens,
             output_tokens=len(results) + 1 + prior_calls,
-            prefix_tokens=len(prefix.ids),
+            prefix_tokens=len(prefix.ids) + prepared.prefix_image_tokens,
             cached_tokens=None if any(value is None for value in reported) else sum(reported),  # type: ignore[misc]
             prefill_seconds=warmed - started,
             branches_seconds=finished - warmed,
