@@ -170,35 +170,14 @@ class Settings(BaseSettings):
     )
     # Image assets (a vision backend only; request/images.py).
     max_images: int = Field(8, ge=1, description="Image assets per request.")
-    max_image_bytes: int = Field(
-        10 * 1024 * 1024, ge=1024, description="Bytes of one image as sent (PNG or JPEG file bytes)."
-    )
-    max_image_total_bytes: int = Field(
-        32 * 1024 * 1024, ge=1024, description="Bytes of all the images of one request, as sent."
-    )
+    max_image_bytes: int = Field(10 * 1024 * 1024, ge=1024, description="Bytes of one image as sent.")
+    max_image_total_bytes: int = Field(32 * 1024 * 1024, ge=1024, description="Bytes of a request's images.")
     max_image_body_bytes: int = Field(
-        40 * 1024 * 1024,
-        ge=1024,
-        description="Size of a multipart/form-data body (the JSON part and its image parts), on the wire and "
-        "after decompression; its JSON part keeps OPENJEV_MAX_BODY_BYTES.",
+        40 * 1024 * 1024, ge=1024, description="A multipart body's size (its JSON part: OPENJEV_MAX_BODY_BYTES)."
     )
-    max_image_pixels: int = Field(
-        1024 * 1024,
-        ge=1024,
-        description="Pixels of an image as the model sees it: a larger image is resized to fit, keeping its "
-        "aspect ratio (a Qwen3-VL-family model then spends one token per 32x32 pixels).",
-    )
-    max_image_source_pixels: int = Field(
-        40_000_000,
-        ge=1024,
-        description="Pixels of an image as sent; a larger one is refused before it is decoded.",
-    )
-    image_cache_bytes: int = Field(
-        64 * 1024 * 1024,
-        ge=0,
-        description="Prepared images kept by the sha256 of their bytes, so a repeated image is decoded once; "
-        "0: none kept.",
-    )
+    max_image_pixels: int = Field(1024 * 1024, ge=1024, description="Pixels a larger image is resized to fit.")
+    max_image_source_pixels: int = Field(40_000_000, ge=1024, description="Pixels of an image as sent, at most.")
+    image_cache_bytes: int = Field(64 * 1024 * 1024, ge=0, description="Prepared images kept, by sha256; 0: none.")
     max_concurrent_branches: int = Field(64, ge=1, description="Backend calls in flight, process-wide.")
     request_timeout: float = Field(120.0, gt=0, description="Seconds for the backend work of one request.")
     retry_after: int = Field(1, ge=0, description="Seconds suggested in Retry-After on 503 and 529.")

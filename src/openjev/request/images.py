@@ -12,7 +12,8 @@ Contract, for the bytes of one image asset (`ImagePreparer.prepare`):
   scale s = sqrt(budget / (H * W)), size (max(1, floor(H * s)), max(1, floor(W * s))); a JPEG is decoded
   at the smallest DCT scale that still covers that size, which decodes a large photo several times
   faster;
-- it is encoded once as PNG, which the backend's processor reads as is (SGLang 0.5.19 turns a JPEG
+- it is encoded once as PNG (an upright RGB PNG within the budget is its own bytes: it decoded in full),
+  which the backend's processor reads as is (SGLang 0.5.19 turns a JPEG
   into ids by decoding and re-tokenizing the whole prompt; a PNG keeps openjev's ids), and named by
   the PNG's sha256 in every cache downstream.
 Each refusal is an `ImageRefused` whose message says why; `ImagePreparer` reports it as a 422 naming
@@ -79,8 +80,13 @@ def _rgb(image: Image.Image) -> Image.Image:
     return image.convert("RGB")
 
 
-def _decoded(data: bytes, kind: str, max_pixels: int, max_source_pixels: int) -> Image.Image:
-    """The upright RGB image within `max_pixels`; `ImageRefused` for anything that does not decode."""
+#: EXIF's orientation tag; 1 (or none) is upright.
+ORIENTATION = 0x0112
+
+
+def _decoded(data: bytes, kind: str, max_pixels: int, max_source_pixels: int) -> tuple[Image.Image, bool]:
+    """The upright RGB image within `max_pixels`, and whether it differs from the file's own pixels;
+    `ImageRefused` for anything that does not decode."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
@@ -95,7 +101,9 @@ def _decoded(data: bytes, kind: str, max_pixels: int, max_source_pixels: int) ->
             if kind == "JPEG":
                 image.draft("RGB", (target_width, target_height))
             image.load()
-            image = _rgb(ImageOps.exif_transpose(image))
+            turned = image.getexif().get(ORIENTATION, 1) != 1
+            changed = turned or image.mode != "RGB"
+            image = _rgb(ImageOps.exif_transpose(image) if turned else image)
         except ImageRefused:
             raise
         except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError,
@@ -105,7 +113,8 @@ def _decoded(data: bytes, kind: str, max_pixels: int, max_source_pixels: int) ->
     target_height, target_width = fitted_size(height, width, max_pixels)
     if (target_height, target_width) != (height, width):
         image = image.resize((target_width, target_height), Image.Resampling.BICUBIC)
-    return image
+        changed = True
+    return image, changed
 
 
 def make_safe(data: bytes, *, max_pixels: int, max_source_pixels: int) -> ImageInput:
@@ -113,11 +122,14 @@ def make_safe(data: bytes, *, max_pixels: int, max_source_pixels: int) -> ImageI
     kind = image_format(data)
     if kind is None:
         raise ImageRefused("the bytes are not a PNG or JPEG image (the format is detected from the bytes)")
-    image = _decoded(data, kind, max_pixels, max_source_pixels)
-    out = io.BytesIO()
-    # Level 1: the PNG crosses a local connection only; higher levels cost several times the encoding time.
-    image.save(out, format="PNG", compress_level=1)
-    png = out.getvalue()
+    image, changed = _decoded(data, kind, max_pixels, max_source_pixels)
+    if kind == "PNG" and not changed:
+        png = data  # an upright RGB PNG within the budget, decoded in full: its own bytes are that PNG
+    else:
+        out = io.BytesIO()
+        # Level 1: the PNG crosses a local connection only; higher levels cost more encoding time.
+        image.save(out, format="PNG", compress_level=1)
+        png = out.getvalue()
     return ImageInput(png, hashlib.sha256(png).hexdigest(), image.height, image.width)
 
 
