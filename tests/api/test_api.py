@@ -218,7 +218,10 @@ def test_assets_and_non_text_chat_parts_are_refused_by_name(client):
     image_state = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:x"}}]}]
     assert ["body", "state", 0, "content", 0, "type"] in loc_of(post(client, request_with({"q": NOUL}, image_state)))
     # The SDK's multipart form: the JSON part, then the image part its asset claims; this model reads text only.
-    sent = {**request_with({"q": NOUL}, state="<image:1>"), "assets": {"<image:1>": {"type": "image", "part": "asset-0"}}}
+    sent = {
+        **request_with({"q": NOUL}, state="<image:1>"),
+        "assets": {"<image:1>": {"type": "image", "part": "asset-0"}},
+    }
     png = b"\x89PNG\r\n\x1a\n" + b"\0" * 32
     files = {"request": (None, json.dumps(sent), "application/json"), "asset-0": ("asset-0", png, "image/png")}
     assert ["body", "assets"] in loc_of(client.post("/v1/systemone", files=files))
