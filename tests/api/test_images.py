@@ -272,3 +272,20 @@ def test_a_text_only_model_refuses_the_same_request_naming_assets(qwen_tokenizer
         stop_openjev(server)
         fake.stop()
     assert fake.violations == [] and not any("image_data" in call["body"] for call in fake.generate_calls)
+
+
+def test_the_token_budgets_count_every_image_position(vision_stack, tmp_path):
+    _, fake = vision_stack
+    server = launch_openjev(
+        "--connect", fake.url, "--tokenizer", str(fake.tokenizer_path), "--max-input-tokens", "600", log_dir=tmp_path
+    )
+    try:
+        picture = base64.b64encode(png(1024, 1024, (8, 8, 8))).decode()  # 1,024 positions, 3 ids
+        body = {"model": "jev-latest", "state": "<image:b>", "questions": {"q": {"type": "noul", "instructions": "?"}},
+                "assets": {"<image:b>": {"type": "image", "format": "png", "data_base64": picture}}}  # fmt: skip
+        refused = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=60)
+        assert ["body", "state"] in detail(refused)
+        (issue,) = refused.json()["detail"]
+        assert issue["ctx"]["tokens"] > SPEC.image_tokens(1024, 1024) and issue["ctx"]["limit"] == 600
+    finally:
+        stop_openjev(server)
