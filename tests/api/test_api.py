@@ -11,7 +11,7 @@ import typesafe_sdk
 from typesafe_sdk import Choice, Noul, RetryPolicy, Score, TypeSafeClient
 
 from openjev.examples import support_ticket
-from tests.conftest import gzip_compress, launch_openjev, stop_openjev, zstd_compress
+from tests.conftest import gzip_compress, running_stack, zstd_compress
 from tests.fake_sglang import FakeSGLang
 
 EXAMPLE = support_ticket()
@@ -20,14 +20,8 @@ EXAMPLE = support_ticket()
 @pytest.fixture(scope="module")
 def stack(qwen_tokenizer_dir, tmp_path_factory):
     """One fake SGLang and one openjev with default settings, shared by the read-only tests."""
-    fake = FakeSGLang().start()
-    server = launch_openjev(
-        "--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir), log_dir=tmp_path_factory.mktemp("logs")
-    )
-    yield server, fake
-    stop_openjev(server)
-    fake.stop()
-    assert fake.violations == []
+    with running_stack(FakeSGLang(), qwen_tokenizer_dir, tmp_path_factory.mktemp("logs")) as stack:
+        yield stack
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import typesafe_sdk
 from PIL import Image as PILImage
 from typesafe_sdk import Choice, Image, Noul, RetryPolicy, TypeSafeClient
 
-from tests.conftest import gzip_compress, launch_openjev, stop_openjev
+from tests.conftest import gzip_compress, launch_openjev, running_stack, stop_openjev
 from tests.fake_sglang import FakeSGLang
 from tests.fake_sglang.vision import IMAGE_PAD, SPEC
 
@@ -38,14 +38,9 @@ def pixels(data: bytes) -> bytes:
 
 @pytest.fixture(scope="module")
 def vision_stack(qwen_tokenizer_dir, tmp_path_factory):
-    fake = FakeSGLang(vision=True, tokenizer_path=str(qwen_tokenizer_dir)).start()
-    server = launch_openjev(
-        "--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir), log_dir=tmp_path_factory.mktemp("logs")
-    )
-    yield server, fake
-    stop_openjev(server)
-    fake.stop()
-    assert fake.violations == []
+    fake = FakeSGLang(vision=True, tokenizer_path=str(qwen_tokenizer_dir))
+    with running_stack(fake, qwen_tokenizer_dir, tmp_path_factory.mktemp("logs")) as stack:
+        yield stack
 
 
 @pytest.fixture
@@ -257,9 +252,7 @@ def test_a_50_megapixel_image_is_refused_and_health_live_stays_quick(vision_stac
 
 
 def test_a_text_only_model_refuses_the_same_request_naming_assets(qwen_tokenizer_dir, tmp_path):
-    fake = FakeSGLang().start()
-    server = launch_openjev("--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir), log_dir=tmp_path)
-    try:
+    with running_stack(FakeSGLang(), qwen_tokenizer_dir, tmp_path) as (server, fake):
         with (
             TypeSafeClient(
                 base_url=server.url, api_key="k", compression="zstd", retry=RetryPolicy(max_retries=0)
@@ -268,10 +261,8 @@ def test_a_text_only_model_refuses_the_same_request_naming_assets(qwen_tokenizer
         ):
             ask(sdk, png(30, 20, (1, 1, 1)), png(20, 30, (2, 2, 2)))
         assert httpx.get(f"{server.url}/v1/limits").json()["images"]["accepted"] is False
-    finally:
-        stop_openjev(server)
-        fake.stop()
-    assert fake.violations == [] and not any("image_data" in call["body"] for call in fake.generate_calls)
+        assert httpx.get(f"{server.url}/v1/models").json()["models"][0]["x_images"] is False
+    assert not any("image_data" in call["body"] for call in fake.generate_calls)
 
 
 def test_the_token_budgets_count_every_image_position(vision_stack, tmp_path):
