@@ -137,3 +137,17 @@ def test_marks_put_each_image_where_its_placeholder_stands_and_keep_quoting():
     choice = ChoiceQuestion(type="choice", instructions="see <image:a>", criteria={"<image:a>": "is <image:a>"})
     shown = marks.question(choice)
     assert list(shown.criteria) == ["<image:a>"] and marks.marker(0) in shown.criteria["<image:a>"]
+
+
+def test_sglang_learns_at_start_up_whether_its_model_sees(qwen_tokenizer_dir):
+    from openjev.backends.sglang_vision import read_vision
+    from tests.fake_sglang.vision import SPEC, vision_model_dir
+
+    info = {
+        "has_image_understanding": True,
+        "model_path": vision_model_dir(),
+        "tokenizer_path": str(qwen_tokenizer_dir),
+    }
+    assert read_vision(info, {}, None) == SPEC
+    assert read_vision({**info, "has_image_understanding": False}, {}, None) is None
+    assert read_vision(info, {"language_model_only": True}, None) is None  # it refuses every image

@@ -12,7 +12,8 @@ at once on the Rust frontend, within SGLang's 4 s wait timeout on the Python one
 What 0.5.19 refuses or crashes on is decided by `rules.judge`, in every state; a crash, a refusal
 and any breach of openjev's readout contract are recorded in `violations` (the fixtures assert the
 list is empty). Every `/generate` body and the fake's verdict go to `payloads` for the check with
-SGLang's own classes. Label logprobs are deterministic functions of the prompt ids.
+SGLang's own classes. Label logprobs are deterministic functions of the prompt ids; in vision mode
+(`vision=True`, `vision.py`) of the prompt as the model sees it, its images included.
 """
 
 from __future__ import annotations
