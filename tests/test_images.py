@@ -134,9 +134,14 @@ def test_marks_put_each_image_where_its_placeholder_stands_and_keep_quoting():
     # A marker with another request's nonce is caller text: it stays text.
     other = ImageMarks(("<image:a>",), "<V>")
     assert other.split([(marks.marker(0), False)]) == (((marks.marker(0), False),), ())
-    choice = ChoiceQuestion(type="choice", instructions="see <image:a>", criteria={"<image:a>": "is <image:a>"})
+    choice = ChoiceQuestion(
+        type="choice", instructions="see <image:a>", criteria={"<image:a>": "is <image:a>", "x": None}
+    )
     shown = marks.question(choice)
-    assert list(shown.criteria) == ["<image:a>"] and marks.marker(0) in shown.criteria["<image:a>"]
+    assert list(shown.criteria) == ["<image:a>", "x"] and marks.marker(0) in shown.criteria["<image:a>"]
+    # An option shown by its name shows the name's image.
+    named = marks.question(ChoiceQuestion(type="choice", criteria={"<image:ab>": None, "y": None}))
+    assert named.criteria == {"<image:ab>": marks.marker(1), "y": "y"}
 
 
 def test_sglang_learns_at_start_up_whether_its_model_sees(qwen_tokenizer_dir):

@@ -88,7 +88,8 @@ class ImageMarks:
     def question(self, question: Question) -> Question:
         criteria: Any = question.criteria
         if isinstance(question, ChoiceQuestion):
-            criteria = {name: self.mark(description) for name, description in question.criteria.items()}
+            # An option shown by its name (a null description) shows the name's images.
+            criteria = {name: self.mark(name if text is None else text) for name, text in question.criteria.items()}
         elif isinstance(criteria, NoulCriteria):
             criteria = NoulCriteria(true=self.mark(criteria.true), false=self.mark(criteria.false))
         elif criteria is not None:
