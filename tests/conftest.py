@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -177,6 +178,22 @@ def serve_openjev(tmp_path: Path) -> Iterator[ServeOpenJev]:
 @pytest.fixture
 def openjev_on_fake(serve_openjev: ServeOpenJev, fake_sglang: FakeSGLang, qwen_tokenizer_dir: Path) -> RunningOpenJev:
     return serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir))
+
+
+@contextlib.contextmanager
+def running_stack(fake: FakeSGLang, tokenizer_dir: Path, log_dir: Path) -> Iterator[tuple[RunningOpenJev, FakeSGLang]]:
+    """`fake` started and one openjev with default settings in front of it; both stopped afterwards, and
+    the fake must have seen nothing a real SGLang would break on."""
+    fake.start()
+    try:
+        server = launch_openjev("--connect", fake.url, "--tokenizer", str(tokenizer_dir), log_dir=log_dir)
+        try:
+            yield server, fake
+        finally:
+            stop_openjev(server)
+    finally:
+        fake.stop()
+    assert fake.violations == [], f"requests that would break a real SGLang: {fake.violations}"
 
 
 def zstd_compress(data: bytes) -> bytes:

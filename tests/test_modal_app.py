@@ -100,6 +100,10 @@ def test_environment_puts_every_cache_on_the_volume() -> None:
     for variable in caches:
         assert environment[variable].startswith(f"{mount}/"), variable
     assert int(environment["OPENJEV_BACKEND_STARTUP_TIMEOUT"]) < modal_app.OpenJev.info().startup_timeout
+    # SGLang starts with its vision tower: nothing makes it `--language-model-only` (which refuses images).
+    assert not any(
+        "language-model-only" in value or "LANGUAGE_MODEL_ONLY" in name for name, value in environment.items()
+    )
 
 
 def test_local_settings_are_forwarded_and_keys_travel_in_secrets() -> None:

@@ -13,6 +13,8 @@ Contract:
   conversation keeps its opening, so its key stays put (a first state shorter than `KEY_TOKENS`
   changes it once, as it grows past them); two conversations with the same opening share those
   cached tokens too, so landing together costs them nothing.
+  An opening that holds images is named by their sha256 too (`with_images`): another image is
+  another conversation.
 - `rank_order(key, n)`: rendezvous (highest-random-weight) hashing: every rank gets the score
   `h(key, rank)`, the order is by descending score. Adding or removing a rank moves only the keys
   whose first choice it was.
@@ -52,6 +54,15 @@ def conversation_key(prefix_ids: Sequence[int], header: int = 0) -> int:
     """A 64-bit key from the `KEY_TOKENS` tokens after the first `header` tokens of the shared prefix."""
     opening = prefix_ids[header : header + KEY_TOKENS]
     digest = hashlib.blake2b(b",".join(str(token).encode() for token in opening), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def with_images(key: int, digests: Sequence[str]) -> int:
+    """`key` for an opening that holds images: their pads are the same ids for any image, so the images'
+    sha256 digests (in order) name them; no images: `key` itself."""
+    if not digests:
+        return key
+    digest = hashlib.blake2b(key.to_bytes(8, "little") + ",".join(digests).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little")
 
 

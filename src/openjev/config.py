@@ -169,6 +169,16 @@ class Settings(BaseSettings):
         "loop, in a preparation slot: handing it to a worker thread costs more than preparing it; 0: every "
         "request on a worker thread.",
     )
+    # Image assets (a vision backend only; request/images.py).
+    max_images: int = Field(8, ge=1, description="Image assets per request.")
+    max_image_bytes: int = Field(10 * 1024 * 1024, ge=1024, description="Bytes of one image as sent.")
+    max_image_total_bytes: int = Field(32 * 1024 * 1024, ge=1024, description="Bytes of a request's images.")
+    max_image_body_bytes: int = Field(
+        40 * 1024 * 1024, ge=1024, description="A multipart body's size (its JSON part: OPENJEV_MAX_BODY_BYTES)."
+    )
+    max_image_pixels: int = Field(1024 * 1024, ge=1024, description="Pixels a larger image is resized to fit.")
+    max_image_source_pixels: int = Field(40_000_000, ge=1024, description="Pixels of an image as sent, at most.")
+    image_cache_bytes: int = Field(64 * 1024 * 1024, ge=0, description="Prepared images kept, by sha256; 0: none.")
     max_concurrent_branches: int = Field(64, ge=1, description="Backend calls in flight, process-wide.")
     request_timeout: float = Field(120.0, gt=0, description="Seconds for the backend work of one request.")
     retry_after: int = Field(1, ge=0, description="Seconds suggested in Retry-After on 503 and 529.")

@@ -6,6 +6,8 @@
    fix the content-free readouts it will make (`content_free.py`), and keep the token budgets
    (`budget.py`): every call within the branch limit, everything the first pass sends within the
    request's total, tokenizing stopped early once a prompt is certainly over. Nothing is truncated.
+   Image assets (`image_marks.py`) become the model's vision spans where their placeholders stand,
+   one pad per image in the ids, and every position an image takes counts in the budgets.
 2. `evaluate` (backend I/O): one warm-up readout of the shared prefix, awaited so the backend's
    prefix cache holds it, then one readout per question, concurrently. Every backend call in the
    process shares `OPENJEV_MAX_CONCURRENT_BRANCHES` slots. The first failure cancels the siblings
@@ -32,11 +34,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from openjev.affinity import RankRouter, common_prefix_length, conversation_key, pinned
+from openjev.affinity import RankRouter, pinned
 from openjev.answering.answers import NonFiniteLogprob
 from openjev.answering.content_free import ContentFreePlan, ContentFreePriors
 from openjev.answering.readouts import AnswerableQuestion, QuestionViews, Readout
@@ -48,9 +50,11 @@ from openjev.errors import Issue, RequestRejected
 from openjev.prompting.budget import TokenBudget
 from openjev.prompting.conversation_memo import ConversationMemo, Lookup
 from openjev.prompting.encoding import PromptEncoder, PromptTooLong
+from openjev.prompting.image_marks import ImageMarks, PromptImages
 from openjev.prompting.prompt_ids import PromptIds, SharedIds
-from openjev.prompting.prompts import ANSWER_CUES, chat_messages, frame_conversation
-from openjev.prompting.tokenizer import ChatTokenizer, TemplateError
+from openjev.prompting.prompts import ANSWER_CUES, ConversationFrame, chat_messages, template_header_length
+from openjev.prompting.tokenizer import ChatTokenizer, Segment, TemplateError
+from openjev.request.images import ImageInput
 from openjev.request.schema import NoulQuestion, SystemOneRequest
 from openjev.request.sizes import question_bytes
 from openjev.request.validation import check_request
@@ -64,6 +68,9 @@ class Branch:
     label_token_ids: tuple[int, ...]
     #: The view shown in this branch (readouts.py): a choice's rotation, a score's reversed rubric; 0: as sent.
     offset: int = 0
+    #: The images of the suffix's pads, in order; the positions they add beyond their pads.
+    images: tuple[ImageInput, ...] = ()
+    image_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +83,9 @@ class PreparedRequest:
     affinity_key: int = 0
     #: The request names the thinking tier.
     thinking: bool = False
+    #: The images of the shared prefix's pads, in order, and the positions they add beyond their pads.
+    prefix_images: tuple[ImageInput, ...] = ()
+    prefix_image_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +124,7 @@ class Engine:
         ranks = backend.data_parallel_size
         #: Several data-parallel ranks: which one serves each evaluation (None: one rank, nothing routed).
         self.router: RankRouter | None = RankRouter(ranks) if ranks > 1 else None
-        self._template_header = self._header_length()
+        self._template_header = template_header_length(chat)
         self.thinker = Thinker(
             settings, chat, backend, self._backend_slots, [ANSWER_CUES[cue] for cue in set(self.views.cues.values())]
         )
@@ -123,13 +133,8 @@ class Engine:
         )
         #: The calibration file in force (its path as configured), for /health and /v1/limits.
         self.calibration_source: str | None = self.calibration.source if self.calibration else None
-
-    def _header_length(self) -> int:
-        """Tokens every shared prefix starts with (the template's, before the state): the affinity key
-        starts after them."""
-        frames = (frame_conversation(self.chat, [{"role": "user", "content": text}]) for text in "ab")
-        first, second = (self.chat.encode_segments(frame.shared_prefix_segments) for frame in frames)
-        return common_prefix_length(first, second)
+        #: The served model's images in prompts (`image_marks.py`); its `vision` is None for a text-only model.
+        self.images = PromptImages(chat, backend.vision, settings)
 
     # -- 1. prepare -------------------------------------------------------------------------------
 
@@ -148,73 +153,93 @@ class Engine:
         return lookup, lookup.new_text_bytes + question_bytes(request, limit)
 
     def prepare(
-        self, request: SystemOneRequest, *, checked: bool = False, lookup: Lookup | None = None
+        self,
+        request: SystemOneRequest,
+        *,
+        checked: bool = False,
+        lookup: Lookup | None = None,
+        images: Mapping[str, bytes] | None = None,
     ) -> PreparedRequest:
         """`checked`: the caller has run `check_request` on this request already and found nothing;
-        `lookup`: `look_up`'s, made just before (None: looked up here)."""
+        `lookup`: `look_up`'s, made just before (None: looked up here); `images`: the bytes of each
+        asset (`request.assets.asset_sources`), decoded here (`images.py`)."""
         issues = [] if checked else check_request(request, self.settings)
         if issues:
             raise RequestRejected(issues)
+        marks, safe = self.images.marks(request, images or {})
         try:
-            framing = self.memo.frame(request.state, lookup)
+            framing = self.images.framing(request.state, marks) if marks else self.memo.frame(request.state, lookup)
         except TemplateError as error:
             raise RequestRejected([Issue(("state",), str(error))]) from error
-        frame, known = framing.frame, framing.known_ids
-        # The frame carries no cue: each question type's closes its turn, right before the label.
-        frames = {cue: frame.with_cue(ANSWER_CUES[cue]) for cue in set(self.views.cues.values())}
-
-        questions: list[tuple[str, AnswerableQuestion]] = list(request.questions.items())  # type: ignore[arg-type]
-        planned = [
-            (question_id, question, offset, *self.views.text(question, offset))
-            for question_id, question in questions
-            for offset in self.views.views(question)
-        ]
+        known = framing.known_ids
+        planned, prompts = self._plan(request, framing.frame, marks)
+        # Per prompt: its images in pad order, and the positions they add beyond their pads.
+        prompts, shown, extra = self.images.place(marks, prompts, safe)
+        caps = self.budget.encode_limits(len(planned), len(known))
         try:
             new_prefix_ids, *suffixes = self.encoder.encode_many(
-                [
-                    frame.shared_prefix_segments,
-                    *(
-                        frames[self.views.cue(question)].question_suffix_segments(
-                            text, self.chat.spells_added_token(text)
-                        )
-                        for _, question, _, text, _ in planned
-                    ),
-                ],
-                self.budget.encode_limits(len(planned), len(known)),
+                prompts, [max(0, cap - more) for cap, more in zip(caps, extra, strict=True)]
             )
         except PromptTooLong as over:
-            tokens = over.tokens + (len(known) if over.index == 0 else 0)
+            tokens = over.tokens + extra[over.index] + (len(known) if over.index == 0 else 0)
             question_ids = [question_id for question_id, *_ in planned]
             raise RequestRejected([self.budget.early_issue(over.index, tokens, question_ids)]) from None
         shared_prefix_ids = known + new_prefix_ids
         branches = [
-            Branch(question_id, question, suffix_ids, ids, offset)
-            for (question_id, question, offset, _, ids), suffix_ids in zip(planned, suffixes, strict=True)
+            Branch(question_id, question, suffix_ids, ids, offset, images, more)
+            for (question_id, question, offset, _, ids), suffix_ids, images, more in zip(
+                planned, suffixes, shown[1:], extra[1:], strict=True
+            )
         ]
-        content_free = self.content_free.plan(
-            branches, [self.views.wants_content_free(branch.question) for branch in branches]
-        )
+        # A question's own image is no content-free text: its prior is not read.
+        wanted = [self.views.wants_content_free(branch.question) and not branch.images for branch in branches]
+        content_free = self.content_free.plan(branches, wanted)
         issues = self.budget.first_pass_issues(
-            len(shared_prefix_ids),
-            [(branch.question_id, len(branch.suffix_ids)) for branch in branches],
+            len(shared_prefix_ids) + extra[0],
+            [(branch.question_id, len(branch.suffix_ids) + branch.image_tokens) for branch in branches],
             content_free.tokens,
             len(content_free.missing),
         )
         if issues:
             raise RequestRejected(issues)
-        self.memo.remember(framing, shared_prefix_ids)
-        key = conversation_key(shared_prefix_ids, self._template_header)
+        if marks is None:
+            self.memo.remember(framing, shared_prefix_ids)
+        key = self.images.affinity_key(shared_prefix_ids, self._template_header, shown[0])
         thinking = request.model == self.settings.think_model
-        return PreparedRequest(shared_prefix_ids, branches, content_free, key, thinking)
+        return PreparedRequest(shared_prefix_ids, branches, content_free, key, thinking, shown[0], extra[0])
+
+    def _plan(
+        self, request: SystemOneRequest, frame: ConversationFrame, marks: ImageMarks | None
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Segment, ...]]]:
+        """Each question view's (id, question, offset, text, label ids), and every prompt's segments,
+        the shared prefix first; `marks`: the text shows the request's images (the question stays as sent)."""
+        # The frame carries no cue: each question type's closes its turn, right before the label.
+        frames = {cue: frame.with_cue(ANSWER_CUES[cue]) for cue in set(self.views.cues.values())}
+        questions: list[tuple[str, AnswerableQuestion]] = list(request.questions.items())  # type: ignore[arg-type]
+        planned = [
+            (question_id, question, offset, *self.views.text(marks.question(question) if marks else question, offset))
+            for question_id, question in questions
+            for offset in self.views.views(question)
+        ]
+        suffixes = (
+            frames[self.views.cue(question)].question_suffix_segments(text, self.chat.spells_added_token(text))
+            for _, question, _, text, _ in planned
+        )
+        return planned, [frame.shared_prefix_segments, *suffixes]
 
     # -- 2. evaluate ------------------------------------------------------------------------------
 
     async def _call_backend(
-        self, input_ids: Sequence[int], label_token_ids: tuple[int, ...], rank: int | None = None
+        self,
+        input_ids: Sequence[int],
+        label_token_ids: tuple[int, ...],
+        rank: int | None = None,
+        images: tuple[ImageInput, ...] = (),
     ) -> LabelLogprobs:
-        """One backend call; `rank` is the evaluation's data-parallel rank (None with one rank)."""
+        """One backend call; `rank` is the evaluation's data-parallel rank (None with one rank);
+        `images`: one per image pad of `input_ids`, in order."""
         async with self._backend_slots:
-            call = ReadoutCall(new_rid(), input_ids, label_token_ids, self._ids_in_vocabulary, rank)
+            call = ReadoutCall(new_rid(), input_ids, label_token_ids, self._ids_in_vocabulary, rank, images)
             result = await self.backend.readout(call)
         if self.router is not None and rank is not None:
             self.router.record(rank, result.prompt_tokens, result.cached_tokens)
@@ -243,16 +268,16 @@ class Engine:
             async with asyncio.timeout(self.settings.request_timeout):
                 started = time.perf_counter()
                 # Any non-empty id list works: every call must carry one (SGLang #34719).
-                warm = await self._call_backend(PromptIds(prefix, []), prepared.branches[0].label_token_ids[:1], rank)
+                seen = prepared.prefix_images
+                warm = await self._call_backend(
+                    PromptIds(prefix, []), prepared.branches[0].label_token_ids[:1], rank, seen
+                )
                 warmed = time.perf_counter()
                 try:
                     async with asyncio.TaskGroup() as group:
-                        tasks = [
-                            group.create_task(
-                                self._call_backend(PromptIds(prefix, branch.suffix_ids), branch.label_token_ids, rank)
-                            )
-                            for branch in prepared.branches
-                        ]
+                        calls = [(PromptIds(prefix, b.suffix_ids), b.label_token_ids, rank, seen + b.images)
+                                 for b in prepared.branches]  # fmt: skip
+                        tasks = [group.create_task(self._call_backend(*call)) for call in calls]
                         content_free = group.create_task(
                             self.content_free.read(
                                 prepared.content_free, lambda ids, labels: self._call_backend(ids, labels, rank)
@@ -283,7 +308,7 @@ class Engine:
             answers=answers,
             input_tokens=warm.prompt_tokens + sum(result.prompt_tokens for result in results) + prior_tokens,
             output_tokens=len(results) + 1 + prior_calls,
-            prefix_tokens=len(prefix.ids),
+            prefix_tokens=len(prefix.ids) + prepared.prefix_image_tokens,
             cached_tokens=None if any(value is None for value in reported) else sum(reported),  # type: ignore[misc]
             prefill_seconds=warmed - started,
             branches_seconds=finished - warmed,
@@ -313,8 +338,8 @@ class Engine:
             return Reading(views, cue, lambda readouts: self._answer(question, readouts))
 
         sent = TokenBudget.first_pass_tokens(
-            len(prepared.shared_prefix_ids),
-            [len(branch.suffix_ids) for branch in prepared.branches],
+            len(prepared.shared_prefix_ids) + prepared.prefix_image_tokens,
+            [len(branch.suffix_ids) + branch.image_tokens for branch in prepared.branches],
             prepared.content_free.tokens,
         )
         limits = Limits(deadline, self.budget.branch_limit, self.budget.total_limit - sent, self.router)

@@ -11,7 +11,7 @@ import typesafe_sdk
 from typesafe_sdk import Choice, Noul, RetryPolicy, Score, TypeSafeClient
 
 from openjev.examples import support_ticket
-from tests.conftest import gzip_compress, launch_openjev, stop_openjev, zstd_compress
+from tests.conftest import gzip_compress, running_stack, zstd_compress
 from tests.fake_sglang import FakeSGLang
 
 EXAMPLE = support_ticket()
@@ -20,14 +20,8 @@ EXAMPLE = support_ticket()
 @pytest.fixture(scope="module")
 def stack(qwen_tokenizer_dir, tmp_path_factory):
     """One fake SGLang and one openjev with default settings, shared by the read-only tests."""
-    fake = FakeSGLang().start()
-    server = launch_openjev(
-        "--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir), log_dir=tmp_path_factory.mktemp("logs")
-    )
-    yield server, fake
-    stop_openjev(server)
-    fake.stop()
-    assert fake.violations == []
+    with running_stack(FakeSGLang(), qwen_tokenizer_dir, tmp_path_factory.mktemp("logs")) as stack:
+        yield stack
 
 
 @pytest.fixture
@@ -217,8 +211,14 @@ def test_assets_and_non_text_chat_parts_are_refused_by_name(client):
     assert ["body", "assets"] in loc_of(post(client, body))
     image_state = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:x"}}]}]
     assert ["body", "state", 0, "content", 0, "type"] in loc_of(post(client, request_with({"q": NOUL}, image_state)))
-    multipart = client.post("/v1/systemone", files={"request": (None, json.dumps(request_with({"q": NOUL})))})
-    assert ["body", "assets"] in loc_of(multipart)
+    # The SDK's multipart form: the JSON part, then the image part its asset claims; this model reads text only.
+    sent = {
+        **request_with({"q": NOUL}, state="<image:1>"),
+        "assets": {"<image:1>": {"type": "image", "part": "asset-0"}},
+    }
+    png = b"\x89PNG\r\n\x1a\n" + b"\0" * 32
+    files = {"request": (None, json.dumps(sent), "application/json"), "asset-0": ("asset-0", png, "image/png")}
+    assert ["body", "assets"] in loc_of(client.post("/v1/systemone", files=files))
 
 
 def test_non_standard_json_numbers_are_refused(client):

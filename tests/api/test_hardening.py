@@ -203,7 +203,7 @@ def test_cheap_limits_come_before_any_preparation(qwen_tokenizer_dir) -> None:
     assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "questions"]
 
 
-def test_openapi_documents_errors_security_and_refused_assets(client) -> None:
+def test_openapi_documents_errors_security_and_assets(client) -> None:
     schema = client.get("/openapi.json").json()
     operation = schema["paths"]["/v1/systemone"]["post"]
     assert {"400", "401", "404", "408", "413", "415", "422", "502", "503", "504", "529"} <= set(operation["responses"])
@@ -214,8 +214,11 @@ def test_openapi_documents_errors_security_and_refused_assets(client) -> None:
         **schema["components"]["securitySchemes"]["HTTPBearer"], "type": "http", "scheme": "bearer"
     }  # fmt: skip
     assert operation["security"] == [{"HTTPBearer": []}]
+    # Image assets as the official schema has them (a vision model takes them; a text-only one says so).
     assets = schema["components"]["schemas"]["SystemOneRequest"]["properties"]["assets"]
-    assert assets["type"] == "null"  # `assets: {}` is not offered, since it is refused
+    assert {"$ref": "#/components/schemas/Asset"} in [option.get("additionalProperties") for option in assets["anyOf"]]
+    asset = schema["components"]["schemas"]["Asset"]["properties"]
+    assert set(asset) == {"type", "format", "data_base64", "part"}
     assert "503" in schema["paths"]["/health"]["get"]["responses"]
 
 

@@ -114,6 +114,8 @@ def test_command_without_optional_flags(tmp_path: Path) -> None:
     assert command[:3] == [str(tmp_path / "python"), "-m", "sglang.launch_server"]
     assert "--revision" not in command and "--api-key" not in command
     assert "--disable-radix-cache" not in command
+    # The vision tower stays on: a `--language-model-only` SGLang refuses every image.
+    assert not any("language-model-only" in flag for flag in command)
     assert "--skip-server-warmup" in command
     command.remove("--skip-server-warmup")
     flags = dict(zip(command[3::2], command[4::2], strict=True))

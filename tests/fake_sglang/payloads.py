@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 from tests.fake_sglang.rules import VOCAB_SIZE
+from tests.fake_sglang.vision import IMAGE_PAD
 
 PAYLOAD_LOG = "OPENJEV_SGLANG_PAYLOAD_LOG"
 COMMAND_LOG = "OPENJEV_SGLANG_COMMAND_LOG"
@@ -42,6 +43,8 @@ def record_payload(
         "body": shape, "frontend": "rust" if rust else "python", "context_length": context_length,
         "max_total_num_tokens": max_total_num_tokens, "vocab_size": VOCAB_SIZE, "expect": expect,
         "dp_size": dp_size,
+        # The vision model's pad id, for the check of `image_data` against the ids.
+        **({"image_pad_id": IMAGE_PAD} if isinstance(body, dict) and "image_data" in body else {}),
     }  # fmt: skip
     _append(PAYLOAD_LOG, json.dumps(record, separators=(",", ":"), sort_keys=True))
 

@@ -12,7 +12,8 @@ at once on the Rust frontend, within SGLang's 4 s wait timeout on the Python one
 What 0.5.19 refuses or crashes on is decided by `rules.judge`, in every state; a crash, a refusal
 and any breach of openjev's readout contract are recorded in `violations` (the fixtures assert the
 list is empty). Every `/generate` body and the fake's verdict go to `payloads` for the check with
-SGLang's own classes. Label logprobs are deterministic functions of the prompt ids.
+SGLang's own classes. Label logprobs are deterministic functions of the prompt ids; in vision mode
+(`vision=True`, `vision.py`) of the prompt as the model sees it, its images included.
 """
 
 from __future__ import annotations
@@ -39,8 +40,10 @@ from starlette.routing import Route
 from openjev.backends.supervised import free_port
 from tests.fake_sglang import payloads
 from tests.fake_sglang.generation import generated_ids, generation_meta, generation_violation, is_generation
+from tests.fake_sglang.meta import Readout, readout_answer
 from tests.fake_sglang.ranks import RankCaches
 from tests.fake_sglang.rules import VOCAB_SIZE, Outcome, contract_violation, judge, max_req_input_len
+from tests.fake_sglang.vision import SeenPrompt, seen_prompt, vision_model_dir
 
 FLOAT32_MIN = -3.4028234663852886e38
 # SGLang's TokenizerManager looks at a waiting request's connection this often (SGLANG_REQUEST_STATE_WAIT_TIMEOUT).
@@ -104,6 +107,8 @@ class FakeSGLang:
     #: A file each answered call is appended to as a JSON line (rid, input_ids, the rank asked for, the
     #: rank that served it, cached_tokens), for fakes in another process (the stand-in).
     call_log: str | None = None
+    #: A model that sees (`vision.py`): its own model files, `has_image_understanding`, `image_data`.
+    vision: bool = False
 
     requests: list[dict[str, Any]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
@@ -123,6 +128,8 @@ class FakeSGLang:
         self._ready_at = 0.0
 
     def __post_init__(self) -> None:
+        if self.vision and self.model_path == local_model_dir():
+            self.model_path = vision_model_dir()
         self._in_flight: dict[str, asyncio.Event] = {}
         self._caches = RankCaches(self.dp_size)
         self._calls = 0
@@ -211,6 +218,7 @@ class FakeSGLang:
             "served_model_name": self.served_model_name,
             "tokenizer_path": self.tokenizer_path,
             "is_generation": True,
+            "has_image_understanding": self.vision,
         }
         return self._unauthorized(request) or JSONResponse(info)
 
@@ -291,7 +299,9 @@ class FakeSGLang:
         if outcome is not None:
             return self._answer(outcome)
         breach = contract_violation(body) or (generation_violation(body) if is_generation(body) else None)
-        if breach:
+        seen = seen_prompt(body, self.vision, max_req_input_len(self.context_length, self.max_total_num_tokens))
+        if breach or isinstance(seen, str):
+            breach = breach or str(seen)
             self._violate(breach)
             return _error(breach, 500)
         if not self.rust_frontend:  # 0.5.19's Rust frontend has no starting state at all
@@ -303,9 +313,11 @@ class FakeSGLang:
             return _error("rid required", 500)
         if rid in self._in_flight:
             return self._answer(Outcome(f"Duplicate request ID detected: {rid}"))
-        return await self._run(request, rid, body, call_number)
+        return await self._run(request, rid, body, seen, call_number)
 
-    async def _run(self, request: Request, rid: str, body: dict[str, Any], call_number: int) -> Response:
+    async def _run(
+        self, request: Request, rid: str, body: dict[str, Any], seen: SeenPrompt, call_number: int
+    ) -> Response:
         event = self._in_flight[rid] = asyncio.Event()
         self.max_in_flight = max(self.max_in_flight, len(self._in_flight))
         try:
@@ -315,7 +327,7 @@ class FakeSGLang:
             aborted = False
             if self.generate_delay and call_number >= self.delay_from_call:
                 aborted = await self._wait(request, rid, event, self.generate_delay)
-            answer = self._result(rid, body, aborted)
+            answer = self._result(rid, body, seen, aborted)
             if is_generation(body) and not aborted:
                 self._generated(rid, answer, body)
             return JSONResponse(self.mangle(answer) if self.mangle else answer)
@@ -346,8 +358,9 @@ class FakeSGLang:
         answer["meta_info"] |= generation_meta(output, params["stop_token_ids"], body["token_ids_logprob"])
         self._caches.remember(self.served_by[rid], prompt + output)
 
-    def _result(self, rid: str, body: dict[str, Any], aborted: bool) -> dict[str, Any]:
-        prompt, ids = body["input_ids"], body["token_ids_logprob"]
+    def _result(self, rid: str, body: dict[str, Any], seen: SeenPrompt, aborted: bool) -> dict[str, Any]:
+        # The prompt as the model sees it (vision.py): its images' positions keyed by their bytes.
+        prompt, ids = seen.key, body["token_ids_logprob"]
         values = self.logprobs(prompt, ids)
         position = [[FLOAT32_MIN if math.isinf(v) else v, t, None] for v, t in zip(values, ids, strict=True)]
         best = max(range(len(ids)), key=lambda i: values[i])
@@ -364,35 +377,6 @@ class FakeSGLang:
                     "cached_tokens": cached}  # fmt: skip
             with open(self.call_log, "a", encoding="utf-8") as log:
                 log.write(json.dumps(call) + "\n")
-        if self.rust_frontend:
-            meta: dict[str, Any] = {
-                "completion_tokens": 1,
-                "e2e_latency": 0.001,
-                "finish_reason": finish,
-                "id": rid,
-                "input_token_logprobs": [],
-                "output_token_ids_logprobs": [position],
-                "output_token_logprobs": [[sampled_logprob, sampled, None]],
-                "prompt_tokens": len(prompt),
-            }
-            return {"meta_info": meta, "output_ids": [sampled], "text": ""}
-        meta = {
-            "id": rid,
-            "finish_reason": finish,
-            "prompt_tokens": len(prompt),
-            "weight_version": "default",
-            "num_retractions": 0,
-            "input_token_logprobs": [],
-            "output_token_logprobs": [[sampled_logprob, sampled, None]],
-            "output_token_logprobs_length": 1,
-            "input_token_ids_logprobs": [],
-            "output_token_ids_logprobs": [position],
-            "reasoning_tokens": 0,
-            "completion_tokens": 1,
-            "cached_tokens": cached,
-            "cached_tokens_details": {"device": cached, "host": 0} if cached else None,
-            "dp_rank": rank if self.dp_size > 1 else None,
-            "e2e_latency": 0.001,
-            "response_sent_to_client_ts": time.time(),
-        }
-        return {"text": "", "output_ids": [sampled], "meta_info": meta}
+        readout = Readout(rid, finish, position, sampled, sampled_logprob, len(seen.expanded), cached,
+                          rank if self.dp_size > 1 else None)  # fmt: skip
+        return readout_answer(readout, rust=self.rust_frontend)

@@ -11,6 +11,9 @@ must be the same, so this also checks the fake. SGLang's verdict, in its own req
   check against the record's `dp_size` (`tokenizer_manager.py:790-799`), its `_validate_one_request`
   (`managers/tokenizer_manager.py:1162`: lengths, `token_ids_logprob` ids), `SamplingParams(**params)`
   with `normalize` and `verify` (`tokenizer_manager.py:1361-1363`): an error in any is `refused`;
+- `image_data`: one entry per image pad of the ids (the record's `image_pad_id`), each loaded by 0.5.19's
+  own `utils/common.py` `load_image` (CPU decoding) into a PNG: a miscount, an entry it cannot load
+  or a JPEG (the decode-and-retokenize path) is `refused`;
 - then the scheduler's `validate_input_length` (`managers/utils.py:207-219`, the check
   `managers/scheduler.py:2835` makes too) with `max_req_input_len`, and the embedding lookup of
   `input_ids`: a failure is `crash` on the Python frontend, `refused` on the Rust one.
@@ -46,6 +49,7 @@ from sglang.srt.managers.utils import validate_input_length  # noqa: E402
 from sglang.srt.runtime_context import get_context  # noqa: E402
 from sglang.srt.sampling.sampling_params import SamplingParams  # noqa: E402
 from sglang.srt.server_args import ServerArgs  # noqa: E402
+from sglang.srt.utils.common import load_image  # noqa: E402
 
 SCHEDULER_RESERVED = 5  # managers/tp_worker.py:556 `max_req_len - 5`
 
@@ -80,6 +84,24 @@ def check_rank(request: GenerateReqInput, dp_size: int) -> None:
         return
 
 
+def image_refusal(request: GenerateReqInput, pad_id: int | None) -> str:
+    """Why 0.5.19 would not take the request's images as openjev means them; empty when it would."""
+    images = request.image_data
+    if images is None:
+        return ""
+    images = images if isinstance(images, list) else [images]
+    if pad_id is None or request.input_ids.count(pad_id) != len(images):
+        return f"{len(images)} images for {request.input_ids.count(pad_id)} image pads"
+    for entry in images:
+        try:
+            image, _ = load_image(entry, gpu_image_decode=False)
+        except (ValueError, OSError) as error:
+            return f"load_image: {error}"
+        if getattr(image, "format", None) != "PNG":
+            return f"an image loads as {getattr(image, 'format', type(image).__name__)}, not PNG"
+    return ""
+
+
 def verdict(record: dict) -> tuple[str, str]:
     body, vocab = record["body"], record["vocab_size"]
     context, kv = record["context_length"], record["max_total_num_tokens"]
@@ -93,6 +115,9 @@ def verdict(record: dict) -> tuple[str, str]:
         params.verify(vocab)
     except (pydantic.ValidationError, ValueError, TypeError) as error:
         return "refused", f"{type(error).__name__}: {str(error)[:200]}"
+    refused_images = image_refusal(request, record.get("image_pad_id"))
+    if refused_images:
+        return "refused", refused_images
     limit = min(context - 1, kv - 1) - SCHEDULER_RESERVED
     scheduler = validate_input_length(types.SimpleNamespace(origin_input_ids=request.input_ids), limit, False)
     oov = [token for token in request.input_ids if not 0 <= token < vocab]
@@ -124,6 +149,7 @@ def main() -> None:
         found, reason = verdict(record)
         if found != record["expect"]:
             body = {**record["body"], "input_ids": f"<{len(record['body'].get('input_ids') or [])} ids>"}
+            body.pop("image_data", None)
             errors.append(f"SGLang 0.5.19 says {found} ({reason}), the fake said {record['expect']}: {body}")
     errors += check_commands(commands)
     print(json.dumps({"payloads": len(payloads), "commands": len(commands), "errors": errors}))

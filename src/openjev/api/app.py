@@ -67,6 +67,7 @@ def create_app(
     app.add_middleware(
         BodyDecoder,
         max_body_bytes=settings.max_body_bytes,
+        max_image_body_bytes=settings.max_image_body_bytes,
         read_timeout=settings.body_read_timeout,
         max_reads=settings.max_concurrent_body_reads,
         retry_after=settings.retry_after,

@@ -6,11 +6,12 @@ Contract, for every request that carries a body:
 - `Content-Encoding` identity, gzip (also x-gzip) or zstd, possibly chained, is decoded with a hard
   output cap of `max_body_bytes` -> 413 past it, so a compression bomb costs at most that much;
   any other coding -> 415; a body that does not decode -> 400;
-- `multipart/form-data` is how clients send image assets -> 422 naming `assets` (text only);
+- a `multipart/form-data` body (how clients send image assets) has its own cap,
+  `max_image_body_bytes`, in place of `max_body_bytes`, on the wire and decompressed alike;
 - at most `max_reads` bodies arrive at once (529 past it, before a byte is read), each within
   `read_timeout` seconds (408 past it); an answer given before the whole body arrived closes the
   connection, so a slow or unwanted body is never drained.
-Bodies in transit hold at most `max_reads` x `max_body_bytes` bytes.
+Bodies in transit hold at most `max_reads` x the larger cap.
 Downstream sees the decoded body, no Content-Encoding and a matching Content-Length; after the body,
 `receive` is the server's own, so the endpoint can still notice a client disconnect.
 """
@@ -26,8 +27,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from openjev.api.errors import HttpError, error_response
-from openjev.errors import OpenJevError, RequestRejected
-from openjev.request.validation import ASSETS_REFUSED
+from openjev.errors import OpenJevError
 
 
 def _too_large(limit: int, what: str) -> HttpError:
@@ -118,10 +118,18 @@ def parse_encodings(header: str | None) -> list[str]:
 
 class BodyDecoder:
     def __init__(
-        self, app: ASGIApp, *, max_body_bytes: int, read_timeout: float, max_reads: int, retry_after: int
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        read_timeout: float,
+        max_reads: int,
+        retry_after: int,
+        max_image_body_bytes: int | None = None,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.max_image_body_bytes = max_body_bytes if max_image_body_bytes is None else max_image_body_bytes
         self.read_timeout = read_timeout
         self.max_reads = max_reads
         self.retry_after = retry_after
@@ -135,7 +143,8 @@ class BodyDecoder:
         try:
             data = await self._receive(scope, receive)
             received = True
-            body = decode_body(data, parse_encodings(Headers(scope=scope).get("content-encoding")), self.max_body_bytes)
+            headers = Headers(scope=scope)
+            body = decode_body(data, parse_encodings(headers.get("content-encoding")), self._limit(headers))
         except OpenJevError as error:
             response = error_response(error, self.retry_after)
             if not received:
@@ -150,16 +159,19 @@ class BodyDecoder:
         whole = {"type": "http.request", "body": body, "more_body": False}
         await self.app({**scope, "headers": headers}, replay(whole, receive), send)
 
+    def _limit(self, headers: Headers) -> int:
+        """The body cap: a multipart body's (it carries images), else the JSON body's."""
+        multipart = headers.get("content-type", "").lower().startswith("multipart/form-data")
+        return self.max_image_body_bytes if multipart else self.max_body_bytes
+
     async def _receive(self, scope: Scope, receive: Receive) -> bytes:
         """The raw body, after every check that needs only the headers; one of `max_reads` slots is
         held while it arrives, and it must all arrive within `read_timeout` seconds."""
         headers = Headers(scope=scope)
-        limit = self.max_body_bytes
+        limit = self._limit(headers)
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise _too_large(limit, "size declared in Content-Length")
-        if headers.get("content-type", "").lower().startswith("multipart/form-data"):
-            raise RequestRejected([ASSETS_REFUSED])
         parse_encodings(headers.get("content-encoding"))
         if self.reading >= self.max_reads:
             raise HttpError(

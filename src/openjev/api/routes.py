@@ -13,6 +13,7 @@ import asyncio
 import datetime as dt
 import functools
 import json
+import math
 import time
 from collections.abc import Awaitable
 from pathlib import Path
@@ -29,9 +30,11 @@ from openjev.api.docs import REFERENCE_PAGE, swagger_ui_page
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HEALTH_RESPONSES, retry_after_headers
 from openjev.api.middleware import SYSTEM_ONE_PATH
 from openjev.api.strict_json import StrictJSONRoute
-from openjev.config import COMPAT_MODEL_ALIAS
+from openjev.config import COMPAT_MODEL_ALIAS, Settings
 from openjev.engine import Evaluation
 from openjev.errors import RequestRejected
+from openjev.prompting.vision import VisionSpec
+from openjev.request.assets import asset_sources
 from openjev.request.schema import ModelList, SystemOneRequest, SystemOneResponse
 from openjev.request.validation import check_request
 from openjev.service import Runtime, Service
@@ -62,6 +65,8 @@ AUTHORIZED = [
 ]
 
 router = APIRouter(route_class=StrictJSONRoute)
+#: Where a multipart request's image parts travel in the ASGI scope (`fast_path.py` puts them there).
+IMAGE_PARTS = "openjev.image_parts"
 
 
 class ClientDisconnected(Exception):
@@ -140,24 +145,32 @@ def answer_response(served_model_name: str, evaluation: Evaluation, prep_seconds
     summary="Answer typed questions about a state",
 )
 async def system_one(body: SystemOneRequest, request: Request, service: ServiceDep, runtime: RuntimeDep) -> Response:
-    return await answer_request(body, len(await request.body()), request.receive, service, runtime)
+    parts = request.scope.get(IMAGE_PARTS)
+    return await answer_request(body, len(await request.body()), request.receive, service, runtime, parts)
 
 
 async def answer_request(
-    body: SystemOneRequest, body_bytes: int, receive: Receive, service: Service, runtime: Runtime
+    body: SystemOneRequest,
+    body_bytes: int,
+    receive: Receive,
+    service: Service,
+    runtime: Runtime,
+    parts: dict[str, bytes] | None = None,
 ) -> Response:
     """`POST /v1/systemone` once its body is a valid request of `body_bytes` bytes (from the route,
-    or from `api.fast_path`); `receive` reports a client that leaves."""
+    or from `api.fast_path`); `receive` reports a client that leaves; `parts`: a multipart body's
+    image parts by name. Images are decoded in the preparation slot, never on the event loop."""
     runtime.check_model(body.model)
     issues = check_request(body, service.settings)
     if issues:
         raise RequestRejected(issues)
+    images = asset_sources(body, parts, service.settings, vision=runtime.engine.images.vision is not None)
     started = time.perf_counter()
     try:
         with service.admit():
             lookup, new_bytes = runtime.engine.look_up(body, body_bytes)
-            work = functools.partial(runtime.engine.prepare, body, checked=True, lookup=lookup)
-            inline = service.prepares_inline(new_bytes)
+            work = functools.partial(runtime.engine.prepare, body, checked=True, lookup=lookup, images=images)
+            inline = service.prepares_inline(new_bytes) and not images
             prepared = await service.prepare(work, inline=inline)
             prepared_at = time.perf_counter()
             evaluation = await run_while_connected(receive, runtime.engine.evaluate(prepared))
@@ -189,10 +202,29 @@ async def list_models(service: ServiceDep) -> dict[str, Any]:
         ),
     ]
     created = int(service.started_wall)
+    images = service.backend.vision is not None if service.current else None
     return {
-        "models": [{"name": name, "description": text, "release_date": released} for name, text in names],
+        "models": [
+            {"name": name, "description": text, "release_date": released, "x_images": images} for name, text in names
+        ],
         "object": "list",
         "data": [{"id": name, "object": "model", "created": created, "owned_by": "openjev"} for name, _ in names],
+    }
+
+
+def image_limits(settings: Settings, ready: bool, vision: VisionSpec | None) -> dict[str, Any]:
+    """Whether images are accepted (None until the backend is ready and has said), and their limits;
+    `square_image_tokens`: what a square image at the pixel budget costs the model."""
+    side = math.isqrt(settings.max_image_pixels)
+    return {
+        "accepted": vision is not None if ready else None,
+        "max_images": settings.max_images,
+        "max_image_bytes": settings.max_image_bytes,
+        "max_image_total_bytes": settings.max_image_total_bytes,
+        "max_image_body_bytes": settings.max_image_body_bytes,
+        "max_image_pixels": settings.max_image_pixels,
+        "max_image_source_pixels": settings.max_image_source_pixels,
+        "square_image_tokens": vision.image_tokens(side, side) if vision is not None else None,
     }
 
 
@@ -206,6 +238,7 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
         "max_choice_options": settings.max_choice_options,
         "max_score_levels": settings.max_score_levels,
         "max_body_bytes": settings.max_body_bytes,
+        "images": image_limits(settings, current is not None, service.backend.vision),
         "max_input_tokens": current.engine.budget.branch_limit if current else settings.max_input_tokens,
         "max_total_input_tokens": settings.max_total_input_tokens,
         "max_concurrent_requests": settings.max_concurrent_requests,

@@ -25,22 +25,13 @@ from typing import Any, Protocol
 from openjev.errors import OpenJevError
 from openjev.prompting.vision import VisionSpec
 
+# Defined where images are made safe (request/images.py); every backend call carries them.
+from openjev.request.images import ImageInput as ImageInput
+
 
 def new_rid() -> str:
     # Fixed-length unique ids: SGLang's scheduler matches aborts by rid prefix.
     return uuid.uuid4().hex
-
-
-@dataclass(frozen=True, slots=True)
-class ImageInput:
-    """One image of a prompt, made safe once (decoded, oriented, RGB, resized within the pixel budget,
-    re-encoded as PNG): `png` is what the backend's processor reads, `sha256` its digest, which names the
-    image in every cache, and `height` x `width` its size in pixels."""
-
-    png: bytes
-    sha256: str
-    height: int
-    width: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,9 +55,11 @@ from openjev.backends.base import (
     ReadoutCall,
 )
 from openjev.backends.sglang_generation import generation_payload, parse_generation
+from openjev.backends.sglang_vision import ImageData, read_vision
 from openjev.backends.sglang_vocab import check_vocabulary, model_vocab_size
 from openjev.config import Settings
 from openjev.prompting.prompt_ids import json_ids
+from openjev.prompting.vision import VisionSpec
 
 log = logging.getLogger("openjev.sglang")
 
@@ -85,7 +87,8 @@ def client_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def generate_payload(call: ReadoutCall) -> dict[str, Any]:
+def generate_payload(call: ReadoutCall, image_data: list[str] | None = None) -> dict[str, Any]:
+    """The readout body; `image_data`: one base64 PNG per image pad of the ids, in order (`sglang_vision.py`)."""
     return {
         "rid": call.rid,
         "input_ids": json_ids(call.input_ids),
@@ -95,6 +98,7 @@ def generate_payload(call: ReadoutCall) -> dict[str, Any]:
         "token_ids_logprob": list(call.label_token_ids),
         # Only with several ranks: one rank's payload stays exactly what it was.
         **({} if call.routed_dp_rank is None else {"routed_dp_rank": call.routed_dp_rank}),
+        **({"image_data": image_data} if image_data else {}),
     }
 
 
@@ -210,18 +214,22 @@ class SGLangBackend(Backend):
         self._configured_vocab_size = vocab_size
         self._configured_dp_size = data_parallel_size
         self._dp_size = data_parallel_size or 1
+        self._vision: VisionSpec | None = None
+        self._image_data = ImageData()
 
     # -- readout ----------------------------------------------------------------------------------
 
     async def readout(self, call: ReadoutCall) -> LabelLogprobs:
         if self._vocab_size is not None and not call.ids_in_vocabulary:
             check_vocabulary(call, self._vocab_size)
-        return parse_label_logprobs(await self._post(generate_payload(call), call.rid), call)
+        payload = generate_payload(call, self._image_data(call.images) if call.images else None)
+        return parse_label_logprobs(await self._post(payload, call.rid), call)
 
     async def generate(self, call: GenerationCall) -> Generation:
         if self._vocab_size is not None:
             check_vocabulary(call, self._vocab_size)
-        return parse_generation(await self._post(generation_payload(call), call.rid), call)
+        payload = generation_payload(call, self._image_data(call.images) if call.images else None)
+        return parse_generation(await self._post(payload, call.rid), call)
 
     async def _post(self, payload: dict[str, Any], rid: str) -> Any:
         """POST one `/generate` body; the decoded answer, or the BackendError its failure means."""
@@ -272,6 +280,10 @@ class SGLangBackend(Backend):
     @property
     def vocab_size(self) -> int | None:
         return self._vocab_size
+
+    @property
+    def vision(self) -> VisionSpec | None:
+        return self._vision
 
     @property
     def tokenizer_dir(self) -> Path | None:
@@ -328,6 +340,9 @@ class SGLangBackend(Backend):
                 "SGLang reports no usable context length (/server_info max_req_input_len, /v1/models "
                 "max_model_len): openjev cannot keep prompts below its refusal limit"
             )
+        revision = self.server_info.get("revision")
+        revision = revision if isinstance(revision, str) else None
+        self._vision = await asyncio.to_thread(read_vision, self.model_info, self.server_info, revision)
         vocab = self._configured_vocab_size or self.model_info.get("vocab_size")
         self._vocab_size = vocab if _positive_int(vocab) else await self._read_vocab_size()
         if self._vocab_size is None:

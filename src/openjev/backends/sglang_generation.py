@@ -31,7 +31,8 @@ from openjev.backends.base import BackendError, Generation, GenerationCall
 from openjev.prompting.prompt_ids import json_ids
 
 
-def generation_payload(call: GenerationCall) -> dict[str, Any]:
+def generation_payload(call: GenerationCall, image_data: list[str] | None = None) -> dict[str, Any]:
+    """The generation body; `image_data` as a readout's (`sglang.generate_payload`)."""
     params: dict[str, Any] = {
         "max_new_tokens": call.max_new_tokens,
         "temperature": call.temperature,
@@ -49,6 +50,7 @@ def generation_payload(call: GenerationCall) -> dict[str, Any]:
         "logprob_start_len": -1,
         "token_ids_logprob": list(call.read_ids or call.stop_token_ids[:1]),
         **({} if call.routed_dp_rank is None else {"routed_dp_rank": call.routed_dp_rank}),
+        **({"image_data": image_data} if image_data else {}),
     }
 
 

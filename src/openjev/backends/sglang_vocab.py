@@ -34,24 +34,34 @@ def vocab_size_from_config(config: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def model_vocab_size(model_path: str, revision: str | None) -> int | None:
-    """The model's vocabulary size from its `config.json`: a local directory, else the Hugging Face
-    cache SGLang filled (offline), else the hub (one small file)."""
-    local = Path(model_path) / "config.json"
+def model_file(model_path: str, name: str, revision: str | None) -> Path | None:
+    """One file of the model SGLang serves: from a local directory, else the Hugging Face cache SGLang
+    filled (offline), else the hub (one small file); None when none of them has it."""
+    local = Path(model_path) / name
     if local.is_file():
-        path: Path | None = local
-    else:
-        from huggingface_hub import hf_hub_download, try_to_load_from_cache
+        return local
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
 
-        path = None
-        # Not a hub name, no network, no such repository: the caller reports the size as unknown.
-        with contextlib.suppress(Exception):
-            cached = try_to_load_from_cache(model_path, "config.json", revision=revision)
-            path = Path(cached) if isinstance(cached, str) else None
-            if path is None:
-                path = Path(hf_hub_download(model_path, "config.json", revision=revision))
+    # Not a hub name, no network, no such repository or file: the caller reports the fact as unknown.
+    with contextlib.suppress(Exception):
+        cached = try_to_load_from_cache(model_path, name, revision=revision)
+        if isinstance(cached, str):
+            return Path(cached)
+        return Path(hf_hub_download(model_path, name, revision=revision))
+    return None
+
+
+def model_json(model_path: str, name: str, revision: str | None) -> dict[str, Any] | None:
+    """A JSON object file of the model (`model_file`); None when it is missing or not an object."""
+    path = model_file(model_path, name, revision)
     if path is None:
         return None
     with contextlib.suppress(OSError, ValueError):
-        return vocab_size_from_config(json.loads(path.read_text()))
+        value = json.loads(path.read_text())
+        return value if isinstance(value, dict) else None
     return None
+
+
+def model_vocab_size(model_path: str, revision: str | None) -> int | None:
+    """The model's vocabulary size from its `config.json` (`model_json`)."""
+    return vocab_size_from_config(model_json(model_path, "config.json", revision))

@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from openjev.affinity import common_prefix_length
 from openjev.errors import Issue, Loc, RequestRejected
 from openjev.prompting.tokenizer import ChatTokenizer, Segment
 from openjev.request.schema import ChoiceQuestion, FreeForm, NoulQuestion, ScoreQuestion
@@ -354,3 +355,11 @@ def frame_conversation(
     if split < 0:
         split = start
     return ConversationFrame(markers.quoted_segments(before[:split], quoted), before[split:], after + cue)
+
+
+def template_header_length(chat: ChatTokenizer) -> int:
+    """Tokens every shared prefix starts with (the template's, before the state): the affinity key
+    starts after them."""
+    frames = (frame_conversation(chat, [{"role": "user", "content": text}]) for text in "ab")
+    first, second = (chat.encode_segments(frame.shared_prefix_segments) for frame in frames)
+    return common_prefix_length(first, second)

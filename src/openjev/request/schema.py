@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from openjev.examples import support_ticket
 
@@ -63,6 +63,24 @@ class BoxQuestion(_Question):
 Question = Annotated[NoulQuestion | ChoiceQuestion | ScoreQuestion | BoxQuestion, Field(discriminator="type")]
 
 
+AssetKey = Annotated[str, StringConstraints(min_length=1)]
+
+
+class Asset(BaseModel):
+    """An image: its bytes as `data_base64` (JSON body), or the multipart `part` that holds them."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["image"]
+    format: Literal["png", "jpg", "jpeg"] | None = Field(
+        None, description="Required with data_base64; the actual format is detected from the bytes."
+    )
+    data_base64: str | None = Field(None, description="The image file's bytes, base64-encoded.")
+    part: str | None = Field(
+        None, description="In a multipart request, the name of the part holding the image; data_base64 is ignored."
+    )
+
+
 class SystemOneRequest(BaseModel):
     model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [support_ticket()]})
 
@@ -71,10 +89,11 @@ class SystemOneRequest(BaseModel):
     questions: dict[QuestionId, Question] = Field(
         ..., min_length=1, description="Questions keyed by a name you choose; answers use the same names."
     )
-    # Parsed (so that a request with assets gets a 422 naming them) but documented as null only: the
-    # document must not offer a value that is then refused.
-    assets: Annotated[dict[str, Any] | None, WithJsonSchema({"type": "null"})] = Field(
-        None, description="Image assets: refused (422 naming `assets`); this deployment reads text only."
+    assets: dict[AssetKey, Asset] | None = Field(
+        None,
+        description="Images keyed by a placeholder; wherever a string of the state, of a question's instructions "
+        "or of its criteria holds the placeholder, the model sees the image there. A vision model only: a "
+        "text-only deployment refuses them (422 naming `assets`).",
     )
 
 
@@ -142,6 +161,9 @@ class ModelMetadata(BaseModel):
     name: str
     description: str
     release_date: str = Field(..., description="YYYY-MM-DD")
+    x_images: bool | None = Field(
+        None, description="Whether this model takes image `assets` (null until the backend is ready)."
+    )
 
 
 class OpenAIModel(BaseModel):

@@ -17,9 +17,6 @@ from openjev.config import Settings
 from openjev.errors import Issue, Loc
 from openjev.request.schema import BoxQuestion, ChoiceQuestion, NoulQuestion, ScoreQuestion, SystemOneRequest
 
-#: Image assets arrive as an `assets` field or as a multipart body; both are refused the same way.
-ASSETS_REFUSED = Issue(("assets",), "image assets need a vision model; this deployment reads text only", "unsupported")
-
 
 def _present(value: Any) -> bool:
     return value is not None and value != ""
@@ -60,8 +57,6 @@ def _surrogate_issues(value: Any, loc: Loc) -> list[Issue]:
 
 def check_request(request: SystemOneRequest, settings: Settings) -> list[Issue]:
     issues: list[Issue] = _surrogate_issues(request.state, ("state",))
-    if request.assets is not None:
-        issues.append(ASSETS_REFUSED)
     if len(request.questions) > settings.max_questions:
         issues.append(
             Issue(

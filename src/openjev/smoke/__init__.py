@@ -11,6 +11,8 @@ Then it runs every check, each independent of the others:
 - `score_10`: a score with 10 levels is well-formed (score = sum of i * p_i, legend unchanged);
 - `sdk`: the official `typesafe-sdk` sends a zstd-compressed request and parses the answer
   (skipped, not failed, when typesafe-sdk is not installed);
+- `images`: where `/v1/limits` says images are accepted, a red and a blue picture asked the same noul
+  question get different answers (skipped where the model reads text only);
 - `auth`: with an API key, requests without it or with a wrong one get 401 (skipped without a key).
 
 The `SmokeReport` holds the startup wait and, per check, its status, latency (of the final HTTP

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import base64
 import copy
+import io
 from collections.abc import Callable
 
 import httpx
+from PIL import Image
 
 from openjev.smoke.probe import (
     SUPPORT_TICKET,
@@ -137,6 +140,31 @@ def check_auth(probe: Probe) -> str:
     return "401 without a key and with a wrong key"
 
 
+def _picture(color: tuple[int, int, int]) -> str:
+    out = io.BytesIO()
+    Image.new("RGB", (128, 128), color).save(out, format="PNG")
+    return base64.b64encode(out.getvalue()).decode("ascii")
+
+
+def check_images(probe: Probe) -> str:
+    """With `/v1/limits` saying images are accepted: one noul question about two generated pictures
+    (a red square, a blue one) as JSON `data_base64` assets; the answers must differ (a server that
+    drops the image answers both alike)."""
+    limits = probe.client.get("/v1/limits", headers=probe.auth_headers())
+    images = limits.json().get("images") if limits.status_code == 200 else None
+    if not isinstance(images, dict) or images.get("accepted") is not True:
+        raise CheckSkipped("/v1/limits does not say images are accepted")
+    questions = {"red": {"type": "noul", "instructions": "Is the picture mostly red?"}}
+    found = {}
+    for name, color in (("red", (220, 20, 20)), ("blue", (20, 20, 220))):
+        body = probe.request(questions, ["The picture:", "<image:smoke>"])
+        body["assets"] = {"<image:smoke>": {"type": "image", "format": "png", "data_base64": _picture(color)}}
+        found[name] = read_unit(name, answers_of(probe.post(body), questions)["red"].get("noul"))
+    if found["red"] == found["blue"]:
+        raise CheckFailed(f"a red and a blue picture got the same answer ({found['red']:.6f}): the image was not seen")
+    return f"mostly red? red picture {found['red']:.3f}, blue picture {found['blue']:.3f}"
+
+
 CHECKS: list[tuple[str, Callable[[Probe], str]]] = [
     ("example", check_example),
     ("choice_255", check_choice_255),
@@ -144,5 +172,6 @@ CHECKS: list[tuple[str, Callable[[Probe], str]]] = [
     ("questions_65_rejected", check_questions_65_rejected),
     ("score_10", check_score_10),
     ("sdk", check_sdk),
+    ("images", check_images),
     ("auth", check_auth),
 ]

@@ -1,0 +1,178 @@
+"""Images made safe before any model sees them: one decode, one resize, one PNG.
+
+Contract, for the bytes of one image asset (`ImagePreparer.prepare`):
+- the bytes decide the format: a PNG or JPEG signature, nothing else (the declared `format` is not
+  trusted); anything else is refused;
+- the size in the file's header is checked before any pixel is decoded: more than
+  OPENJEV_MAX_IMAGE_SOURCE_PIXELS is refused, and Pillow's own decompression-bomb guard is an error,
+  never a warning; a truncated or corrupt file is refused;
+- decoded, it is turned upright (its EXIF orientation), made RGB (transparency over white) and, when
+  it has more than OPENJEV_MAX_IMAGE_PIXELS pixels, resized (bicubic, as the Qwen-VL processors
+  resize) to the largest size within that budget with the same aspect ratio:
+  scale s = sqrt(budget / (H * W)), size (max(1, floor(H * s)), max(1, floor(W * s))); a JPEG is decoded
+  at the smallest DCT scale that still covers that size, which decodes a large photo several times
+  faster;
+- it is encoded once as PNG (an upright RGB PNG within the budget is its own bytes: it decoded in full),
+  which the backend's processor reads as is (SGLang 0.5.19 turns a JPEG
+  into ids by decoding and re-tokenizing the whole prompt; a PNG keeps openjev's ids), and named by
+  the PNG's sha256 in every cache downstream.
+Each refusal is an `ImageRefused` whose message says why; `ImagePreparer` reports it as a 422 naming
+`["assets", KEY]`. A repeated image (the same sha256 of its bytes as sent) is prepared once and kept
+in a byte-bounded LRU (OPENJEV_IMAGE_CACHE_BYTES), shared by the preparation threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from PIL import Image, ImageOps
+
+from openjev.config import Settings
+from openjev.errors import Issue, RequestRejected
+
+#: File signatures of the formats a vision backend is sent (both read by every Qwen-VL processor).
+SIGNATURES = {b"\x89PNG\r\n\x1a\n": "PNG", b"\xff\xd8\xff": "JPEG"}
+
+
+@dataclass(frozen=True, slots=True)
+class ImageInput:
+    """One image of a prompt, made safe once (decoded, oriented, RGB, resized within the pixel budget,
+    re-encoded as PNG): `png` is what the backend's processor reads, `sha256` its digest, which names the
+    image in every cache, and `height` x `width` its size in pixels."""
+
+    png: bytes
+    sha256: str
+    height: int
+    width: int
+
+
+class ImageRefused(ValueError):
+    """The bytes are not an image openjev takes; the message says why."""
+
+
+def image_format(data: bytes) -> str | None:
+    """`PNG` or `JPEG` from the file signature; None for anything else."""
+    return next((name for signature, name in SIGNATURES.items() if data.startswith(signature)), None)
+
+
+def fitted_size(height: int, width: int, max_pixels: int) -> tuple[int, int]:
+    """The largest size with the same aspect ratio and at most `max_pixels` pixels (the size itself when it fits)."""
+    if height * width <= max_pixels:
+        return height, width
+    scale = math.sqrt(max_pixels / (height * width))
+    return max(1, math.floor(height * scale)), max(1, math.floor(width * scale))
+
+
+def _rgb(image: Image.Image) -> Image.Image:
+    if image.mode == "RGB":
+        return image
+    if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
+        rgba = image.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    return image.convert("RGB")
+
+
+#: EXIF's orientation tag; 1 (or none) is upright.
+ORIENTATION = 0x0112
+
+
+def _decoded(data: bytes, kind: str, max_pixels: int, max_source_pixels: int) -> tuple[Image.Image, bool]:
+    """The upright RGB image within `max_pixels`, and whether it differs from the file's own pixels;
+    `ImageRefused` for anything that does not decode."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            image = Image.open(io.BytesIO(data), formats=[kind])
+            width, height = image.size
+            if width * height > max_source_pixels:
+                raise ImageRefused(
+                    f"the image is {width}x{height} ({width * height} pixels), over the limit of "
+                    f"{max_source_pixels} pixels (OPENJEV_MAX_IMAGE_SOURCE_PIXELS)"
+                )
+            target_height, target_width = fitted_size(height, width, max_pixels)
+            if kind == "JPEG":
+                image.draft("RGB", (target_width, target_height))
+            image.load()
+            turned = image.getexif().get(ORIENTATION, 1) != 1
+            changed = turned or image.mode != "RGB"
+            image = _rgb(ImageOps.exif_transpose(image) if turned else image)
+        except ImageRefused:
+            raise
+        except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError,
+                Image.DecompressionBombWarning) as error:  # fmt: skip
+            raise ImageRefused(f"the {kind} image does not decode: {error}") from error
+    height, width = image.height, image.width
+    target_height, target_width = fitted_size(height, width, max_pixels)
+    if (target_height, target_width) != (height, width):
+        image = image.resize((target_width, target_height), Image.Resampling.BICUBIC)
+        changed = True
+    return image, changed
+
+
+def make_safe(data: bytes, *, max_pixels: int, max_source_pixels: int) -> ImageInput:
+    """The module's contract for one image's bytes; `ImageRefused` when they are not one openjev takes."""
+    kind = image_format(data)
+    if kind is None:
+        raise ImageRefused("the bytes are not a PNG or JPEG image (the format is detected from the bytes)")
+    image, changed = _decoded(data, kind, max_pixels, max_source_pixels)
+    if kind == "PNG" and not changed:
+        png = data  # an upright RGB PNG within the budget, decoded in full: its own bytes are that PNG
+    else:
+        out = io.BytesIO()
+        # Level 1: the PNG crosses a local connection only; higher levels cost more encoding time.
+        image.save(out, format="PNG", compress_level=1)
+        png = out.getvalue()
+    return ImageInput(png, hashlib.sha256(png).hexdigest(), image.height, image.width)
+
+
+class ImagePreparer:
+    """`make_safe` with the settings' limits and a byte-bounded LRU by the sha256 of the bytes as sent."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.max_pixels = settings.max_image_pixels
+        self.max_source_pixels = settings.max_image_source_pixels
+        self.capacity_bytes = settings.image_cache_bytes
+        self.bytes = 0
+        self.hits = 0
+        self._entries: OrderedDict[str, ImageInput] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def prepare(self, sources: Mapping[str, bytes]) -> dict[str, ImageInput]:
+        """Each asset's image, by key; a `RequestRejected` naming every asset that is refused."""
+        images: dict[str, ImageInput] = {}
+        issues = []
+        for key, data in sources.items():
+            try:
+                images[key] = self._one(data)
+            except ImageRefused as error:
+                issues.append(Issue(("assets", key), str(error), "image_invalid"))
+        if issues:
+            raise RequestRejected(issues)
+        return images
+
+    def _one(self, data: bytes) -> ImageInput:
+        digest = hashlib.sha256(data).hexdigest()
+        with self._lock:
+            found = self._entries.get(digest)
+            if found is not None:
+                self._entries.move_to_end(digest)
+                self.hits += 1
+                return found
+        image = make_safe(data, max_pixels=self.max_pixels, max_source_pixels=self.max_source_pixels)
+        cost = len(image.png) + 256
+        with self._lock:
+            if cost <= self.capacity_bytes and digest not in self._entries:
+                while self.bytes + cost > self.capacity_bytes:
+                    _, old = self._entries.popitem(last=False)
+                    self.bytes -= len(old.png) + 256
+                self._entries[digest] = image
+                self.bytes += cost
+        return image

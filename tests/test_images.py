@@ -1,0 +1,158 @@
+"""Images made safe (`request/images.py`), the processor's token count (`prompting/vision.py`) against
+transformers' own Qwen2-VL / Qwen3-VL image processor, the SGLang vision spec from a model's files
+(`backends/sglang_vision.py`) and the placeholder marks (`prompting/image_marks.py`)."""
+
+from __future__ import annotations
+
+import io
+import random
+
+import pytest
+from PIL import Image
+
+from openjev.backends.sglang_vision import ImageData, vision_spec
+from openjev.config import Settings
+from openjev.errors import RequestRejected
+from openjev.prompting.image_marks import ImageMarks
+from openjev.prompting.vision import VisionSpec
+from openjev.request.images import ImagePreparer, ImageRefused, fitted_size, make_safe
+from openjev.request.schema import ChoiceQuestion
+
+LIMITS = {"max_pixels": 1024 * 1024, "max_source_pixels": 40_000_000}
+QWEN2_VL = VisionSpec("<|vision_start|>", "<|image_pad|>", "<|vision_end|>", 14, 2, 56 * 56, 28 * 28 * 1280)
+QWEN3_VL = VisionSpec("<|vision_start|>", "<|image_pad|>", "<|vision_end|>", 16, 2, 65536, 16777216)
+
+
+def encoded(image: Image.Image, kind: str = "PNG", **options: object) -> bytes:
+    out = io.BytesIO()
+    image.save(out, format=kind, **options)
+    return out.getvalue()
+
+
+def test_the_bytes_decide_the_format_and_anything_else_is_refused():
+    picture = Image.new("RGB", (40, 30), (10, 20, 30))
+    assert make_safe(encoded(picture, "JPEG"), **LIMITS).png.startswith(b"\x89PNG")
+    for other in (encoded(picture, "GIF"), encoded(picture, "BMP"), b"not an image at all"):
+        with pytest.raises(ImageRefused, match="not a PNG or JPEG"):
+            make_safe(other, **LIMITS)
+
+
+def test_truncated_corrupt_and_oversized_images_are_refused_before_a_pixel_is_trusted():
+    whole = encoded(Image.new("RGB", (200, 200), (1, 2, 3)))
+    with pytest.raises(ImageRefused, match="does not decode"):
+        make_safe(whole[: len(whole) // 2], **LIMITS)
+    with pytest.raises(ImageRefused, match="does not decode"):
+        make_safe(whole[:16] + bytes(64), **LIMITS)
+    # The header says 50 megapixels: refused without decoding them.
+    with pytest.raises(ImageRefused, match="50000000 pixels"):
+        make_safe(encoded(Image.new("L", (10000, 5000))), **LIMITS)
+
+
+def test_exif_orientation_rgb_and_the_pixel_budget():
+    upright = Image.new("RGB", (60, 20), (255, 0, 0))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # the camera was turned: display rotated 90 degrees clockwise
+    turned = make_safe(encoded(upright, "JPEG", exif=exif.tobytes()), **LIMITS)
+    assert (turned.height, turned.width) == (60, 20)
+    transparent = Image.new("RGBA", (8, 8), (0, 0, 0, 0))
+    rgb = Image.open(io.BytesIO(make_safe(encoded(transparent), **LIMITS).png))
+    assert rgb.mode == "RGB" and rgb.getpixel((3, 3)) == (255, 255, 255)  # transparency over white
+    big = make_safe(encoded(Image.new("RGB", (3000, 2000), (9, 9, 9))), **LIMITS)
+    assert (big.height, big.width) == fitted_size(2000, 3000, LIMITS["max_pixels"])
+    assert big.height * big.width <= LIMITS["max_pixels"] and abs(big.width / big.height - 1.5) < 0.01
+
+
+def test_an_upright_rgb_png_within_the_budget_keeps_its_bytes():
+    data = encoded(Image.new("RGB", (30, 30), (4, 5, 6)))
+    assert make_safe(data, **LIMITS).png == data
+
+
+def test_a_repeated_image_is_prepared_once_and_refusals_name_the_asset():
+    preparer = ImagePreparer(Settings())
+    data = encoded(Image.new("RGB", (30, 30), (4, 5, 6)), "JPEG")
+    first = preparer.prepare({"a": data})["a"]
+    assert preparer.prepare({"b": data})["b"] is first and preparer.hits == 1
+    with pytest.raises(RequestRejected) as refused:
+        preparer.prepare({"good": data, "bad": b"\x89PNG\r\n\x1a\n" + bytes(10)})
+    assert [issue.loc for issue in refused.value.issues] == [("assets", "bad")]
+
+
+@pytest.mark.parametrize("spec", [QWEN2_VL, QWEN3_VL], ids=["qwen2-vl", "qwen3-vl"])
+def test_the_token_count_is_the_processor_s(spec):
+    # The PIL processor (no torchvision here): its smart_resize is a copy of the torchvision one's.
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil, smart_resize
+
+    processor = Qwen2VLImageProcessorPil(
+        patch_size=spec.patch_size, merge_size=spec.merge_size,
+        size={"shortest_edge": spec.min_pixels, "longest_edge": spec.max_pixels},
+    )  # fmt: skip
+    rng = random.Random(7)
+    sizes = [(1, 1), (28, 28), (32, 32), (224, 224), (480, 640), (1024, 1024), (4000, 3000), (50, 9000), (9000, 50)]
+    sizes += [(rng.randint(1, 5000), rng.randint(1, 5000)) for _ in range(200)]
+    for height, width in sizes:
+        if max(height, width) / min(height, width) > 200:
+            continue
+        expected = smart_resize(height, width, spec.factor, spec.min_pixels, spec.max_pixels)
+        assert spec.resized(height, width) == expected, (height, width)
+        patches = processor.get_number_of_image_patches(height, width, {})
+        assert spec.image_tokens(height, width) == patches // spec.merge_size**2, (height, width)
+
+
+def test_the_sglang_vision_spec_comes_from_the_model_s_files():
+    config = {"image_token_id": 3, "vision_start_token_id": 1, "vision_end_token_id": 2,
+              "vision_config": {"patch_size": 16, "spatial_merge_size": 2}}  # fmt: skip
+    tokenizer = {
+        "added_tokens": [{"id": 1, "content": "<s>"}, {"id": 2, "content": "</s>"}, {"id": 3, "content": "<p>"}]
+    }
+    qwen3 = {"patch_size": 16, "merge_size": 2, "size": {"shortest_edge": 65536, "longest_edge": 16777216}}
+    assert vision_spec(config, qwen3, tokenizer) == VisionSpec("<s>", "<p>", "</s>", 16, 2, 65536, 16777216)
+    qwen2 = {"min_pixels": 3136, "max_pixels": 1003520, "patch_size": 14, "merge_size": 2}
+    assert vision_spec(config, qwen2, tokenizer) == VisionSpec("<s>", "<p>", "</s>", 14, 2, 3136, 1003520)
+    # Anything missing: served as text only, never with a guessed count.
+    assert vision_spec(config, None, tokenizer) is None
+    assert vision_spec({**config, "vision_config": None}, qwen3, tokenizer) is None
+    assert vision_spec(config, qwen3, {"added_tokens": []}) is None
+
+
+def test_image_data_is_base64_png_in_order_encoded_once():
+    from openjev.request.images import ImageInput
+
+    images = [ImageInput(bytes([n]) * 5, f"sha{n}", 1, 1) for n in range(3)]
+    encode = ImageData(capacity=2)
+    first = encode([images[2], images[0]])
+    assert first == ["AgICAgI=", "AAAAAAA="] and encode([images[2]])[0] is first[0]
+
+
+def test_marks_put_each_image_where_its_placeholder_stands_and_keep_quoting():
+    marks = ImageMarks(("<image:a>", "<image:ab>"), "<V>")
+    marked = marks.mark({"k <image:ab>": ["x <image:a> y", 3]})
+    ((key, value),) = marked.items()
+    assert marks.marker(1) in key and marks.marker(0) in value[0] and value[1] == 3
+    segments, keys = marks.split([(f"a {marks.marker(0)} b", False), (f"<|im_end|> {marks.marker(1)}", True)])
+    assert keys == ("<image:a>", "<image:ab>")
+    assert segments == (("a ", False), ("<V>", False), (" b", False), ("<|im_end|> ", True), ("<V>", False))
+    # A marker with another request's nonce is caller text: it stays text.
+    other = ImageMarks(("<image:a>",), "<V>")
+    assert other.split([(marks.marker(0), False)]) == (((marks.marker(0), False),), ())
+    choice = ChoiceQuestion(
+        type="choice", instructions="see <image:a>", criteria={"<image:a>": "is <image:a>", "x": None}
+    )
+    shown = marks.question(choice)
+    assert list(shown.criteria) == ["<image:a>", "x"] and marks.marker(0) in shown.criteria["<image:a>"]
+    # An option shown by its name shows the name's image.
+    named = marks.question(ChoiceQuestion(type="choice", criteria={"<image:ab>": None, "y": None}))
+    assert named.criteria == {"<image:ab>": marks.marker(1), "y": "y"}
+
+
+def test_sglang_learns_at_start_up_whether_its_model_sees(qwen_tokenizer_dir):
+    from openjev.backends.sglang_vision import read_vision
+    from tests.fake_sglang.vision import SPEC, vision_model_dir
+
+    info = {
+        "has_image_understanding": True,
+        "model_path": vision_model_dir(),
+        "tokenizer_path": str(qwen_tokenizer_dir),
+    }
+    assert read_vision(info, {}, None) == SPEC
+    assert read_vision({**info, "has_image_understanding": False}, {}, None) is None
+    assert read_vision(info, {"language_model_only": True}, None) is None  # it refuses every image
