@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -47,10 +48,15 @@ def backend(test_model: ResolvedModel) -> Iterator[EmbeddedBackend]:
 @pytest.fixture
 def make_backend(test_model: ResolvedModel) -> Iterator[Callable[..., EmbeddedBackend]]:
     """Fresh started backends (own prefix cache), closed after the test."""
+    yield from backends_on(str(test_model.path))
+
+
+def backends_on(model: str, **defaults: Any) -> Iterator[Callable[..., EmbeddedBackend]]:
+    """A maker of fresh started backends on `model` (`defaults` and its own keywords), closed afterwards."""
     made: list[EmbeddedBackend] = []
 
-    def make(**kwargs) -> EmbeddedBackend:
-        fresh = EmbeddedBackend(str(test_model.path), **kwargs)
+    def make(**kwargs: Any) -> EmbeddedBackend:
+        fresh = EmbeddedBackend(model, **defaults | kwargs)
         asyncio.run(fresh.start())
         made.append(fresh)
         return fresh

@@ -27,7 +27,7 @@ PATCH = {"qwen2_5_vl": 14, "qwen3_vl": 16}
 MIN_PIXELS, MAX_PIXELS = 4 * 28 * 28, 64 * 32 * 32
 
 
-def _config(family: str):  # noqa: ANN202 - a transformers config
+def _config(family: str):
     text = dict(
         vocab_size=VOCAB,
         hidden_size=32,
@@ -52,7 +52,9 @@ def _config(family: str):  # noqa: ANN202 - a transformers config
         from transformers import Qwen2_5_VLConfig
 
         text["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}
-        vision |= dict(patch_size=14, spatial_merge_size=2, temporal_patch_size=2, window_size=56, fullatt_block_indexes=[1])
+        vision |= dict(
+            patch_size=14, spatial_merge_size=2, temporal_patch_size=2, window_size=56, fullatt_block_indexes=[1]
+        )
         return Qwen2_5_VLConfig(text_config=text, vision_config=vision, **ids)
     from transformers import Qwen3VLConfig
 
@@ -63,7 +65,13 @@ def _config(family: str):  # noqa: ANN202 - a transformers config
         "mrope_section": [2, 3, 3],
         "mrope_interleaved": True,
     }
-    vision |= dict(patch_size=16, spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=256, deepstack_visual_indexes=[0])
+    vision |= dict(
+        patch_size=16,
+        spatial_merge_size=2,
+        temporal_patch_size=2,
+        num_position_embeddings=256,
+        deepstack_visual_indexes=[0],
+    )
     return Qwen3VLConfig(text_config=text, vision_config=vision, **ids)
 
 

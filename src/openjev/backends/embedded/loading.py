@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from openjev.backends.embedded.vision import VisionModel, is_vision_checkpoint, load_vision
+from openjev.backends.embedded.conversion import is_vision_checkpoint
+from openjev.backends.embedded.vision import VisionModel, load_vision
 
 
 def load_model(torch: Any, path: Path, dtype: str) -> tuple[Any, VisionModel | None]:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import copy
 import io
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -53,12 +52,6 @@ CallT = TypeVar("CallT", ReadoutCall, GenerationCall)
 
 #: The id a batch pads its shorter suffixes with (never attended to; any id but the image pad does).
 PAD_ID = 0
-
-
-def is_vision_checkpoint(path: Path) -> bool:
-    """Whether the model directory holds a vision-language checkpoint (its config has a `vision_config`)."""
-    config = path / "config.json"
-    return config.is_file() and "vision_config" in json.loads(config.read_text())
 
 
 def image_marker(image: ImageInput) -> int:
@@ -192,8 +185,6 @@ def load_vision(torch: Any, path: Path, dtype: str, cache_kwarg: Callable[[Calla
         from transformers import AutoImageProcessor, AutoModelForImageTextToText
     except ImportError as exc:
         raise BackendError(f"loading a vision checkpoint needs transformers' image classes ({exc})") from exc
-    if not (path / "preprocessor_config.json").is_file():
-        raise ModelSourceError(f"{path} is a vision checkpoint without preprocessor_config.json")
     processor = AutoImageProcessor.from_pretrained(str(path))
     lm = AutoModelForImageTextToText.from_pretrained(str(path), dtype=getattr(torch, dtype))
     lm.eval()
