@@ -118,20 +118,19 @@ def test_text_only_checkpoint_sees_nothing(backend: EmbeddedBackend, tokenizer) 
         readout(backend, prefix(tokenizer, "text-only"), labels(tokenizer), png_image(1, 56, 56))
 
 
-@pytest.mark.parametrize("size", [(112, 56), (60, 90), (33, 500), (300, 300), (20, 20)])
-def test_an_image_takes_the_processors_grid(
-    make, tiny_vision_dir: Path, vision_tokenizer, size: tuple[int, int]
-) -> None:
+def test_an_image_takes_the_processors_grid(make, tiny_vision_dir: Path, vision_tokenizer) -> None:
     from transformers import AutoImageProcessor
 
-    image = png_image(7, *size)
     processor = AutoImageProcessor.from_pretrained(str(tiny_vision_dir))
-    grid = processor(images=[pil(image)], return_tensors="pt")["image_grid_thw"]
-    positions = int(grid.prod()) // processor.merge_size**2
     backend = make()
-    ids = prefix(vision_tokenizer, f"grid-{size}")
-    assert readout(backend, ids, labels(vision_tokenizer), image).prompt_tokens == len(ids) - 1 + positions
-    assert backend.vision.image_tokens(*size) == positions
+    # Within the bounds, off the patch multiples, past max_pixels, under min_pixels, and very oblong.
+    for size in [(112, 56), (60, 90), (300, 300), (20, 20), (33, 500)]:
+        image = png_image(7, *size)
+        grid = processor(images=[pil(image)], return_tensors="pt")["image_grid_thw"]
+        positions = int(grid.prod()) // processor.merge_size**2
+        ids = prefix(vision_tokenizer, f"grid-{size}")
+        assert readout(backend, ids, labels(vision_tokenizer), image).prompt_tokens == len(ids) - 1 + positions
+        assert backend.vision.image_tokens(*size) == positions
 
 
 @pytest.mark.parametrize("images", [2, 0])

@@ -20,9 +20,9 @@ from openjev.backends.base import ImageInput
 
 VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD = 151652, 151653, 151655, 151656
 VOCAB = 151936
-FAMILIES = ("qwen2_5_vl", "qwen3_vl")
+FAMILIES = ("qwen2_5_vl", "qwen3_vl", "qwen3_5")
 #: patch_size per family (Qwen2.5-VL 14, Qwen3-VL 16), merge_size 2 for both.
-PATCH = {"qwen2_5_vl": 14, "qwen3_vl": 16}
+PATCH = {"qwen2_5_vl": 14, "qwen3_vl": 16, "qwen3_5": 16}
 #: The processor's pixel bounds, small so test images stay a few dozen positions.
 MIN_PIXELS, MAX_PIXELS = 4 * 28 * 28, 64 * 32 * 32
 
@@ -56,9 +56,29 @@ def _config(family: str):
             patch_size=14, spatial_merge_size=2, temporal_patch_size=2, window_size=56, fullatt_block_indexes=[1]
         )
         return Qwen2_5_VLConfig(text_config=text, vision_config=vision, **ids)
+    text |= dict(head_dim=16)
+    if family == "qwen3_5":
+        from transformers import Qwen3_5Config
+
+        # Gated-delta (linear attention) layers then a full-attention one, as Qwen3.5/3.6 interleave them.
+        text |= dict(
+            layer_types=["linear_attention", "full_attention"],
+            linear_key_head_dim=8,
+            linear_value_head_dim=8,
+            linear_num_key_heads=2,
+            linear_num_value_heads=2,
+        )
+        text["rope_parameters"] = {
+            "rope_type": "default",
+            "rope_theta": 10000.0,
+            "mrope_section": [2, 3, 3],
+            "mrope_interleaved": True,
+            "partial_rotary_factor": 1.0,
+        }
+        vision |= dict(patch_size=16, spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=256)
+        return Qwen3_5Config(text_config=text, vision_config=vision, **ids)
     from transformers import Qwen3VLConfig
 
-    text |= dict(head_dim=16)
     text["rope_parameters"] = {
         "rope_type": "default",
         "rope_theta": 10000.0,

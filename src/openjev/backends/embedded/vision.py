@@ -106,7 +106,7 @@ class VisionModel:
         """The log-softmax after each job's prompt, all rows in one pass over the shared prefix's copy."""
         assert batch.prefix is not None
         kv = copy.deepcopy(batch.prefix.kv)
-        kv.batch_repeat_interleave(len(batch.jobs))
+        repeat_rows(kv, len(batch.jobs))
         images = {image_marker(image): image for job in batch.jobs for image in job.call.images}
         suffixes = [list(job.call.input_ids[batch.prefix_length :]) for job in batch.jobs]
         return list(self.logprobs(kv, suffixes, images))
@@ -176,6 +176,19 @@ class BoundVision:
     def __call__(self, *, input_ids: Any, **kwargs: Any) -> SimpleNamespace:
         logprobs = self.vision.logprobs(kwargs[self.vision.cache_kwarg], [input_ids[0].tolist()], self.images)
         return SimpleNamespace(logits=logprobs[:, None])
+
+
+def repeat_rows(kv: Any, rows: int) -> None:
+    """`kv.batch_repeat_interleave(rows)`, linear-attention layers included (Qwen3.5's gated-delta layers,
+    which transformers 5.24 gives no such method): their conv and recurrent states repeated on dim 0."""
+    for layer in kv.layers:
+        if hasattr(layer, "batch_repeat_interleave"):
+            layer.batch_repeat_interleave(rows)
+            continue
+        for states in (layer.conv_states, layer.recurrent_states):
+            for index, state in states.items():
+                if state is not None:
+                    states[index] = state.repeat_interleave(rows, dim=0)
 
 
 def load_vision(torch: Any, path: Path, dtype: str, cache_kwarg: Callable[[Callable[..., Any]], str]) -> VisionModel:
