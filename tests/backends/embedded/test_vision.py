@@ -28,10 +28,10 @@ from openjev.backends.embedded.model_source import resolve_model
 from tests.backends.embedded.conftest import backends_on
 from tests.backends.embedded.tiny_vision import (
     FAMILIES,
+    FAMILY_VISION,
     IMAGE_PAD,
     MAX_PIXELS,
     MIN_PIXELS,
-    PATCH,
     VISION_END,
     VISION_START,
     build_tiny_vision,
@@ -108,7 +108,7 @@ def test_vision_spec_is_the_checkpoints(make, tiny_vision_dir: Path, vision_toke
         "<|vision_end|>",
     )
     family = json.loads((tiny_vision_dir / "config.json").read_text())["model_type"]
-    assert (spec.patch_size, spec.merge_size) == (PATCH[family], 2)
+    assert (spec.patch_size, spec.merge_size) == (FAMILY_VISION[family]["patch_size"], 2)
     assert (spec.min_pixels, spec.max_pixels) == (MIN_PIXELS, MAX_PIXELS)
 
 

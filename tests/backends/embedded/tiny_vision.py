@@ -21,13 +21,36 @@ from openjev.backends.base import ImageInput
 VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD = 151652, 151653, 151655, 151656
 VOCAB = 151936
 FAMILIES = ("qwen2_5_vl", "qwen3_vl", "qwen3_5")
-#: patch_size per family (Qwen2.5-VL 14, Qwen3-VL 16), merge_size 2 for both.
-PATCH = {"qwen2_5_vl": 14, "qwen3_vl": 16, "qwen3_5": 16}
 #: The processor's pixel bounds, small so test images stay a few dozen positions.
 MIN_PIXELS, MAX_PIXELS = 4 * 28 * 28, 64 * 32 * 32
 
 
+#: Per family: the text model's extra settings (rotary sections over its 16-wide heads), and the vision
+#: tower's. Qwen3.5 interleaves gated-delta (linear attention) layers with full-attention ones.
+MROPE = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}
+FAMILY_TEXT: dict[str, dict] = {
+    "qwen2_5_vl": {"rope_parameters": MROPE},
+    "qwen3_vl": {"head_dim": 16, "rope_parameters": MROPE | {"mrope_interleaved": True}},
+    "qwen3_5": {
+        "head_dim": 16,
+        "rope_parameters": MROPE | {"mrope_interleaved": True, "partial_rotary_factor": 1.0},
+        "layer_types": ["linear_attention", "full_attention"],
+        "linear_key_head_dim": 8,
+        "linear_value_head_dim": 8,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 2,
+    },
+}
+FAMILY_VISION: dict[str, dict] = {
+    "qwen2_5_vl": {"patch_size": 14, "window_size": 56, "fullatt_block_indexes": [1]},
+    "qwen3_vl": {"patch_size": 16, "num_position_embeddings": 256, "deepstack_visual_indexes": [0]},
+    "qwen3_5": {"patch_size": 16, "num_position_embeddings": 256},
+}
+
+
 def _config(family: str):
+    from transformers import Qwen2_5_VLConfig, Qwen3_5Config, Qwen3VLConfig
+
     text = dict(
         vocab_size=VOCAB,
         hidden_size=32,
@@ -39,7 +62,20 @@ def _config(family: str):
         initializer_range=0.5,
         tie_word_embeddings=True,
     )
-    ids = dict(
+    vision = dict(
+        depth=2,
+        hidden_size=32,
+        num_heads=2,
+        intermediate_size=64,
+        out_hidden_size=32,
+        spatial_merge_size=2,
+        temporal_patch_size=2,
+        initializer_range=0.5,
+    )
+    config = {"qwen2_5_vl": Qwen2_5_VLConfig, "qwen3_vl": Qwen3VLConfig, "qwen3_5": Qwen3_5Config}[family]
+    return config(
+        text_config=text | FAMILY_TEXT[family],
+        vision_config=vision | FAMILY_VISION[family],
         image_token_id=IMAGE_PAD,
         video_token_id=VIDEO_PAD,
         vision_start_token_id=VISION_START,
@@ -47,52 +83,6 @@ def _config(family: str):
         tie_word_embeddings=True,
         initializer_range=0.5,
     )
-    vision = dict(depth=2, hidden_size=32, num_heads=2, intermediate_size=64, out_hidden_size=32, initializer_range=0.5)
-    if family == "qwen2_5_vl":
-        from transformers import Qwen2_5_VLConfig
-
-        text["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}
-        vision |= dict(
-            patch_size=14, spatial_merge_size=2, temporal_patch_size=2, window_size=56, fullatt_block_indexes=[1]
-        )
-        return Qwen2_5_VLConfig(text_config=text, vision_config=vision, **ids)
-    text |= dict(head_dim=16)
-    if family == "qwen3_5":
-        from transformers import Qwen3_5Config
-
-        # Gated-delta (linear attention) layers then a full-attention one, as Qwen3.5/3.6 interleave them.
-        text |= dict(
-            layer_types=["linear_attention", "full_attention"],
-            linear_key_head_dim=8,
-            linear_value_head_dim=8,
-            linear_num_key_heads=2,
-            linear_num_value_heads=2,
-        )
-        text["rope_parameters"] = {
-            "rope_type": "default",
-            "rope_theta": 10000.0,
-            "mrope_section": [2, 3, 3],
-            "mrope_interleaved": True,
-            "partial_rotary_factor": 1.0,
-        }
-        vision |= dict(patch_size=16, spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=256)
-        return Qwen3_5Config(text_config=text, vision_config=vision, **ids)
-    from transformers import Qwen3VLConfig
-
-    text["rope_parameters"] = {
-        "rope_type": "default",
-        "rope_theta": 10000.0,
-        "mrope_section": [2, 3, 3],
-        "mrope_interleaved": True,
-    }
-    vision |= dict(
-        patch_size=16,
-        spatial_merge_size=2,
-        temporal_patch_size=2,
-        num_position_embeddings=256,
-        deepstack_visual_indexes=[0],
-    )
-    return Qwen3VLConfig(text_config=text, vision_config=vision, **ids)
 
 
 def build_tiny_vision(target: Path, tokenizer_dir: Path, family: str = "qwen2_5_vl") -> Path:
@@ -106,7 +96,7 @@ def build_tiny_vision(target: Path, tokenizer_dir: Path, family: str = "qwen2_5_
         shutil.copy(tokenizer_dir / name, target / name)
     processor = {
         "image_processor_type": "Qwen2VLImageProcessor",
-        "patch_size": PATCH[family],
+        "patch_size": FAMILY_VISION[family]["patch_size"],
         "merge_size": 2,
         "temporal_patch_size": 2,
         "size": {"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS},

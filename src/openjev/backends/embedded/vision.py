@@ -168,7 +168,8 @@ class VisionModel:
 @dataclass(frozen=True, slots=True)
 class BoundVision:
     """`lm(input_ids=..., use_cache=True, logits_to_keep=1, cache=kv)` as the text paths call a model, run
-    by the vision model with one call's images (by marker): one row, logits at its last position."""
+    by the vision model with one call's images (by marker): one row, at its last position. The "logits"
+    are already log-probabilities, which the callers' log_softmax leaves as they are (logsumexp is 0)."""
 
     vision: VisionModel
     images: dict[int, ImageInput]
