@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from openjev.backends.embedded import EmbeddedBackend
 from openjev.backends.embedded.conversion import ModelSourceError
 from openjev.backends.embedded.model_source import ResolvedModel, resolve_model
+from tests.backends.embedded.tiny_vision import build_tiny_vision
 
 TEST_MODEL = "packaged:qwen2.5-coder-0.5b"
 
@@ -49,6 +51,14 @@ def backend(test_model: ResolvedModel) -> Iterator[EmbeddedBackend]:
 def make_backend(test_model: ResolvedModel) -> Iterator[Callable[..., EmbeddedBackend]]:
     """Fresh started backends (own prefix cache), closed after the test."""
     yield from backends_on(str(test_model.path))
+
+
+@pytest.fixture
+def tiny_qwen2_5_vl(tmp_path: Path, qwen_tokenizer_dir: Path) -> Path:
+    """The tiny random-weight Qwen2.5-VL checkpoint of `tiny_vision.py`, built for one test."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    return build_tiny_vision(tmp_path / "tiny-qwen2.5-vl", qwen_tokenizer_dir)
 
 
 def backends_on(model: str, **defaults: Any) -> Iterator[Callable[..., EmbeddedBackend]]:

@@ -13,21 +13,13 @@ import httpx
 import pytest
 
 from openjev.examples import support_ticket
-from tests.backends.embedded.tiny_vision import build_tiny_vision
 from tests.conftest import ServeOpenJev
 
 pytestmark = pytest.mark.embedded
 
 
-@pytest.fixture
-def tiny_vision(tmp_path: Path, qwen_tokenizer_dir: Path) -> Path:
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    return build_tiny_vision(tmp_path / "tiny-qwen2.5-vl", qwen_tokenizer_dir)
-
-
-def test_a_vision_checkpoint_serves_text_requests(serve_openjev: ServeOpenJev, tiny_vision: Path) -> None:
-    server = serve_openjev(env={"OPENJEV_LOCAL_MODEL": str(tiny_vision)}, timeout=300)
+def test_a_vision_checkpoint_serves_text_requests(serve_openjev: ServeOpenJev, tiny_qwen2_5_vl: Path) -> None:
+    server = serve_openjev(env={"OPENJEV_LOCAL_MODEL": str(tiny_qwen2_5_vl)}, timeout=300)
     response = httpx.post(f"{server.url}/v1/systemone", json=support_ticket(), timeout=120)
     assert response.status_code == 200, response.text
     body = response.json()

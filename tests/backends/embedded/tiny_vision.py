@@ -25,6 +25,12 @@ FAMILIES = ("qwen2_5_vl", "qwen3_vl", "qwen3_5")
 MIN_PIXELS, MAX_PIXELS = 4 * 28 * 28, 64 * 32 * 32
 
 
+#: Two layers 32 wide (heads of 16), and a vision tower of two blocks, for every family.
+TEXT = {"vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 8192,
+        "initializer_range": 0.5, "tie_word_embeddings": True}  # fmt: skip
+VISION = {"depth": 2, "hidden_size": 32, "num_heads": 2, "intermediate_size": 64, "out_hidden_size": 32,
+          "spatial_merge_size": 2, "temporal_patch_size": 2, "initializer_range": 0.5}  # fmt: skip
 #: Per family: the text model's extra settings (rotary sections over its 16-wide heads), and the vision
 #: tower's. Qwen3.5 interleaves gated-delta (linear attention) layers with full-attention ones.
 MROPE = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}
@@ -51,31 +57,10 @@ FAMILY_VISION: dict[str, dict] = {
 def _config(family: str):
     from transformers import Qwen2_5_VLConfig, Qwen3_5Config, Qwen3VLConfig
 
-    text = dict(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=8192,
-        initializer_range=0.5,
-        tie_word_embeddings=True,
-    )
-    vision = dict(
-        depth=2,
-        hidden_size=32,
-        num_heads=2,
-        intermediate_size=64,
-        out_hidden_size=32,
-        spatial_merge_size=2,
-        temporal_patch_size=2,
-        initializer_range=0.5,
-    )
     config = {"qwen2_5_vl": Qwen2_5_VLConfig, "qwen3_vl": Qwen3VLConfig, "qwen3_5": Qwen3_5Config}[family]
     return config(
-        text_config=text | FAMILY_TEXT[family],
-        vision_config=vision | FAMILY_VISION[family],
+        text_config=TEXT | FAMILY_TEXT[family],
+        vision_config=VISION | FAMILY_VISION[family],
         image_token_id=IMAGE_PAD,
         video_token_id=VIDEO_PAD,
         vision_start_token_id=VISION_START,
