@@ -28,7 +28,11 @@ makes (the deep copy per call, the per-row repeat of a batch) carries it with th
 
 Branches over one prefix run as one batch like text (`forward_rows`): suffixes right-padded with id 0,
 their images in row order, positions from `get_rope_index` over the padded rows (padding continues a
-row's text positions and is never attended to by that row's real tokens).
+row's text positions and is never attended to by that row's real tokens). The prefix's KV is repeated per
+row by `repeat_rows`, which also repeats the conv and recurrent states of Qwen3.5's gated-delta layers.
+A single prompt and `generate` go through the text paths with `BoundVision` standing in for the model.
+The vision tower runs on the images of the ids being run: a state's images once, in the warm-up; an
+image in a question's suffix in that question's branch.
 """
 
 from __future__ import annotations
