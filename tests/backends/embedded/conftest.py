@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from openjev.backends.embedded import EmbeddedBackend
 from openjev.backends.embedded.conversion import ModelSourceError
 from openjev.backends.embedded.model_source import ResolvedModel, resolve_model
+from tests.backends.embedded.tiny_vision import build_tiny_vision
 
 TEST_MODEL = "packaged:qwen2.5-coder-0.5b"
 
@@ -47,10 +50,23 @@ def backend(test_model: ResolvedModel) -> Iterator[EmbeddedBackend]:
 @pytest.fixture
 def make_backend(test_model: ResolvedModel) -> Iterator[Callable[..., EmbeddedBackend]]:
     """Fresh started backends (own prefix cache), closed after the test."""
+    yield from backends_on(str(test_model.path))
+
+
+@pytest.fixture
+def tiny_qwen2_5_vl(tmp_path: Path, qwen_tokenizer_dir: Path) -> Path:
+    """The tiny random-weight Qwen2.5-VL checkpoint of `tiny_vision.py`, built for one test."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    return build_tiny_vision(tmp_path / "tiny-qwen2.5-vl", qwen_tokenizer_dir)
+
+
+def backends_on(model: str, **defaults: Any) -> Iterator[Callable[..., EmbeddedBackend]]:
+    """A maker of fresh started backends on `model` (`defaults` and its own keywords), closed afterwards."""
     made: list[EmbeddedBackend] = []
 
-    def make(**kwargs) -> EmbeddedBackend:
-        fresh = EmbeddedBackend(str(test_model.path), **kwargs)
+    def make(**kwargs: Any) -> EmbeddedBackend:
+        fresh = EmbeddedBackend(model, **defaults | kwargs)
         asyncio.run(fresh.start())
         made.append(fresh)
         return fresh

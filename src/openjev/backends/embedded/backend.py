@@ -22,6 +22,10 @@ so the event loop never blocks and calls run one at a time in arrival order. Can
 task drops a call that has not started; a running one stops at the next decoder layer (a forward
 pre-hook checks its flag), and the cancellation propagates once it has stopped.
 
+Images. A vision-language checkpoint (config.json with a `vision_config`) runs through `vision.py`: each
+image pad is expanded into positions keyed by the image's sha256, and the same prefix reuse and batching
+apply, with the 3-D rotary position state carried on each cached KV entry.
+
 torch and transformers are imported lazily: importing this module needs only the base install; using
 the backend needs the `cpu` extra.
 """
@@ -31,8 +35,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import inspect
-import json
 import logging
 import os
 import threading
@@ -55,6 +57,7 @@ from openjev.backends.base import (
 from openjev.backends.embedded.batching import Batch, Job, JobQueue, forward_rows
 from openjev.backends.embedded.conversion import CPU_EXTRA_HINT
 from openjev.backends.embedded.generation import Abandoned, GenerationJob, Model, decode
+from openjev.backends.embedded.loading import cache_kwarg, context_length, load_model
 from openjev.backends.embedded.model_source import (
     ResolvedModel,
     auto_dtype,
@@ -62,6 +65,8 @@ from openjev.backends.embedded.model_source import (
     resolve_model,
 )
 from openjev.backends.embedded.prefix_cache import CacheEntry, PrefixCache, state_nbytes
+from openjev.backends.embedded.vision import CallT, VisionModel
+from openjev.prompting.vision import VisionSpec
 
 if TYPE_CHECKING:
     from openjev.config import Settings
@@ -120,6 +125,7 @@ class EmbeddedBackend(Backend):
         self._cache_kwarg = "cache"
         self._decoder_cache_kwarg = "cache"
         self._vocab_size = 0
+        self._vision: VisionModel | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EmbeddedBackend:
@@ -133,6 +139,10 @@ class EmbeddedBackend(Backend):
     @property
     def context_length(self) -> int | None:
         return self._context_length
+
+    @property
+    def vision(self) -> VisionSpec | None:
+        return self._vision.spec if self._vision else None
 
     @property
     def model_name(self) -> str | None:
@@ -189,8 +199,7 @@ class EmbeddedBackend(Backend):
         return BackendHealth(ready=self._state == "ready", detail=detail)
 
     async def readout(self, call: ReadoutCall) -> LabelLogprobs:
-        self._check(call)
-        job = Job(call)
+        job = Job(self._check(call))
         self._in_flight += 1
         try:
             self._queue.put(job)
@@ -211,8 +220,7 @@ class EmbeddedBackend(Backend):
         return result
 
     async def generate(self, call: GenerationCall) -> Generation:
-        self._check(call)
-        job, self._in_flight = GenerationJob(call), self._in_flight + 1
+        job, self._in_flight = GenerationJob(self._check(call)), self._in_flight + 1
         future = self._executor.submit(self._decode, job)
         try:
             return await asyncio.wrap_future(future)
@@ -240,31 +248,26 @@ class EmbeddedBackend(Backend):
     def _load(self) -> None:
         try:
             import torch
-            from transformers import AutoModelForCausalLM, DynamicCache
+            from transformers import DynamicCache
         except ImportError as exc:
             raise BackendError(f"{CPU_EXTRA_HINT} ({exc})") from exc
 
         # May convert a GGUF first (about a minute, once); the progress goes to the log.
         model = resolve_model(self.local_model, cache_dir=self.cache_dir, dtype=self.dtype)
         self.model = model
-        self._context_length = json.loads((model.path / "config.json").read_text()).get("max_position_embeddings")
+        self._context_length = context_length(model.path)
         if self._state == "starting":
             self._state = "loading"
         started = time.monotonic()
         torch.set_num_threads(self.threads)
         logger.info("loading %s (%s) from %s", model.name, self.dtype, model.path)
-        lm = AutoModelForCausalLM.from_pretrained(str(model.path), dtype=getattr(torch, self.dtype))
-        lm.eval()
-        if self.dtype != "float32":
-            _float32_head(torch, lm)
-        # transformers 5.24 calls the forward argument `cache`; earlier 5.x releases `past_key_values`
-        # (deprecated since). Pass whichever this version's forward takes.
+        lm, self._vision = load_model(torch, model.path, self.dtype)
         # A long prefill takes seconds to minutes; checking for cancellation between decoder layers
         # frees the worker within one layer's time instead of finishing work nobody waits for.
         for layer in getattr(lm.get_decoder(), "layers", ()):
             layer.register_forward_pre_hook(self._abandon_if_cancelled)
-        self._cache_kwarg = _cache_kwarg(lm.forward)
-        self._decoder_cache_kwarg = _cache_kwarg(lm.get_decoder().forward)
+        self._cache_kwarg = cache_kwarg(lm.forward)
+        self._decoder_cache_kwarg = cache_kwarg(lm.get_decoder().forward)
         self._new_cache = lambda: DynamicCache(config=lm.config)
         self._vocab_size = lm.get_output_embeddings().weight.shape[0]
         self._torch, self._lm = torch, lm
@@ -297,7 +300,8 @@ class EmbeddedBackend(Backend):
         """Worker thread: one generation (`generation.decode`)."""
         self._running = [job]
         try:
-            model = Model(self._torch, self._lm, self._cache_kwarg, self._new_cache)
+            lm = self._vision.bound(job.call) if self._vision else self._lm
+            model = Model(self._torch, lm, self._cache_kwarg, self._new_cache)
             return decode(model, self.prefix_cache, job, lambda: job.cancelled)
         except Abandoned:
             raise BackendError("the generation was cancelled") from None
@@ -313,11 +317,16 @@ class EmbeddedBackend(Backend):
         if running and all(job.cancelled for job in running):
             raise Abandoned
 
-    def _check(self, call: ReadoutCall | GenerationCall) -> None:
+    def _check(self, call: CallT) -> CallT:
+        """`call` checked, its image pads expanded (`vision.py`)."""
         if self._state != "ready":
             raise BackendUnavailable(f"the embedded model is not ready ({self._state})")
         if not call.input_ids:
             raise BackendError("empty prompt")
+        if self._vision is not None:
+            call = self._vision.expand(call)
+        elif call.images:
+            raise BackendError(f"the embedded model {self.model_name} reads text only; it was sent images")
         if self._context_length is not None and len(call.input_ids) > self._context_length:
             raise BackendError(
                 f"prompt of {len(call.input_ids)} tokens exceeds the context length {self._context_length}"
@@ -325,10 +334,14 @@ class EmbeddedBackend(Backend):
         named = call.label_token_ids if isinstance(call, ReadoutCall) else call.stop_token_ids
         if bad := [i for i in named if not 0 <= i < self._vocab_size]:
             raise BackendError(f"token ids {bad} are outside the model's vocabulary ({self._vocab_size})")
+        return call
 
     def _answer(self, batch: Batch) -> list[LabelLogprobs | None]:
         if len(batch.jobs) > 1:
-            rows = forward_rows(self._torch, self._lm, self._decoder_cache_kwarg, batch)
+            if self._vision is not None:
+                rows = self._vision.forward_rows(batch)
+            else:
+                rows = forward_rows(self._torch, self._lm, self._decoder_cache_kwarg, batch)
             self._batched_readouts += len(batch.jobs)
             for job, logprobs in zip(batch.jobs, rows, strict=True):
                 nbytes = logprobs.numel() * logprobs.element_size()
@@ -351,8 +364,9 @@ class EmbeddedBackend(Backend):
         if batch.prefix is not None and batch.prefix_length == len(ids):
             return batch.prefix.logprobs
         kv = copy.deepcopy(batch.prefix.kv) if batch.prefix is not None else self._new_cache()
+        lm = self._vision.bound(batch.jobs[0].call) if self._vision else self._lm
         with torch.inference_mode():
-            out = self._lm(
+            out = lm(
                 input_ids=torch.tensor([ids[batch.prefix_length :]], dtype=torch.long),
                 use_cache=True,
                 logits_to_keep=1,
@@ -372,28 +386,8 @@ def _fulfil(future: Future[None], work: Callable[[], None]) -> None:
         future.set_result(None)
 
 
-def _cache_kwarg(forward: Callable[..., Any]) -> str:
-    return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
-
-
 def _usable_cores() -> int:
     """Cores this process may run on (its affinity mask, e.g. under taskset or a container cpuset)."""
     if hasattr(os, "sched_getaffinity"):  # not on macOS or Windows
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
-
-
-def _float32_head(torch: Any, lm: Any) -> None:
-    """Compute the output head in float32 while the rest of the model stays in bf16/fp16.
-
-    bf16 logits are rounded to steps of 0.125-0.25 at typical magnitudes, which quantizes the label
-    probability ratios this service exists to report. With `logits_to_keep=1` the head is one
-    matrix-vector product per call, so fp32 costs a few ms (and one fp32 copy of the head's weight).
-    """
-    head = lm.get_output_embeddings()
-    # New Parameters rather than `head.float()`: a head tied to the input embeddings would take the
-    # embeddings to fp32 with it.
-    head.weight = torch.nn.Parameter(head.weight.detach().float(), requires_grad=False)
-    if getattr(head, "bias", None) is not None:
-        head.bias = torch.nn.Parameter(head.bias.detach().float(), requires_grad=False)
-    head.register_forward_pre_hook(lambda _module, args: (args[0].float(), *args[1:]))

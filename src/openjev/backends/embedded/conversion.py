@@ -49,12 +49,20 @@ def check_model_dir(path: Path) -> None:
     ]
     if not any(path.glob("*.safetensors")):
         missing.append("*.safetensors weights")
+    if is_vision_checkpoint(path) and not (path / "preprocessor_config.json").is_file():
+        missing.append("preprocessor_config.json (a vision checkpoint's image processor)")
     if missing:
         raise ModelSourceError(f"{path} is not a usable model directory: missing {', '.join(missing)}")
     try:
         chat_template_source(path)
     except ValueError as exc:
         raise ModelSourceError(f"{path} has no chat template; openjev needs one to build prompts") from exc
+
+
+def is_vision_checkpoint(path: Path) -> bool:
+    """Whether the model directory holds a vision-language checkpoint (its config has a `vision_config`)."""
+    config = path / "config.json"
+    return config.is_file() and "vision_config" in json.loads(config.read_text())
 
 
 def converted_dir(cache: Path, gguf_sha256: str, dtype: str) -> Path:

