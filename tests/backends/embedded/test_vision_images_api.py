@@ -1,0 +1,69 @@
+"""The official SDK's image requests against `openjev serve` on the embedded tiny Qwen2.5-VL checkpoint
+(`tiny_vision.py`), over real HTTP, with no fakes: a state image and a choice question whose instructions
+show another image are answered; another state image gives other probabilities; the same request again
+is answered alike from the prefix cache, and every count includes the images' positions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from typesafe_sdk import Choice, Image, Noul, RetryPolicy, TypeSafeClient
+
+from openjev.prompting.vision import VisionSpec
+from tests.api.test_images import png
+from tests.backends.embedded.tiny_vision import MAX_PIXELS, MIN_PIXELS
+from tests.conftest import ServeOpenJev
+
+pytestmark = pytest.mark.embedded
+
+
+def ask(sdk: TypeSafeClient, state_png: bytes, reference_png: bytes):
+    return sdk.system_one(
+        state=["The customer sent this photo:", Image(state_png)],
+        questions={
+            "match": Choice(
+                instructions=["Which animal matches this reference picture?", Image(reference_png)],
+                criteria={"cat": "A cat is shown", "dog": "A dog is shown", "car": None},
+            ),
+            "blurry": Noul(instructions="Is the photo blurry?"),
+        },
+    )
+
+
+def text_twin(sdk_url: str) -> int:
+    """The input tokens of the same request with its images left out."""
+    retry = RetryPolicy(max_retries=0)
+    with TypeSafeClient(base_url=sdk_url, api_key="k", retry=retry, timeout=300) as sdk:
+        answer = sdk.system_one(
+            state="The customer sent this photo:",
+            questions={
+                "match": Choice(
+                    instructions="Which animal matches this reference picture?",
+                    criteria={"cat": "A cat is shown", "dog": "A dog is shown", "car": None},
+                ),
+                "blurry": Noul(instructions="Is the photo blurry?"),
+            },
+        )
+    return answer.usage.input_tokens
+
+
+def test_the_sdk_asks_the_embedded_vision_model(serve_openjev: ServeOpenJev, tiny_qwen2_5_vl: Path) -> None:
+    server = serve_openjev(env={"OPENJEV_LOCAL_MODEL": str(tiny_qwen2_5_vl)}, timeout=600)
+    limits = httpx.get(f"{server.url}/v1/limits").json()["images"]
+    assert limits["accepted"] is True
+    red, blue, green = png(120, 80, (200, 30, 30)), png(120, 80, (20, 30, 230)), png(64, 64, (30, 200, 30))
+    retry = RetryPolicy(max_retries=0)
+    with TypeSafeClient(base_url=server.url, api_key="k", compression="zstd", retry=retry, timeout=300) as sdk:
+        first, other, again = ask(sdk, red, green), ask(sdk, blue, green), ask(sdk, red, green)
+    assert abs(sum(first.answers["match"].probabilities.values()) - 1) < 1e-6
+    assert first.answers["blurry"].noul != other.answers["blurry"].noul
+    assert again.answers == first.answers
+    # Every prompt counts its images' positions: the state image's 12 (120 x 80 resized to 112 x 84, one
+    # position per 28 x 28) in the warm-up and both branches, the reference image's 4 in its branch.
+    spec = VisionSpec("<|vision_start|>", "<|image_pad|>", "<|vision_end|>", 14, 2, MIN_PIXELS, MAX_PIXELS)
+    assert (spec.image_tokens(80, 120), spec.image_tokens(64, 64)) == (12, 4)
+    assert first.usage.input_tokens - text_twin(sdk_url=server.url) >= 3 * 12 + 4
+    health = httpx.get(f"{server.url}/health").json()["backend"]
+    assert health["batched_readouts"] >= 2 and health["prefix_cache"]["hits"] >= 4
