@@ -81,20 +81,21 @@ def matmul_throughput(hidden: int, intermediate: int, repeats: int) -> dict[str,
 
 
 def isa_report() -> str:
-    """torch's kernel level, and the ISA oneDNN dispatches a bf16 matmul to (from ONEDNN_VERBOSE)."""
+    """The instruction sets the kernels run with: torch's capability, MKL's (float32 matmuls), oneDNN's
+    (bf16 matmuls, when torch hands them to it) and fbgemm's limit (int8; it has no verbose mode)."""
     probe = (
-        "import torch; torch.set_num_threads(1); a = torch.randn(64, 64).bfloat16(); "
-        "torch.nn.functional.linear(a, a); print('capability', torch.backends.cpu.get_cpu_capability())"
+        "import torch; torch.set_num_threads(1); a = torch.randn(64, 64); a @ a; "
+        "torch.nn.functional.linear(a.bfloat16(), a.bfloat16()); "
+        "print('torch capability', torch.backends.cpu.get_cpu_capability(), '| oneDNN bf16:', "
+        "torch.ops.mkldnn._is_mkldnn_bf16_supported())"
     )
-    env = {**os.environ, "ONEDNN_VERBOSE": "1"}
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env).stdout
-    isa = next(
-        (line.split(",")[2] for line in out.splitlines() if line.startswith("onednn_verbose,v1,info,cpu,isa")), ""
-    )
-    isa = isa or next((line for line in out.splitlines() if "isa:" in line), "oneDNN: no verbose output")
-    kernels = sorted({line.split(",")[5] for line in out.splitlines() if ",exec,cpu," in line and line.count(",") > 5})
-    capability = next((line for line in out.splitlines() if line.startswith("capability")), "capability ?")
-    return f"torch {capability}; oneDNN {isa.strip()}; bf16 matmul kernels: {', '.join(kernels) or '-'}"
+    env = {**os.environ, "ONEDNN_VERBOSE": "1", "MKL_VERBOSE": "1"}
+    lines = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env).stdout.splitlines()
+    mkl = next((line.split(" for ", 1)[-1].split(",")[0] for line in lines if "MKL_VERBOSE oneMKL" in line), "?")
+    onednn = next((line.split("isa:", 1)[1] for line in lines if ",isa:" in line), "not used")
+    torch_line = next((line for line in lines if line.startswith("torch capability")), "torch capability ?")
+    fbgemm = os.environ.get("FBGEMM_ENABLE_INSTRUCTIONS", "what the CPU has")
+    return f"{torch_line} | MKL: {mkl} | oneDNN: {onednn} | fbgemm: {fbgemm}"
 
 
 # ---- requests ------------------------------------------------------------------------------------
@@ -237,6 +238,7 @@ async def run_one(args: argparse.Namespace) -> dict[str, Any]:
         suffixes = [len(branch.suffix_ids) for branch in prepared.branches]
         warm_flops = flops.forward(prefix, 0)
         branch_flops = sum(flops.forward(length, prefix) for length in suffixes)
+        progress(f"{backend.dtype}: {name}: {seconds:.1f} s")
         report["requests"][name] = {
             "prefix_tokens": prefix, "suffix_tokens": sum(suffixes), "questions": len(suffixes),
             "prefill_seconds": evaluation.prefill_seconds, "branches_seconds": evaluation.branches_seconds,
@@ -246,12 +248,17 @@ async def run_one(args: argparse.Namespace) -> dict[str, Any]:
     begun = time.perf_counter()
     generation = await backend.generate(GenerationCall("gen", ids, args.decode, stop_token_ids=()))
     report["decode_tokens_per_second"] = len(generation.output_ids) / (time.perf_counter() - begun)
-    report["agreement"] = [
-        label_probabilities((await ask(body))[1].answers) for body in agreement_requests(args.agreement)
-    ]
+    report["agreement"] = []
+    for index, body in enumerate(agreement_requests(args.agreement)):
+        report["agreement"].append(label_probabilities((await ask(body))[1].answers))
+        progress(f"{backend.dtype}: agreement request {index + 1}/{2 * args.agreement}")
     report["rss_end_mb"], report["rss_peak_mb"] = rss_mb()
     await backend.aclose()
     return report
+
+
+def progress(line: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {line} (load average {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
 
 
 def as_turns(state: Any) -> list[dict[str, str]]:
@@ -305,9 +312,10 @@ def main(args: argparse.Namespace) -> None:
                    "--agreement", str(args.agreement), "--decode", str(args.decode)]  # fmt: skip
         command += ["--quick"] if args.quick else []
         command += ["--cache-dir", str(args.cache_dir)] if args.cache_dir else []
-        done = subprocess.run(command, capture_output=True, text=True)
+        # Its progress goes to stderr, passed through; its report is the last line of stdout.
+        done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
         if done.returncode != 0:
-            print(f"\n== runtime {runtime} failed:\n{done.stderr[-3000:]}")
+            print(f"\n== runtime {runtime} failed (exit {done.returncode})")
             continue
         reports[runtime] = json.loads(done.stdout.strip().splitlines()[-1])
     hidden, intermediate = next(iter(reports.values()))["shape"] if reports else (1536, 8960)
