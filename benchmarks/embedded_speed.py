@@ -16,7 +16,7 @@
    (N_linear: the decoder's linear-layer weights; d_attn: heads x head size; context: the keys each
    token attends to). A ratio under 1 means faster than float32 could ever be here. Then greedy
    decoding speed (the thinking tier) in tokens/s.
-3. Agreement (`--agreement N`): N fixed jev-dev states and N MMLU questions answered by each runtime;
+3. Agreement (`--agreement N [--mmlu M]`): N fixed jev-dev states and N (or M) MMLU questions answered by each runtime;
    label probabilities compared with float32's: mean |dp| and argmax agreement.
 
     uv run python benchmarks/embedded_speed.py [--model packaged:qwen2.5-coder-1.5b]
@@ -147,16 +147,17 @@ def fixed_requests(engine: Any, quick: bool) -> dict[str, dict[str, Any]]:
     return requests
 
 
-def agreement_requests(count: int) -> list[dict[str, Any]]:
-    """The first `count` jev-dev states and `count` MMLU questions (fixed: the files are checked in)."""
+def agreement_requests(count: int, mmlu: int) -> list[dict[str, Any]]:
+    """The first `count` jev-dev states and `mmlu` MMLU questions spread over the file (fixed: the files
+    are checked in)."""
     requests = []
     for line in JEV_DEV.read_text().splitlines()[:count]:
         record = json.loads(line)
         requests.append({"model": "jev-latest", "state": record["state"], "questions": record["questions"]})
     with gzip.open(MMLU, "rt") as lines:
         rows = [json.loads(line) for line in lines if '"correct_answer": "answer"' not in line]
-    step = max(1, len(rows) // max(1, count))
-    for row in rows[::step][:count]:
+    step = max(1, len(rows) // max(1, mmlu))
+    for row in rows[::step][:mmlu]:
         criteria = {letter: row[f"answer_{letter.lower()}"] for letter in "ABCD"}
         question = {"type": "choice", "instructions": "Answer the question.", "criteria": criteria}
         requests.append({"model": "jev-latest", "state": row["question"], "questions": {"answer": question}})
@@ -249,9 +250,10 @@ async def run_one(args: argparse.Namespace) -> dict[str, Any]:
     generation = await backend.generate(GenerationCall("gen", ids, args.decode, stop_token_ids=()))
     report["decode_tokens_per_second"] = len(generation.output_ids) / (time.perf_counter() - begun)
     report["agreement"] = []
-    for index, body in enumerate(agreement_requests(args.agreement)):
+    bodies = agreement_requests(args.agreement, args.agreement if args.mmlu is None else args.mmlu)
+    for index, body in enumerate(bodies):
         report["agreement"].append(label_probabilities((await ask(body))[1].answers))
-        progress(f"{backend.dtype}: agreement request {index + 1}/{2 * args.agreement}")
+        progress(f"{backend.dtype}: agreement request {index + 1}/{len(bodies)}")
     report["rss_end_mb"], report["rss_peak_mb"] = rss_mb()
     await backend.aclose()
     return report
@@ -310,6 +312,7 @@ def main(args: argparse.Namespace) -> None:
     for runtime in runtimes:
         command = [sys.executable, __file__, "--one", runtime, "--model", args.model, "--repeats", str(args.repeats),
                    "--agreement", str(args.agreement), "--decode", str(args.decode)]  # fmt: skip
+        command += ["--mmlu", str(args.mmlu)] if args.mmlu is not None else []
         command += ["--quick"] if args.quick else []
         command += ["--cache-dir", str(args.cache_dir)] if args.cache_dir else []
         # Its progress goes to stderr, passed through; its report is the last line of stdout.
@@ -338,6 +341,7 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="README example only, fewer repeats")
     parser.add_argument("--repeats", type=int, default=2, help="runs per request (the best is kept)")
     parser.add_argument("--agreement", type=int, default=0, help="jev-dev states and MMLU questions to compare")
+    parser.add_argument("--mmlu", type=int, default=None, help="MMLU questions to compare (default: --agreement)")
     parser.add_argument("--decode", type=int, default=16, help="tokens to decode for the decoding speed")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     cli = parser.parse_args()

@@ -114,7 +114,9 @@ def row_scaled_int8(torch: Any, linear: Any) -> Any:
     rows differ in magnitude by 40x and more (a few tokens carry outlier activations), so the quiet rows
     would keep only a few levels. Dividing each row by its own max |x| first makes every row use the full
     range, and multiplying the output row back is exact, since y = W x is linear:
-    y_r = s_r * (W (x_r / s_r)) + b, s_r = max_i |x_ri|.
+    y_r = s_r * (W (x_r / s_r)) + b, s_r = max_i |x_ri|. With the input's range pinned to [-1, 1] and
+    int8 products summed exactly in int32, a row's output does not depend on the rows it is batched
+    with, so a reused prefix, a full prefill and a batch of branches agree much as in float32.
     """
     return _row_scaled_class(torch)(linear)
 
@@ -136,10 +138,16 @@ def _row_scaled_class(torch: Any) -> Any:
                     warnings.simplefilter("ignore")
                     self.inner = DynamicInt8Linear.from_float(bare)
                 self.bias = linear.bias
+                self.pin = torch.zeros(1, linear.in_features)
+                self.pin[0, :2] = torch.tensor([1.0, -1.0])
 
             def forward(self, x: Any) -> Any:
-                scale = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-30)
-                y = self.inner(x / scale) * scale
+                rows = x.reshape(-1, x.shape[-1])
+                scale = rows.abs().amax(dim=-1, keepdim=True).clamp_min(1e-30)
+                # One more row, (1, -1, 0, ...), pins the input's range to [-1, 1] whatever the other
+                # rows hold, so every row is quantized on the same grid in any batch.
+                y = self.inner(torch.cat([rows / scale, self.pin]))[:-1] * scale
+                y = y.reshape(*x.shape[:-1], y.shape[-1])
                 return y if self.bias is None else y + self.bias
 
         _ROW_SCALED = RowScaled
