@@ -368,12 +368,15 @@ class EmbeddedBackend(Backend):
 
 
 def _fulfil(future: Future[None], work: Callable[[], None]) -> None:
+    """Run `work` and settle `future`, unless the waiting start() was cancelled meanwhile."""
     try:
         work()
     except BaseException as exc:
-        future.set_exception(exc)
+        if not future.cancelled():
+            future.set_exception(exc)
     else:
-        future.set_result(None)
+        if not future.cancelled():
+            future.set_result(None)
 
 
 def _cache_kwarg(forward: Callable[..., Any]) -> str:
