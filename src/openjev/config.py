@@ -22,8 +22,8 @@ DEFAULT_SERVED_MODEL_NAME = "Qwen/Qwen3.6-35B-A3B"
 
 
 class EmbeddedPrecision(StrEnum):
-    """The embedded model's precision (`backends/embedded/precision.py`); auto: the fastest this CPU
-    runs natively (bfloat16 with AMX or AVX512-BF16, int8 on other x86 CPUs, else float32)."""
+    """The embedded model's precision (`backends/embedded/precision.py`); auto: bfloat16 with AMX or
+    AVX512-BF16, else float32."""
 
     auto = "auto"
     float32 = "float32"
@@ -280,8 +280,7 @@ class Settings(BaseSettings):
     embedded_precision: EmbeddedPrecision = Field(
         EmbeddedPrecision.auto,
         description="Embedded backend: the model's precision, float32, bfloat16 or int8 (int8 weights and "
-        "activations in its linear layers); auto: bfloat16 on CPUs with AMX or AVX512-BF16, int8 on other "
-        "x86 CPUs, float32 elsewhere.",
+        "activations in its linear layers); auto: bfloat16 on CPUs with AMX or AVX512-BF16, else float32.",
     )
     prefix_cache_bytes: int = Field(
         1024**3, ge=0, description="Embedded backend: bytes of recent prefix KV caches kept for reuse."

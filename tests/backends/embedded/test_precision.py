@@ -25,9 +25,9 @@ AVX2 = {"avx", "avx2", "fma"}
     [
         (AMX, "AVX512", "bfloat16"),
         # The same CPU with torch limited to AVX2 (ATEN_CPU_CAPABILITY=avx2): bf16 would be emulated.
-        (AMX, "AVX2", "int8"),
-        (AVX512, "AVX512", "int8"),
-        (AVX2, "AVX2", "int8"),
+        (AMX, "AVX2", "float32"),
+        (AVX512, "AVX512", "float32"),
+        (AVX2, "AVX2", "float32"),
         (set(), "DEFAULT", "float32"),
         ({"asimd"}, "DEFAULT", "float32"),  # an ARM CPU: no fbgemm
     ],
@@ -38,7 +38,7 @@ def test_auto_precision_follows_the_kernels_the_cpu_runs(flags, capability, expe
 
 def test_onednn_limited_below_bf16_means_no_bfloat16(monkeypatch) -> None:
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
-    assert auto_precision(AMX, "AVX512") == "int8"
+    assert auto_precision(AMX, "AVX512") == "float32"
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")
     assert auto_precision(AMX, "AVX512") == "bfloat16"
 
