@@ -21,6 +21,16 @@ COMPAT_MODEL_ALIAS = "jev-latest"
 DEFAULT_SERVED_MODEL_NAME = "Qwen/Qwen3.6-35B-A3B"
 
 
+class EmbeddedPrecision(StrEnum):
+    """The embedded model's precision (`backends/embedded/precision.py`); auto: bfloat16 with AMX or
+    AVX512-BF16, else float32."""
+
+    auto = "auto"
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+    int8 = "int8"
+
+
 class ConfidenceMode(StrEnum):
     typesafe = "typesafe"
     entropy = "entropy"
@@ -278,14 +288,19 @@ class Settings(BaseSettings):
     )
 
     # Embedded backend.
+    embedded_precision: EmbeddedPrecision = Field(
+        EmbeddedPrecision.auto,
+        description="Embedded backend: the model's precision, float32, bfloat16 or int8 (int8 weights and "
+        "activations in its linear layers); auto: bfloat16 on CPUs with AMX or AVX512-BF16, else float32.",
+    )
     prefix_cache_bytes: int = Field(
         1024**3, ge=0, description="Embedded backend: bytes of recent prefix KV caches kept for reuse."
     )
     embedded_batch_bytes: int = Field(
         512 * 1024**2,
         ge=0,
-        description="Embedded backend: KV-cache bytes one batched forward over a shared prefix may hold "
-        "(each batched question copies the prefix's cache); 0 answers questions one at a time.",
+        description="Embedded backend: at most this many bytes over the prefix's KV-cache bytes questions are "
+        "answered in one batched forward over their shared prefix; 0 answers questions one at a time.",
     )
 
     # Operations.

@@ -32,6 +32,9 @@ from tests.backends.embedded.conftest import TEST_MODEL
 # prefix) moves logprobs by whole nats. In fp32 the two paths agree to ~1e-5, which the fp32 test pins.
 BF16_REUSE_TOLERANCE = 0.25
 FP32_REUSE_TOLERANCE = 1e-3
+# int8 (opt-in): 0.70 logp (reuse) and 0.40 (batched) measured on the 0.5B model's unlikely labels.
+INT8_REUSE_TOLERANCE = 1.0
+REUSE_TOLERANCE = {"float32": FP32_REUSE_TOLERANCE, "bfloat16": BF16_REUSE_TOLERANCE, "int8": INT8_REUSE_TOLERANCE}
 
 
 def encode(tokenizer, text: str) -> list[int]:
@@ -102,8 +105,8 @@ def test_health_context_length_and_lifecycle(test_model: ResolvedModel) -> None:
     health = asyncio.run(fresh.health())
     assert health.ready
     assert health.detail["model"] == fresh.model_name
-    assert health.detail["dtype"] in {"bfloat16", "float32"}
-    assert health.detail["threads"] == len(os.sched_getaffinity(0))
+    assert health.detail["dtype"] in {"bfloat16", "float32", "int8"}
+    assert 1 <= health.detail["threads"] <= len(os.sched_getaffinity(0))  # physical cores
     assert set(health.detail["prefix_cache"]) >= {"entries", "bytes", "hits", "misses"}
     asyncio.run(fresh.aclose())
     assert not asyncio.run(fresh.health()).ready
@@ -176,8 +179,9 @@ def _batched_vs_one_at_a_time(make_backend, tokenizer, dtype: str | None) -> flo
 
 @pytest.mark.embedded
 def test_batched_branches_match_one_at_a_time(make_backend, tokenizer, backend: EmbeddedBackend) -> None:
-    tolerance = BF16_REUSE_TOLERANCE if backend.dtype == "bfloat16" else FP32_REUSE_TOLERANCE
-    assert _batched_vs_one_at_a_time(make_backend, tokenizer, None) <= tolerance
+    worst = _batched_vs_one_at_a_time(make_backend, tokenizer, None)
+    print(f"batched vs one at a time ({backend.dtype}): {worst:.2e} logp")
+    assert worst <= REUSE_TOLERANCE[backend.dtype]
 
 
 @pytest.mark.embedded
@@ -187,8 +191,9 @@ def test_batched_branches_match_one_at_a_time_in_fp32(make_backend, tokenizer) -
 
 @pytest.mark.embedded
 def test_prefix_reuse_matches_full_prefill(make_backend, tokenizer, backend: EmbeddedBackend) -> None:
-    tolerance = BF16_REUSE_TOLERANCE if backend.dtype == "bfloat16" else FP32_REUSE_TOLERANCE
-    assert _reuse_vs_full(make_backend, tokenizer, None, turns=8, questions=QUESTIONS) <= tolerance
+    worst = _reuse_vs_full(make_backend, tokenizer, None, turns=8, questions=QUESTIONS)
+    print(f"prefix reuse vs full prefill ({backend.dtype}): {worst:.2e} logp")
+    assert worst <= REUSE_TOLERANCE[backend.dtype]
 
 
 @pytest.mark.embedded

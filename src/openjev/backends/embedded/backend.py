@@ -13,8 +13,9 @@ of the longest cached entry whose ids are a prefix of its own and runs only the 
 cached entry is answered from the entry's stored final-position distribution without running the
 model, so a repeated warm-up costs nothing.
 
-Precision. In bf16/fp16 the output head still runs in fp32, so label probabilities are not rounded to
-bf16 logit steps. Reuse and a full prefill then agree to ~0.1 logp in bf16 and ~1e-5 in fp32.
+Precision (`precision.py`): float32, bfloat16 (the output head still in fp32, so label probabilities
+are not rounded to bf16 logit steps) or int8 (dynamic int8 linear layers); by default the fastest
+this CPU runs natively. Reuse and a full prefill agree to ~1e-5 logp in fp32 and ~0.1 in bf16.
 
 Threading. The model loads on a daemon thread (shutting down never waits for a first-start
 conversion). All readouts run on one dedicated worker thread fed through a single-worker executor,
@@ -34,9 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -58,13 +57,9 @@ from openjev.backends.embedded.batching import Batch, Job, JobQueue, forward_row
 from openjev.backends.embedded.conversion import CPU_EXTRA_HINT
 from openjev.backends.embedded.generation import Abandoned, GenerationJob, Model, decode
 from openjev.backends.embedded.loading import cache_kwarg, context_length, load_model
-from openjev.backends.embedded.model_source import (
-    ResolvedModel,
-    auto_dtype,
-    normalize_dtype,
-    resolve_model,
-)
-from openjev.backends.embedded.prefix_cache import CacheEntry, PrefixCache, state_nbytes
+from openjev.backends.embedded.model_source import ResolvedModel, resolve_model
+from openjev.backends.embedded.precision import auto_precision, normalize_precision, physical_cores, storage_dtype
+from openjev.backends.embedded.prefix_cache import CacheEntry, PrefixCache, shared_copy, state_nbytes
 from openjev.backends.embedded.vision import CallT, VisionModel
 from openjev.prompting.vision import VisionSpec
 
@@ -82,10 +77,10 @@ class EmbeddedBackend(Backend):
 
     `local_model` is what `model_source.resolve_model` accepts (None: the packaged default);
     `start()` resolves it (converting a GGUF on first use) and loads it on the worker thread, so
-    `model_name`, `tokenizer_dir` and `context_length` are known once `start()` returns. `dtype`
-    defaults to `auto_dtype()` (bfloat16 on CPUs with native bf16 matmuls, else float32); `threads`
-    to the cores this process may use; `prefix_cache_bytes` bounds the memory of cached prompt states
-    (0 disables reuse).
+    `model_name`, `tokenizer_dir` and `context_length` are known once `start()` returns. `dtype` is
+    the precision (float32, bfloat16 or int8); None or "auto" picks `auto_precision()` at load;
+    `threads` defaults to the physical cores this process may use; `prefix_cache_bytes` bounds the
+    memory of cached prompt states (0 disables reuse).
     """
 
     kind = "embedded"
@@ -104,8 +99,8 @@ class EmbeddedBackend(Backend):
     ) -> None:
         self.local_model = local_model
         self.cache_dir = cache_dir
-        self.dtype = normalize_dtype(dtype) if dtype else auto_dtype()
-        self.threads = threads or _usable_cores()
+        self.dtype = normalize_precision(dtype) if dtype and dtype != "auto" else None
+        self.threads = threads or physical_cores()
         self.prefix_cache = PrefixCache(prefix_cache_bytes)
         self._queue = JobQueue(self.prefix_cache, batch_bytes)
         self.model: ResolvedModel | None = None
@@ -132,6 +127,7 @@ class EmbeddedBackend(Backend):
         return cls(
             settings.local_model,
             cache_dir=settings.cache_dir,
+            dtype=settings.embedded_precision,
             prefix_cache_bytes=settings.prefix_cache_bytes,
             batch_bytes=settings.embedded_batch_bytes,
         )
@@ -178,7 +174,7 @@ class EmbeddedBackend(Backend):
             "model": self.model_name,
             "source": self.model.source if self.model else self.local_model,
             "path": str(self.model.path) if self.model else None,
-            "dtype": self.dtype,
+            "dtype": self.dtype or "auto",
             "threads": self.threads,
             "context_length": self._context_length,
             "load_seconds": self._load_seconds,
@@ -252,8 +248,9 @@ class EmbeddedBackend(Backend):
         except ImportError as exc:
             raise BackendError(f"{CPU_EXTRA_HINT} ({exc})") from exc
 
+        self.dtype = precision = self.dtype or auto_precision()
         # May convert a GGUF first (about a minute, once); the progress goes to the log.
-        model = resolve_model(self.local_model, cache_dir=self.cache_dir, dtype=self.dtype)
+        model = resolve_model(self.local_model, cache_dir=self.cache_dir, dtype=storage_dtype(precision))
         self.model = model
         self._context_length = context_length(model.path)
         if self._state == "starting":
@@ -261,7 +258,7 @@ class EmbeddedBackend(Backend):
         started = time.monotonic()
         torch.set_num_threads(self.threads)
         logger.info("loading %s (%s) from %s", model.name, self.dtype, model.path)
-        lm, self._vision = load_model(torch, model.path, self.dtype)
+        lm, self._vision = load_model(torch, model.path, precision)
         # A long prefill takes seconds to minutes; checking for cancellation between decoder layers
         # frees the worker within one layer's time instead of finishing work nobody waits for.
         for layer in getattr(lm.get_decoder(), "layers", ()):
@@ -363,7 +360,7 @@ class EmbeddedBackend(Backend):
         torch, ids = self._torch, tuple(batch.jobs[0].call.input_ids)
         if batch.prefix is not None and batch.prefix_length == len(ids):
             return batch.prefix.logprobs
-        kv = copy.deepcopy(batch.prefix.kv) if batch.prefix is not None else self._new_cache()
+        kv = shared_copy(batch.prefix.kv) if batch.prefix is not None else self._new_cache()
         lm = self._vision.bound(batch.jobs[0].call) if self._vision else self._lm
         with torch.inference_mode():
             out = lm(
@@ -378,16 +375,12 @@ class EmbeddedBackend(Backend):
 
 
 def _fulfil(future: Future[None], work: Callable[[], None]) -> None:
+    """Run `work` and settle `future`, unless the waiting start() was cancelled meanwhile."""
     try:
         work()
     except BaseException as exc:
-        future.set_exception(exc)
+        if not future.cancelled():
+            future.set_exception(exc)
     else:
-        future.set_result(None)
-
-
-def _usable_cores() -> int:
-    """Cores this process may run on (its affinity mask, e.g. under taskset or a container cpuset)."""
-    if hasattr(os, "sched_getaffinity"):  # not on macOS or Windows
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+        if not future.cancelled():
+            future.set_result(None)

@@ -2,18 +2,18 @@
 
 A request's branches all start with the prefix its warm-up stored. `JobQueue.take` hands the worker
 the oldest waiting job together with every other waiting job that extends the same cached prefix,
-as many as `batch_bytes` allows (each row holds its own copy of the prefix's KV cache).
+as many as `batch_bytes` allows (at most `batch_bytes` over the prefix state's bytes).
 
-`forward_rows` then runs them at once: the suffixes are right-padded to the longest, the prefix KV is
-repeated once per row, and the decoder runs over [rows, longest suffix] at positions after the
-prefix. Attention is causal, so no real token sees the padding that follows it: each row's hidden
-state at its last real token is the one its own forward pass would give (up to the summation order
-of batched matmuls, i.e. bf16 rounding). The output head runs on those positions only.
+`forward_rows` then runs them at once, packed into one sequence: the suffixes s_1..s_n are
+concatenated (no padding), token t of suffix s_b gets the position P + t (P the prefix length), and
+the attention mask lets it see the whole prefix and the tokens of s_b up to itself, nothing of the
+other suffixes. Each branch's hidden state at its last token is then the one its own forward pass
+would give (up to the summation order of matmuls, i.e. float rounding). The prefix KV is shared,
+not copied (`shared_copy`), and the output head runs on the n last positions only.
 """
 
 from __future__ import annotations
 
-import copy
 import threading
 import time
 from collections import deque
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openjev.backends.base import LabelLogprobs, ReadoutCall
-from openjev.backends.embedded.prefix_cache import CacheEntry, PrefixCache
+from openjev.backends.embedded.prefix_cache import CacheEntry, PrefixCache, shared_copy
 
 #: How long the worker waits for sibling branches when it finds a single job with a cached prefix:
 #: the engine submits a request's branches within microseconds of each other.
@@ -101,20 +101,25 @@ class JobQueue:
 
 
 def forward_rows(torch: Any, lm: Any, cache_kwarg: str, batch: Batch) -> list[Any]:
-    """The log-softmax after each job's prompt, all rows in one decoder pass over the shared prefix."""
+    """The log-softmax after each job's prompt, all branches packed in one decoder pass over the prefix."""
     assert batch.prefix is not None
-    suffixes = [list(job.call.input_ids[batch.prefix_length :]) for job in batch.jobs]
-    rows, longest = len(suffixes), max(map(len, suffixes))
-    kv = copy.deepcopy(batch.prefix.kv)
-    kv.batch_repeat_interleave(rows)
-    input_ids = torch.zeros((rows, longest), dtype=torch.long)
-    for row, suffix in enumerate(suffixes):
-        input_ids[row, : len(suffix)] = torch.tensor(suffix, dtype=torch.long)
-    positions = torch.arange(batch.prefix_length, batch.prefix_length + longest).unsqueeze(0).expand(rows, -1)
+    start = batch.prefix_length
+    suffixes = [list(job.call.input_ids[start:]) for job in batch.jobs]
+    lengths = torch.tensor([len(suffix) for suffix in suffixes])
+    branch = torch.repeat_interleave(torch.arange(len(suffixes)), lengths)
+    ends = torch.cumsum(lengths, 0)
+    offsets = torch.arange(int(ends[-1])) - (ends - lengths)[branch]
+    # mask[i, j]: packed token i may attend to packed token j (same branch, j <= i); the prefix is
+    # visible to all. Shape [1, 1, queries, prefix + queries], as transformers takes a prepared mask.
+    own = (branch[:, None] == branch[None, :]) & (offsets[None, :] <= offsets[:, None])
+    mask = torch.cat([torch.ones(len(branch), start, dtype=torch.bool), own], dim=1)[None, None]
     with torch.inference_mode():
         hidden = lm.get_decoder()(
-            input_ids=input_ids, position_ids=positions, use_cache=True, **{cache_kwarg: kv}
+            input_ids=torch.tensor([[token for suffix in suffixes for token in suffix]], dtype=torch.long),
+            position_ids=(offsets + start)[None],
+            attention_mask=mask,
+            use_cache=True,
+            **{cache_kwarg: shared_copy(batch.prefix.kv)},
         ).last_hidden_state
-        last = hidden[torch.arange(rows), torch.tensor([len(suffix) - 1 for suffix in suffixes])]
-        logits = lm.get_output_embeddings()(last)
+        logits = lm.get_output_embeddings()(hidden[0, ends - 1])
         return list(torch.log_softmax(logits.float(), dim=-1))

@@ -2,9 +2,14 @@
 
 transformers dequantizes a GGUF on every load (20-80 s); `convert_gguf` does it once and saves config,
 safetensors weights, tokenizer and chat template under the cache directory, keyed by the GGUF's sha256
-and the dtype. Everything is written into `<target>.partial-<pid>` and renamed into place at the end,
-so a crash (or a shutdown that does not wait) never leaves a half-written model behind: leftovers of
-dead processes are removed the next time.
+and the dtype. Two of transformers' costs are cut meanwhile (`_faster_gguf_loading`): it parses the
+GGUF's metadata (10 s for the 1.5B model's 151k-token vocabulary) three times, for the config, the
+weights and the tokenizer, where once serves all; and gguf-py dequantizes block by block in numpy,
+where transformers' own torch kernels do whole tensors at once.
+
+Everything is written into `<target>.partial-<pid>` and renamed into place at the end, so a crash (or
+a shutdown that does not wait) never leaves a half-written model behind: leftovers of dead processes
+are removed the next time.
 
 Only the conversion itself needs the `cpu` extra (torch, transformers, and gguf, which transformers'
 GGUF loader imports); checking an existing directory does not.
@@ -21,8 +26,10 @@ import os
 import re
 import shutil
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from openjev.prompting.tokenizer import chat_template_source
 
@@ -115,22 +122,63 @@ def _write_converted(gguf: Path, out: Path, dtype: str) -> None:
         logger.info("converting: %s (%.1f s)", what, time.monotonic() - started)
 
     step("loading and dequantizing the GGUF weights")
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=getattr(torch, dtype))
-    step("saving safetensors")
+    with _faster_gguf_loading():
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=getattr(torch, dtype))
+        step("saving safetensors")
     # save_pretrained refuses GGUF-loaded models ("quantized with gguf and is not serializable"); after
     # dequantization the weights are plain tensors, so drop the marker and save config and weights directly.
     if hasattr(model.config, "quantization_config"):
         delattr(model.config, "quantization_config")
-    model.config.save_pretrained(out)
-    safetensors.torch.save_model(model, str(out / "model.safetensors"))
-    # Release the dequantized weights (GBs) before the caller loads the converted copy.
-    del model
-    gc.collect()
-    step("extracting the tokenizer and chat template")
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    tokenizer.save_pretrained(out)
+        model.config.save_pretrained(out)
+        safetensors.torch.save_model(model, str(out / "model.safetensors"))
+        # Release the dequantized weights (GBs) before the caller loads the converted copy.
+        del model
+        gc.collect()
+        step("extracting the tokenizer and chat template")
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        tokenizer.save_pretrained(out)
     check_model_dir(out)
     step("done")
+
+
+@contextlib.contextmanager
+def _faster_gguf_loading() -> Iterator[None]:
+    """While converting: one parse of each GGUF file, and whole-tensor dequantization in torch.
+
+    transformers' GGUF loader imports `gguf.GGUFReader` and `gguf.dequantize` when it runs, so
+    replacing the two module attributes for the duration reaches it. A reader is read-only after
+    parsing, so sharing one is safe; a ggml type the torch kernels lack goes to gguf-py's own.
+    """
+    import gguf
+    import numpy as np
+    import torch
+
+    try:
+        from transformers.integrations.gguf.dequant import GGML_BLOCK
+        from transformers.integrations.gguf.dequant import dequantize as torch_dequantize
+    except ImportError:  # transformers without its own kernels: only the parse is shared
+        GGML_BLOCK, torch_dequantize = {}, None
+    parse, numpy_dequantize, readers = gguf.GGUFReader, gguf.dequantize, {}
+
+    def shared_reader(path: Any, *args: Any, **kwargs: Any) -> Any:
+        key = (str(path), args, tuple(sorted(kwargs.items())))
+        if key not in readers:
+            readers[key] = parse(path, *args, **kwargs)
+        return readers[key]
+
+    def dequantize(data: Any, qtype: Any) -> Any:
+        if torch_dequantize is None or int(qtype) not in GGML_BLOCK:
+            return numpy_dequantize(data, qtype)
+        with warnings.catch_warnings():  # the memory-mapped bytes are read-only, and only read here
+            warnings.simplefilter("ignore")
+            flat = torch.from_numpy(np.ascontiguousarray(data).reshape(-1))
+        return torch_dequantize(flat, int(qtype)).reshape(*data.shape[:-1], -1).numpy()
+
+    gguf.GGUFReader, gguf.dequantize = shared_reader, dequantize
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.dequantize = parse, numpy_dequantize
 
 
 def _remove_stale(directory: Path, pattern: str) -> None:

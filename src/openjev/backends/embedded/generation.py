@@ -1,6 +1,6 @@
 """Decoding over the cached prefix KV, for the embedded backend's `generate` (the thinking tier).
 
-`decode` restores the longest cached state whose ids start the prompt (a copy: stored entries are
+`decode` restores the longest cached state whose ids start the prompt (a `shared_copy`: stored entries are
 never mutated), runs the rest of the prompt, then one token at a time: greedy (argmax) when
 `temperature` is 0, else sampled from softmax(logits / temperature) with a generator seeded by
 `seed` (the same call gives the same ids). It stops after a stop id (kept in the output) or at
@@ -11,13 +11,12 @@ the prefix cache, so the readout that follows (prompt + generated ids + tail) ru
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from openjev.backends.base import Generation, GenerationCall
-from openjev.backends.embedded.prefix_cache import CacheEntry, PrefixCache, state_nbytes
+from openjev.backends.embedded.prefix_cache import CacheEntry, PrefixCache, shared_copy, state_nbytes
 
 
 class Abandoned(Exception):
@@ -60,7 +59,7 @@ def decode(model: Model, cache: PrefixCache, job: GenerationJob, stopped: Callab
     ids = list(call.input_ids)
     hit = cache.longest_prefix(tuple(ids))
     start, entry = hit if hit is not None and hit[1].kv is not None else (0, None)
-    kv = copy.deepcopy(entry.kv) if entry is not None else model.new_cache()
+    kv = shared_copy(entry.kv) if entry is not None else model.new_cache()
     generator = torch.Generator().manual_seed(call.seed or 0) if call.temperature > 0 else None
     output: list[int] = []
     stops = set(call.stop_token_ids)

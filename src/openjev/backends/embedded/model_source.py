@@ -15,7 +15,7 @@ reads `tokenizer.json`, `tokenizer_config.json` and the chat template from.
 None means the packaged default, Qwen2.5-Coder-1.5B-Instruct Q4_K_M.
 
 A GGUF is converted once into a safetensors copy under the cache directory (`$OPENJEV_CACHE_DIR`, else
-`$XDG_CACHE_HOME/openjev`, else `~/.cache/openjev`), keyed by the GGUF's sha256 and the dtype:
+`$XDG_CACHE_HOME/openjev`, else `~/.cache/openjev`), keyed by the GGUF's sha256 and the stored dtype:
 transformers dequantizes a GGUF on every load (20-80 s), while the converted copy loads in ~3 s.
 The conversion (`conversion.py`) is atomic. Resolving an existing copy needs no `cpu` extra.
 """
@@ -151,27 +151,16 @@ def normalize_dtype(dtype: str) -> str:
         ) from None
 
 
-def auto_dtype(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
-    """bfloat16 when the CPU has native bf16 matmuls (AMX or AVX512-BF16), else float32.
-
-    Where it is native, oneDNN runs bf16 about 3x faster than fp32; elsewhere bf16 is emulated and slower.
-    """
-    try:
-        flags = set(cpuinfo.read_text().split())
-    except OSError:
-        return "float32"
-    return "bfloat16" if flags & {"amx_bf16", "avx512_bf16"} else "float32"
-
-
 def resolve_model(local_model: str | None, *, cache_dir: Path | None = None, dtype: str | None = None) -> ResolvedModel:
     """Return a loadable model directory for `local_model` (None: the packaged default).
 
     Converts a GGUF (packaged or local) on first use; that takes about a minute and logs progress.
-    `dtype` (default: `auto_dtype()`) only matters for a GGUF: the converted copy is stored in it.
+    `dtype` (default float16, which serves the bfloat16 and int8 precisions: `precision.storage_dtype`)
+    only matters for a GGUF: the converted copy is stored in it.
     """
     spec = (local_model or "").strip() or DEFAULT_MODEL
     cache = (cache_dir or default_cache_dir()).expanduser()
-    dtype = normalize_dtype(dtype) if dtype else auto_dtype()
+    dtype = normalize_dtype(dtype) if dtype else "float16"
 
     if spec.startswith(PACKAGED_PREFIX):
         return _resolve_packaged(spec.removeprefix(PACKAGED_PREFIX), cache, dtype)

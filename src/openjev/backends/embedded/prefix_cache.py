@@ -2,10 +2,12 @@
 
 Keys are the token-id tuples the states cover; `longest_prefix(ids)` finds the longest stored prompt
 that starts `ids`. Thread-safe: the model's worker thread writes while `/health` reads the stats.
+Stored states are never mutated: a call runs on `shared_copy(entry.kv)`, which shares their tensors.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
 class CacheEntry:
     """The model state after some prompt: its KV cache and its final-position log-softmax."""
 
-    #: transformers.DynamicCache, never mutated once stored (callers run on a deep copy); None for a
+    #: transformers.DynamicCache, never mutated once stored (callers run on a `shared_copy`); None for a
     #: prompt answered in a batch, whose entry only answers that exact prompt again.
     kv: Any
     logprobs: torch.Tensor
@@ -126,3 +128,19 @@ def state_nbytes(kv: Any, logprobs: torch.Tensor) -> int:
             if tensor is not None:
                 total += tensor.numel() * tensor.element_size()
     return total
+
+
+def shared_copy(kv: Any) -> Any:
+    """A DynamicCache that starts as `kv` and grows without changing it, sharing its tensors.
+
+    A DynamicLayer grows by `keys = torch.cat([keys, new])`, a new tensor, never by writing into the
+    old one; so copying the layer objects (not their tensors) keeps `kv` intact at no cost in memory
+    or time. Any other layer kind (sliding windows write in place) is deep-copied.
+    """
+    from transformers.cache_utils import DynamicLayer
+
+    if not all(type(layer) is DynamicLayer for layer in kv.layers):
+        return copy.deepcopy(kv)
+    shared = copy.copy(kv)
+    shared.layers = [copy.copy(layer) for layer in kv.layers]
+    return shared

@@ -204,7 +204,7 @@ def load_vision(torch: Any, path: Path, dtype: str, cache_kwarg: Callable[[Calla
     except ImportError as exc:
         raise BackendError(f"loading a vision checkpoint needs transformers' image classes ({exc})") from exc
     processor = AutoImageProcessor.from_pretrained(str(path))
-    lm = AutoModelForImageTextToText.from_pretrained(str(path), dtype=getattr(torch, dtype))
+    lm = AutoModelForImageTextToText.from_pretrained(str(path), dtype=getattr(torch, dtype, dtype))
     lm.eval()
     config, tokenizer = lm.config, Tokenizer.from_file(str(path / "tokenizer.json"))
 
