@@ -20,6 +20,7 @@ import socket
 import statistics
 import threading
 import time
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -121,6 +122,34 @@ def post_json(server: RunningOpenJev, data: bytes) -> httpx.Response:
     return httpx.post(f"{server.url}/v1/systemone", content=data, headers=headers, timeout=120)
 
 
+@contextlib.contextmanager
+def polling_liveness(
+    server: RunningOpenJev, pause: float, sample: Callable[[], object] | None = None
+) -> Iterator[list[float]]:
+    """`/health/live` polled every `pause` seconds while the block runs; yields the latencies (and runs
+    `sample` after each poll)."""
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def poll() -> None:
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            while not done.is_set():
+                started = time.perf_counter()
+                http.get("/health/live").raise_for_status()
+                latencies.append(time.perf_counter() - started)
+                if sample is not None:
+                    sample()
+                time.sleep(pause)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        yield latencies
+    finally:
+        done.set()
+        poller.join()
+
+
 def stopped_early_at_the_token_budget(response: httpx.Response) -> bool:
     """A 422 on the state from the tokenizer-budget path: tokenizing stopped once the state was known
     to be too long ("at least" N tokens), before all of it was encoded."""
@@ -142,27 +171,15 @@ def test_large_random_bodies_leave_liveness_fast(serve_openjev, fake_sglang, qwe
         body["state"] = random_text(int(room / 2.2), seed)  # about 2.1 bytes a character: under the limit
         bodies.append(json.dumps(body, ensure_ascii=False).encode())
     rss_before = rss_mib(pid)
-    latencies: list[float] = []
     peak = [rss_before]
-    done = threading.Event()
-
-    def poll_liveness() -> None:
-        with httpx.Client(base_url=server.url, timeout=30) as http:
-            while not done.is_set():
-                started = time.perf_counter()
-                http.get("/health/live").raise_for_status()
-                latencies.append(time.perf_counter() - started)
-                peak.append(rss_mib(pid))  # sampled all along: the peak, not only the end
-                time.sleep(0.02)
-
-    poller = threading.Thread(target=poll_liveness)
-    poller.start()
     started = time.monotonic()
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+
+    def sample() -> None:  # memory sampled all along: the peak, not only the end
+        peak.append(rss_mib(pid))
+
+    with polling_liveness(server, 0.02, sample) as latencies, concurrent.futures.ThreadPoolExecutor(4) as pool:
         responses = list(pool.map(lambda data: post_json(server, data), bodies))
     elapsed = time.monotonic() - started
-    done.set()
-    poller.join()
     rss_after = rss_mib(pid)
     statuses = [response.status_code for response in responses]
     # Inclusive: a p99 of few polls lies within them (the default method extrapolates past the slowest).
@@ -214,22 +231,8 @@ def test_large_questions_over_a_remembered_state_are_not_prepared_on_the_event_l
         ).encode()
         for _ in range(3)
     ]
-    latencies: list[float] = []
-    done = threading.Event()
-
-    def poll_liveness() -> None:
-        with httpx.Client(base_url=server.url, timeout=30) as http:
-            while not done.is_set():
-                started = time.perf_counter()
-                http.get("/health/live").raise_for_status()
-                latencies.append(time.perf_counter() - started)
-                time.sleep(0.01)
-
-    poller = threading.Thread(target=poll_liveness)
-    poller.start()
-    statuses = [post_json(server, data).status_code for data in bodies]
-    done.set()
-    poller.join()
+    with polling_liveness(server, 0.01) as latencies:
+        statuses = [post_json(server, data).status_code for data in bodies]
     p99 = statistics.quantiles(latencies, n=100, method="inclusive")[98]
     figures(
         body_bytes=[len(body) for body in bodies],

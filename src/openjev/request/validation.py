@@ -55,6 +55,20 @@ def _surrogate_issues(value: Any, loc: Loc) -> list[Issue]:
     return []
 
 
+def _count_issues(loc: Loc, count: int, most: int, what: str, unit: str) -> list[Issue]:
+    """A question's criteria count outside [2, most], named at its criteria."""
+    if 2 <= count <= most:
+        return []
+    return [
+        Issue(
+            (*loc, "criteria"),
+            f"{what} needs 2 to {most} {unit}, got {count}",
+            "too_short" if count < 2 else "too_long",
+            {"min_length": 2, "max_length": most, "actual_length": count},
+        )
+    ]
+
+
 def check_request(request: SystemOneRequest, settings: Settings) -> list[Issue]:
     issues: list[Issue] = _surrogate_issues(request.state, ("state",))
     if len(request.questions) > settings.max_questions:
@@ -86,25 +100,11 @@ def check_request(request: SystemOneRequest, settings: Settings) -> list[Issue]:
             if not _present(question.instructions) and not described:
                 issues.append(Issue(loc, "a noul question needs instructions or a described true/false outcome"))
         elif isinstance(question, ChoiceQuestion):
-            count = len(question.criteria)
-            if not 2 <= count <= settings.max_choice_options:
-                issues.append(
-                    Issue(
-                        (*loc, "criteria"),
-                        f"a choice question needs 2 to {settings.max_choice_options} options, got {count}",
-                        "too_short" if count < 2 else "too_long",
-                        {"min_length": 2, "max_length": settings.max_choice_options, "actual_length": count},
-                    )
-                )
+            issues += _count_issues(
+                loc, len(question.criteria), settings.max_choice_options, "a choice question", "options"
+            )
         elif isinstance(question, ScoreQuestion):
-            count = len(question.criteria)
-            if not 2 <= count <= settings.max_score_levels:
-                issues.append(
-                    Issue(
-                        (*loc, "criteria"),
-                        f"a score question needs 2 to {settings.max_score_levels} levels, got {count}",
-                        "too_short" if count < 2 else "too_long",
-                        {"min_length": 2, "max_length": settings.max_score_levels, "actual_length": count},
-                    )
-                )
+            issues += _count_issues(
+                loc, len(question.criteria), settings.max_score_levels, "a score question", "levels"
+            )
     return issues
