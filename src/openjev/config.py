@@ -22,8 +22,7 @@ DEFAULT_SERVED_MODEL_NAME = "Qwen/Qwen3.6-35B-A3B"
 
 
 class EmbeddedPrecision(StrEnum):
-    """The embedded model's precision (`backends/embedded/precision.py`); auto: bfloat16 with AMX or
-    AVX512-BF16, else float32."""
+    """The embedded model's precision (`backends/embedded/precision.py`)."""
 
     auto = "auto"
     float32 = "float32"
@@ -90,8 +89,7 @@ class Settings(BaseSettings):
         "the embedded model's own name for the embedded backend.",
     )
     model_release_date: str | None = Field(
-        None,
-        description="release_date reported by /v1/models (YYYY-MM-DD); default: the day openjev started.",
+        None, description="release_date reported by /v1/models (YYYY-MM-DD); default: the day openjev started."
     )
     model_aliases: list[str] = Field(
         default_factory=list, description="Extra names accepted in the request's `model` field."
@@ -151,9 +149,7 @@ class Settings(BaseSettings):
     body_read_timeout: float = Field(
         30.0, gt=0, description="Seconds a client gets to send its whole request body; 408 past it."
     )
-    max_concurrent_body_reads: int = Field(
-        32, ge=1, description="Request bodies being received at once; more get 529 before any byte is read."
-    )
+    max_concurrent_body_reads: int = Field(32, ge=1, description="Bodies received at once; more get 529 unread.")
 
     # Admission and budgets.
     max_questions: int = Field(64, ge=1, description="Questions per request.")
@@ -175,17 +171,14 @@ class Settings(BaseSettings):
         ge=0,
         description="A request that brings at most this many bytes of new text (its decoded body; for a chat "
         "or text state that extends or repeats one prepared before, its new messages and every question's texts) "
-        "is prepared on the event "
-        "loop, in a preparation slot: handing it to a worker thread costs more than preparing it; 0: every "
-        "request on a worker thread.",
+        "is prepared on the event loop, in a preparation slot: handing it to a worker thread costs more than "
+        "preparing it; 0: every request on a worker thread.",
     )
     # Image assets (a vision backend only; request/images.py).
     max_images: int = Field(8, ge=1, description="Image assets per request.")
     max_image_bytes: int = Field(10 * 1024 * 1024, ge=1024, description="Bytes of one image as sent.")
     max_image_total_bytes: int = Field(32 * 1024 * 1024, ge=1024, description="Bytes of a request's images.")
-    max_image_body_bytes: int = Field(
-        40 * 1024 * 1024, ge=1024, description="A multipart body's size (its JSON part: OPENJEV_MAX_BODY_BYTES)."
-    )
+    max_image_body_bytes: int = Field(40 * 1024 * 1024, ge=1024, description="A multipart body's size, at most.")
     max_image_pixels: int = Field(1024 * 1024, ge=1024, description="Pixels a larger image is resized to fit.")
     max_image_source_pixels: int = Field(40_000_000, ge=1024, description="Pixels of an image as sent, at most.")
     image_cache_bytes: int = Field(64 * 1024 * 1024, ge=0, description="Prepared images kept, by sha256; 0: none.")
@@ -216,13 +209,13 @@ class Settings(BaseSettings):
         "from the rotations before averaging.",
     )
     answer_cue_noul: AnswerCue | None = Field(
-        None, description="The answer cue of noul questions (`plain` or `json`); default: OPENJEV_ANSWER_CUE."
+        None, description="The answer cue of noul questions; unset: OPENJEV_ANSWER_CUE."
     )
     answer_cue_choice: AnswerCue | None = Field(
-        None, description="The answer cue of choice questions (`plain` or `json`); default: OPENJEV_ANSWER_CUE."
+        None, description="The answer cue of choice questions; unset: OPENJEV_ANSWER_CUE."
     )
     answer_cue_score: AnswerCue | None = Field(
-        None, description="The answer cue of score questions (`plain` or `json`); default: OPENJEV_ANSWER_CUE."
+        None, description="The answer cue of score questions; unset: OPENJEV_ANSWER_CUE."
     )
     score_labels: ScoreLabels = Field(
         ScoreLabels.letters,
@@ -253,8 +246,7 @@ class Settings(BaseSettings):
     # The thinking tier (openjev.answering.thinking).
     think_model: str = Field(
         "openjev-think",
-        description="Model name of the thinking tier: its questions read with a low margin think first, then "
-        "are read again.",
+        description="Model name of the thinking tier: low-margin questions think first, then are read again.",
     )
     think_margin: float = Field(
         0.5,
@@ -389,7 +381,7 @@ def answer_settings(settings: Settings) -> dict[str, object]:
     calibration = settings.calibration_file
     return {
         "answer_cue": settings.answer_cue.value,
-        **{f"answer_cue_{kind}": settings.answer_cue_of(kind).value for kind in ("noul", "choice", "score")},
+        **{f"answer_cue_{kind}": settings.answer_cue_of(kind).value for kind in QUESTION_TYPES},
         "score_labels": settings.score_labels.value,
         "score_reverse": settings.score_reverse,
         "contextual_calibration": settings.contextual_calibration,
