@@ -190,6 +190,36 @@ def test_multipart_parts_are_claimed_exactly_once(vision_stack):
     )
 
 
+def test_a_body_of_many_parts_is_refused_at_the_part_past_the_limit(vision_stack):
+    server, _ = vision_stack
+    request = {"model": "jev-latest", "state": "x", "questions": {"q": {"type": "noul", "instructions": "?"}}}
+    files = [("request", (None, json.dumps(request), "application/json"))]
+    files += [(f"p{index}", (f"p{index}", b"x", "image/png")) for index in range(20_000)]
+    started = time.perf_counter()
+    response = httpx.post(f"{server.url}/v1/systemone", files=files, timeout=60)
+    assert ["body", "assets"] in detail(response)
+    assert "at most 9 parts" in response.text  # the request and OPENJEV_MAX_IMAGES (8) images
+    print(f"20,000 parts refused in {time.perf_counter() - started:.2f} s")
+
+
+def test_a_placeholder_the_prompt_does_not_show_is_refused_not_ignored(vision_stack):
+    server, fake = vision_stack
+    image = {"type": "image", "format": "png", "data_base64": base64.b64encode(png(30, 30, (1, 2, 3))).decode()}
+
+    def post(state, criteria, assets):
+        question = {"q": {"type": "choice", "instructions": "Which?", "criteria": criteria}}
+        sent = {"model": "jev-latest", "state": state, "questions": question, "assets": assets}
+        return httpx.post(f"{server.url}/v1/systemone", json=sent)
+
+    # An option's name is shown only when it has no description: with one, its image would never be seen.
+    assert ["body", "assets", "pic"] in detail(post("x", {"pic": "a cat", "other": None}, {"pic": image}))
+    before = len(fake.generate_calls)
+    assert post("x", {"pic": None, "other": None}, {"pic": image}).status_code == 200
+    assert any("image_data" in call for call in image_calls(fake, before))
+    # "pic" stands only inside the longer placeholder "pic2", which is what the prompt shows.
+    assert ["body", "assets", "pic"] in detail(post("see pic2", {"a": None, "b": None}, {"pic": image, "pic2": image}))
+
+
 def test_caller_text_that_spells_vision_tokens_stays_text(vision_stack, sdk):
     _, fake = vision_stack
     before = len(fake.generate_calls)

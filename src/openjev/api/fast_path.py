@@ -75,7 +75,8 @@ class SystemOneFastPath:
         content_type = Headers(scope=scope).get("content-type")
         if is_multipart(content_type):
             try:
-                body, parts = split_body(body, content_type or "", self.service.settings.max_body_bytes)
+                settings = self.service.settings
+                body, parts = split_body(body, content_type or "", settings.max_body_bytes, settings.max_images + 1)
             except OpenJevError as error:
                 await handled_error_response(error, scope, self.retry_after)(scope, receive, send)
                 return

@@ -13,7 +13,8 @@ Contract (`ImageMarks`, for one request whose assets are `keys`):
   (`<|image_pad|>` typed by a caller) is quoted like every added token and stays text, so the only
   pads in a prompt are the images', one per image (the backend's processor expands each).
 - `question(q)` is the question with its instructions and criteria descriptions marked, for its
-  text only: answers, option names and legends stay as sent.
+  text only: answers, option names and legends stay as sent. An asset none of whose placeholders
+  reaches a prompt (an option name that has a description is not shown) is a 422 naming it.
 
 `PromptImages` does it for a served model: each asset made safe (`request/images.py`), a state with
 images framed in full (never through the conversation memo), and per prompt its images in pad order
@@ -167,6 +168,17 @@ class PromptImages:
         vision = self.vision
         assert vision is not None  # marks exist only for a vision model
         split = [marks.split(segments) for segments in prompts]
+        # A placeholder only in text the prompt does not show (an option's name beside its description,
+        # or inside a longer placeholder) would be an image silently ignored.
+        unshown = set(marks.keys).difference(*(keys for _, keys in split))
+        if unshown:
+            message = (
+                "the placeholder stands only where the prompt does not show it (an option name that has a "
+                "description, or inside a longer placeholder)"
+            )
+            raise RequestRejected(
+                [Issue(("assets", key), message, "asset_unused") for key in marks.keys if key in unshown]
+            )
         shown = [tuple(safe[key] for key in keys) for _, keys in split]
         extra = [sum(vision.image_tokens(image.height, image.width) - 1 for image in row) for row in shown]
         return [segments for segments, _ in split], shown, extra
