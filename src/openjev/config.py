@@ -160,7 +160,7 @@ class Settings(BaseSettings):
         32768, ge=16, description="Tokens per question branch, including its one output token."
     )
     max_total_input_tokens: int = Field(
-        262144, ge=16, description="Input tokens submitted per request: warm-up plus every branch."
+        262144, ge=16, description="Input tokens per request: warm-up, branches, content-free readouts, escalations."
     )
     max_concurrent_requests: int = Field(16, ge=1, description="Evaluations at once; more get 529.")
     max_concurrent_preparations: int = Field(

@@ -197,8 +197,7 @@ class Engine:
         issues = self.budget.first_pass_issues(
             len(shared_prefix_ids) + extra[0],
             [(branch.question_id, len(branch.suffix_ids) + branch.image_tokens) for branch in branches],
-            content_free.tokens,
-            len(content_free.missing),
+            [(branches[index].question_id, tokens) for index, tokens in content_free.readouts],
         )
         if issues:
             raise RequestRejected(issues)

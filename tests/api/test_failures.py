@@ -263,3 +263,20 @@ def test_content_free_readouts_count_in_the_total_budget(connect, fake_sglang):
     assert "1 content-free readout of" in issue["msg"] and len(fake_sglang.generate_calls) == before
     fits = connect(fake_sglang, "--max-total-input-tokens", str(sent))
     assert httpx.post(f"{fits.url}/v1/systemone", json=body({"s": score}), timeout=30).status_code == 200
+
+
+def test_a_content_free_readout_longer_than_its_branch_is_within_the_call_limit(connect, fake_sglang):
+    score = {"type": "score", "instructions": "How urgent?", "criteria": ["Routine", "Urgent", "Emergency"]}
+    measure = connect(fake_sglang)
+    before = len(fake_sglang.generate_calls)
+    assert httpx.post(f"{measure.url}/v1/systemone", json=body({"s": score}, "x"), timeout=30).status_code == 200
+    _, branch, readout = (len(call["body"]["input_ids"]) for call in fake_sglang.generate_calls[before:])
+    assert readout > branch  # the content-free state "N/A" takes more tokens than the state "x"
+    # The branch alone fits this limit; its content-free readout, a call of its own, does not.
+    server = connect(fake_sglang, "--max-input-tokens", str(branch + 1))
+    before = len(fake_sglang.generate_calls)
+    response = httpx.post(f"{server.url}/v1/systemone", json=body({"s": score}, "x"), timeout=30)
+    assert response.status_code == 422, response.text
+    (issue,) = response.json()["detail"]
+    assert issue["loc"] == ["body", "questions", "s"] and issue["ctx"] == {"limit": branch + 1, "tokens": readout + 1}
+    assert "content-free readout" in issue["msg"] and len(fake_sglang.generate_calls) == before

@@ -33,10 +33,20 @@ def test_a_first_pass_names_the_state_each_long_question_once_and_the_total() ->
 
 def test_content_free_readouts_count_in_the_total() -> None:
     branches = [(f"q{i}", 10) for i in range(5)]
-    assert BUDGET.first_pass_issues(50, branches, content_free_tokens=49, content_free_calls=5) == []
-    (issue,) = BUDGET.first_pass_issues(50, branches, content_free_tokens=51, content_free_calls=5)
+    readouts = [(f"q{i}", 10) for i in range(4)]
+    assert BUDGET.first_pass_issues(50, branches, [*readouts, ("q4", 9)]) == []
+    (issue,) = BUDGET.first_pass_issues(50, branches, [*readouts, ("q4", 11)])
     assert issue.loc == ("questions",) and issue.ctx == {"limit": 400, "tokens": 401}
     assert "5 content-free readouts of 51" in issue.msg
+
+
+def test_a_content_free_readout_is_a_call_within_the_branch_limit() -> None:
+    # The question fits after a 6-token state (6 + 93 + 1 = 100); its readout after a longer
+    # content-free prefix would not (7 + 93 + 1 = 101).
+    assert BUDGET.first_pass_issues(6, [("q", 93)], [("q", 99)]) == []
+    (issue,) = BUDGET.first_pass_issues(6, [("q", 93)], [("q", 100)])
+    assert issue.loc == ("questions", "q") and issue.ctx == {"limit": 100, "tokens": 101}
+    assert "content-free readout" in issue.msg
 
 
 def test_an_early_refusal_names_what_was_over() -> None:

@@ -37,12 +37,18 @@ Key = tuple[tuple[int, ...], tuple[int, ...]]
 @dataclass(frozen=True, slots=True)
 class ContentFreePlan:
     """A request's content-free readouts: per branch its key (None: not calibrated), the priors known at
-    planning, the keys still to read and the prompt tokens those readouts send."""
+    planning, the keys still to read and, per key still to read, (the first branch reading it, its
+    prompt tokens)."""
 
     keys: list[Key | None]
     known: dict[Key, tuple[float, ...]]
     missing: list[Key]
-    tokens: int
+    readouts: list[tuple[int, int]]
+
+    @property
+    def tokens(self) -> int:
+        """The prompt tokens the readouts still to make send."""
+        return sum(tokens for _, tokens in self.readouts)
 
 
 class ContentFreePriors:
@@ -66,9 +72,12 @@ class ContentFreePriors:
             for branch, want in zip(branches, wanted, strict=True)
         ]
         known = {key: found for key in keys if key is not None and (found := self.cache.get(key)) is not None}
-        missing = list(dict.fromkeys(key for key in keys if key is not None and key not in known))
-        tokens = sum(len(self.prefix_ids) + len(suffix) for suffix, _ in missing)
-        return ContentFreePlan(keys, known, missing, tokens)
+        first = {}
+        for index, key in enumerate(keys):
+            if key is not None and key not in known:
+                first.setdefault(key, index)
+        readouts = [(index, len(self.prefix_ids) + len(key[0])) for key, index in first.items()]
+        return ContentFreePlan(keys, known, list(first), readouts)
 
     async def read(self, plan: ContentFreePlan, call: Call) -> tuple[list[tuple[float, ...] | None], int, int]:
         """Each planned branch's content-free logprobs (known, else read concurrently); calls and prompt tokens."""

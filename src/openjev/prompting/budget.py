@@ -4,8 +4,9 @@ Nothing is truncated: a prompt over a limit is a 422 naming the limit and the co
 
 - Per backend call: prompt + 1 output token <= `branch_limit`, which is
   min(OPENJEV_MAX_INPUT_TOKENS, the backend's context length). A question branch's prompt is
-  prefix + suffix; a state that leaves no room for any question (prefix + 2 over the limit) is named
-  as the state, a question over it by its id (once, however many views it is read in).
+  prefix + suffix, its content-free readout's the content-free prefix + suffix; a state that leaves
+  no room for any question (prefix + 2 over the limit) is named as the state, a question over it by
+  its id (once, however many views it is read in).
 - Per request: everything the request sends counts against `total_limit`
   (OPENJEV_MAX_TOTAL_INPUT_TOKENS): the warm-up (the prefix alone), every branch prompt, every
   content-free readout it must make (`content_free_tokens`) and, in the thinking tier, each
@@ -63,14 +64,12 @@ class TokenBudget:
         return self.question_issue(question_ids[index - 1], tokens + 2, f"its question text alone {tokens}")
 
     def first_pass_issues(
-        self,
-        prefix: int,
-        branches: Sequence[tuple[str, int]],
-        content_free_tokens: int = 0,
-        content_free_calls: int = 0,
+        self, prefix: int, branches: Sequence[tuple[str, int]], content_free: Sequence[tuple[str, int]] = ()
     ) -> list[Issue]:
-        """Every limit a first pass breaks: `branches` are (question id, suffix tokens); the content-free
-        readouts it must make send `content_free_tokens` in `content_free_calls` calls."""
+        """Every limit a first pass breaks: `branches` are (question id, suffix tokens); `content_free`, the
+        content-free readouts it must make, each (the first question id reading it, prompt tokens): one
+        is a backend call of its own, within `branch_limit` like a branch (its prefix, the content-free
+        state's, may be longer than a short state's)."""
         if prefix + 2 > self.branch_limit:
             return [self.state_issue(prefix)]
         issues = []
@@ -81,12 +80,18 @@ class TokenBudget:
                 refused.add(question_id)
                 parts = f"state {prefix} + question {suffix} + 1 output"
                 issues.append(self.question_issue(question_id, needed, parts, bound=""))
+        for question_id, tokens in content_free:
+            if tokens + 1 > self.branch_limit and question_id not in refused:
+                refused.add(question_id)
+                parts = f"its content-free readout {tokens} + 1 output"
+                issues.append(self.question_issue(question_id, tokens + 1, parts, bound=""))
+        content_free_tokens = sum(tokens for _, tokens in content_free)
         total = self.first_pass_tokens(prefix, [suffix for _, suffix in branches], content_free_tokens)
         if total > self.total_limit:
             parts = f"warm-up {prefix} + {len(branches)} question prompts"
-            if content_free_calls:
-                plural = "s" if content_free_calls != 1 else ""
-                parts += f" + {content_free_calls} content-free readout{plural} of {content_free_tokens}"
+            if content_free:
+                plural = "s" if len(content_free) != 1 else ""
+                parts += f" + {len(content_free)} content-free readout{plural} of {content_free_tokens}"
             issues.append(self.total_issue(total, parts, bound=""))
         return issues
 
