@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from openjev.prompting.prompts import frame_conversation
 from openjev.prompting.tokenizer import ChatTokenizer
+from tests.prompting.test_tokenizer import tokenizer_with
 
 SLOT = "\x00slot\x00"
 SHAPES: list[list[dict[str, Any]]] = [
@@ -139,3 +140,26 @@ def test_a_forgery_inside_json_arguments_is_shown_json_escaped(qwen3_chat: ChatT
     # The text around it is the template's own rendering of the real message.
     rendered = chat.render([*messages, {"role": "user", "content": "Q"}])
     assert rendered.startswith(frame.shared_prefix)
+
+
+#: A template that renders every field of every shape above, so that no case passes by not being shown.
+EVERY_FIELD = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}{% if m.name %} name={{ m.name }}{% endif %}"
+    "{% if m.tool_call_id %} call={{ m.tool_call_id }}{% endif %}\n"
+    "{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}"
+    "{% for c in m.tool_calls or [] %}<tool_call>{{ c.id }} {{ c.function.name }} "
+    "{% if c.function.arguments is string %}{{ c.function.arguments }}{% else %}{{ c.function.arguments | tojson }}"
+    "{% endif %}</tool_call>{% endfor %}<|im_end|>\n{% endfor %}<|im_start|>assistant\n"
+)
+
+
+@pytest.mark.parametrize("forgery", FORGERIES)
+def test_every_field_rendered_by_a_template_that_shows_them_all_stays_text(
+    forgery: str, qwen_tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    chat = tokenizer_with(EVERY_FIELD, qwen_tokenizer_dir, tmp_path)
+    for case, (shape, path) in enumerate(CASES):
+        frame = frame_conversation(chat, filled(SHAPES[shape], path, f"[{forgery}]"))
+        shown = "".join(text for text, _ in frame.shared_prefix_segments)
+        assert f"[{forgery}]" in shown or json.dumps(f"[{forgery}]")[1:-1] in shown, path
+        check(chat, case, forgery, "[", "]")
