@@ -168,3 +168,28 @@ def test_escalations_past_the_total_budget_are_not_made(think_server, fake_sglan
         call for call in fake_sglang.generate_calls[before:] if call["body"]["sampling_params"]["max_new_tokens"] > 1
     ]
     assert len(thoughts) == 2 and sent_since(fake_sglang, before) <= limit
+
+
+@pytest.mark.embedded
+def test_an_escalation_with_no_room_to_think_in_one_call_is_over_budget_not_failed(serve_openjev, fake_sglang):
+    from openjev.backends.embedded.model_source import resolve_model
+
+    # Qwen2.5's template has no thinking mode: call 1 asks for reasoning in words, so it is longer
+    # than the question's branch, and a per-call limit that the branch just fits leaves it no room.
+    tokenizer = str(resolve_model("packaged:qwen2.5-coder-0.5b").path)
+
+    def think_server(env):
+        return serve_openjev("--connect", fake_sglang.url, "--tokenizer", tokenizer, env=env)
+
+    measure = think_server(THINK_ALL)
+    before = len(fake_sglang.generate_calls)
+    httpx.post(f"{measure.url}/v1/systemone", json=body({"u": NOUL}, "jev-latest"), timeout=30)
+    branch = len(fake_sglang.generate_calls[before + 1]["body"]["input_ids"])
+    server = think_server({**THINK_ALL, "OPENJEV_MAX_INPUT_TOKENS": str(branch + 1)})
+    before = len(fake_sglang.generate_calls)
+    response = httpx.post(f"{server.url}/v1/systemone", json=body({"u": NOUL}), timeout=30)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-openjev-escalated"] == "1"
+    assert response.headers["x-openjev-escalations-over-budget"] == "1"
+    assert len(fake_sglang.generate_calls) - before == 2  # the warm-up and the branch: no thought
+    assert "openjev_thinking_failures_total 0.0" in httpx.get(f"{server.url}/metrics").text

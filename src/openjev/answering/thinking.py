@@ -145,7 +145,8 @@ class Thought:
 class Escalation:
     """What the thinking tier changed in a request: the new answers and the calls' costs. `escalated`
     questions were chosen; `over_budget` of them were not asked (their calls would have passed
-    OPENJEV_MAX_TOTAL_INPUT_TOKENS); `thought` got a new answer (the others kept their first pass)."""
+    OPENJEV_MAX_TOTAL_INPUT_TOKENS, or call 1 would have had no room to think within the per-call
+    limit); `thought` got a new answer (the others kept their first pass)."""
 
     escalated: int = 0
     thought: int = 0
@@ -284,7 +285,7 @@ class Thinker:
         planned = await asyncio.to_thread(
             lambda: [self.plan(qid, read(qid), prefix, limits.branch_limit) for qid in chosen]
         )
-        runs, over_budget, left = [], 0, limits.tokens_left
+        runs, over_budget, left = [], planned.count(None), limits.tokens_left
         for plan in filter(None, planned):
             cost = plan.cost(len(self.tails[plan.reading.cue]))
             if cost > left:
