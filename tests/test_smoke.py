@@ -163,6 +163,7 @@ def test_smoke_gives_up_on_a_server_that_never_answers(tmp_path: Path) -> None:
 
 
 @pytest.mark.embedded
+@pytest.mark.timeout(960)  # the server's start may convert the model first (it waits up to 900 s)
 def test_smoke_passes_against_the_embedded_backend(serve_openjev: ServeOpenJev) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")

@@ -13,7 +13,9 @@ import pytest
 from openjev.examples import support_ticket
 from tests.conftest import launch_openjev, stop_openjev
 
-pytestmark = pytest.mark.embedded
+# The module's server may convert the model first (its launch waits up to 900 s): past pytest's
+# per-test 300 s, which counts fixture setup, that would fail on a busy machine's first start.
+pytestmark = [pytest.mark.embedded, pytest.mark.timeout(960)]
 
 EXAMPLE = support_ticket()
 
