@@ -16,6 +16,7 @@ from openjev.affinity import (
     conversation_key,
     pinned,
     rank_order,
+    with_images,
 )
 
 HEADER = [9, 9, 9, 9]
@@ -111,3 +112,11 @@ def test_a_failed_evaluation_releases_its_rank() -> None:
     with pytest.raises(RuntimeError), pinned(router, 1, 5):
         raise RuntimeError
     assert [stats.in_flight for stats in router.ranks] == [0, 0, 0]
+
+
+def test_an_opening_with_images_is_named_by_them() -> None:
+    key = conversation_key([1, 2, 3, 4], 1)
+    assert with_images(key, []) == key
+    assert with_images(key, ["a" * 64]) == with_images(key, ["a" * 64]) != key
+    assert with_images(key, ["a" * 64]) != with_images(key, ["b" * 64])
+    assert with_images(key, ["a" * 64, "b" * 64]) != with_images(key, ["b" * 64, "a" * 64])
