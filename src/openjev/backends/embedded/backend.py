@@ -56,7 +56,7 @@ from openjev.backends.base import (
 from openjev.backends.embedded.batching import Batch, Job, JobQueue, forward_rows
 from openjev.backends.embedded.conversion import CPU_EXTRA_HINT
 from openjev.backends.embedded.generation import Abandoned, GenerationJob, Model, decode
-from openjev.backends.embedded.loading import cache_kwarg, context_length, load_model
+from openjev.backends.embedded.loading import cache_kwarg, context_length, load_model, release_freed_memory
 from openjev.backends.embedded.model_source import ResolvedModel, resolve_model
 from openjev.backends.embedded.precision import auto_precision, normalize_precision, physical_cores, storage_dtype
 from openjev.backends.embedded.prefix_cache import CacheEntry, PrefixCache, shared_copy, state_nbytes
@@ -238,6 +238,7 @@ class EmbeddedBackend(Backend):
         await asyncio.to_thread(self._executor.shutdown, wait=True, cancel_futures=True)
         self.prefix_cache.clear()
         self._lm = None
+        release_freed_memory()
 
     # ---- worker thread -------------------------------------------------------------------------
 
@@ -265,7 +266,8 @@ class EmbeddedBackend(Backend):
             layer.register_forward_pre_hook(self._abandon_if_cancelled)
         self._cache_kwarg = cache_kwarg(lm.forward)
         self._decoder_cache_kwarg = cache_kwarg(lm.get_decoder().forward)
-        self._new_cache = lambda: DynamicCache(config=lm.config)
+        config = lm.config  # not `lm`: the closure would keep the model alive after aclose()
+        self._new_cache = lambda: DynamicCache(config=config)
         self._vocab_size = lm.get_output_embeddings().weight.shape[0]
         self._torch, self._lm = torch, lm
         self._load_seconds = round(time.monotonic() - started, 2)
