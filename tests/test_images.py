@@ -14,7 +14,7 @@ from openjev.backends.sglang_vision import ImageData, vision_spec
 from openjev.config import Settings
 from openjev.errors import RequestRejected
 from openjev.prompting.image_marks import ImageMarks
-from openjev.prompting.vision import VisionSpec
+from openjev.prompting.vision import GroundingScale, VisionSpec
 from openjev.request.images import ImagePreparer, ImageRefused, fitted_size, make_safe
 from openjev.request.schema import ChoiceQuestion
 
@@ -108,6 +108,13 @@ def test_the_sglang_vision_spec_comes_from_the_model_s_files():
     assert vision_spec(config, qwen3, tokenizer) == VisionSpec("<s>", "<p>", "</s>", 16, 2, 65536, 16777216)
     qwen2 = {"min_pixels": 3136, "max_pixels": 1003520, "patch_size": 14, "merge_size": 2}
     assert vision_spec(config, qwen2, tokenizer) == VisionSpec("<s>", "<p>", "</s>", 14, 2, 3136, 1003520)
+    # The grounding scale of box coordinates is the family's, by the config's model_type.
+    pixels = vision_spec({**config, "model_type": "qwen2_5_vl"}, qwen2, tokenizer)
+    assert pixels is not None and pixels.grounding is GroundingScale.ABSOLUTE_PIXELS
+    assert pixels.grounding_extent(300, 500) == pixels.resized(300, 500)[::-1]
+    relative = vision_spec({**config, "model_type": "qwen3_5_moe"}, qwen3, tokenizer)
+    assert relative is not None and relative.grounding is GroundingScale.RELATIVE_1000
+    assert relative.grounding_extent(300, 500) == (1000, 1000) and relative.largest_coordinate == 1000
     # Anything missing: served as text only, never with a guessed count.
     assert vision_spec(config, None, tokenizer) is None
     assert vision_spec({**config, "vision_config": None}, qwen3, tokenizer) is None

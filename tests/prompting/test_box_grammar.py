@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from openjev.prompting.box_grammar import MAX_TOKENS, BoxGrammar
+from openjev.prompting.box_grammar import BoxGrammar, cap_for, number_regex
 from openjev.prompting.tokenizer import ChatTokenizer
 
 
@@ -28,7 +28,7 @@ def test_every_box_is_in_the_regex_the_mask_and_the_parse(chat, grammar, numbers
     text = ", ".join(map(str, numbers)) + "]}"
     assert re.fullmatch(grammar.regex, text)
     ids = chat.encode(text)
-    assert len(ids) <= MAX_TOKENS
+    assert len(ids) < grammar.max_tokens  # one more: the trailing stop id
     for end in range(len(ids)):
         assert ids[end] in grammar.allowed_after(ids[:end])
     assert grammar.allowed_after(ids) == ()
@@ -51,3 +51,31 @@ def test_the_mask_refuses_what_the_regex_refuses(chat, grammar) -> None:
 def test_what_is_not_a_whole_box_does_not_parse(chat, grammar, text) -> None:
     with pytest.raises(ValueError):
         grammar.parse(chat.encode(text))
+
+
+def test_a_trailing_stop_id_parses_and_nothing_else_does(chat, grammar) -> None:
+    ids = chat.encode("1, 2, 3, 4]}")
+    stop = chat.tokenizer.token_to_id("<|im_end|>")
+    assert grammar.parse([*ids, stop], stops=[stop]) == grammar.parse(ids)
+    with pytest.raises(ValueError):
+        grammar.parse([*ids, stop], stops=[])
+    with pytest.raises(ValueError):
+        grammar.parse([*ids, stop, stop], stops=[stop])
+
+
+@pytest.mark.parametrize(
+    ("largest", "cap", "inside", "outside"),
+    [(1000, 1000, ["0", "1000", "999"], ["1001", "01"]), (14142, 99999, ["0", "99999", "14142"], ["100000", "007"])],
+)
+def test_the_cap_fits_the_grounding_scale(chat, largest, cap, inside, outside) -> None:
+    assert cap_for(largest) == cap
+    pixels = BoxGrammar.of(chat, largest)
+    assert pixels.cap == cap and pixels.max_tokens == 4 * len(str(cap)) + 3 * 2 + 1 + 1
+    for number in inside:
+        assert re.fullmatch(number_regex(cap), number)
+        ids = chat.encode(number)
+        assert all(ids[end] in pixels.allowed_after(ids[:end]) for end in range(len(ids)))
+    for number in outside:
+        assert not re.fullmatch(number_regex(cap), number)
+        ids = chat.encode(number)
+        assert any(ids[end] not in pixels.allowed_after(ids[:end]) for end in range(len(ids)))

@@ -19,7 +19,7 @@ that the digits before it are greedy. With P_k = prod_{j<k} p_j(g_j) the probabi
 
 The number's length is taken as generated (L); a digit position's probability of ending the number
 there instead is not in the sum. The value maps to a fraction of the image side by the model's
-grounding scale (`GroundingScale`: Qwen3-VL writes 0-1000 relative to the image; Qwen2.5-VL absolute
+grounding scale (`vision.GroundingScale`: Qwen3-VL writes 0-1000 relative to the image; Qwen2.5-VL absolute
 pixels of the image as its processor resized it), clamped to [0, 1]; left <= right and top <= bottom
 (a pair the model wrote the other way round is sorted).
 
@@ -37,21 +37,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 DIGITS = "0123456789"
 #: How sharply confidence falls with the edges' mean spread (a fraction of the image side).
 CONFIDENCE_RATE = 20.0
-
-
-class GroundingScale(StrEnum):
-    """How a vision model writes box coordinates."""
-
-    #: Integers 0-1000 relative to the image (Qwen3-VL, Qwen3.5/3.6).
-    RELATIVE_1000 = "relative-1000"
-    #: Pixels of the image as the processor resized it (Qwen2.5-VL).
-    ABSOLUTE_PIXELS = "absolute-pixels"
 
 
 def digit_distribution(logprobs: Sequence[float]) -> list[float]:

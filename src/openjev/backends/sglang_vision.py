@@ -9,7 +9,8 @@ Read from the 0.5.19 wheel (paths under `sglang/srt/`):
   `spatial_merge_size`), `preprocessor_config.json` (`patch_size`, `merge_size`, and the pixel bounds:
   `min_pixels`/`max_pixels`, or `size.shortest_edge`/`size.longest_edge` as Qwen3-VL writes them) and
   the tokenizer's added tokens for the three token strings. A model whose files do not say all of it
-  is served as text only (images get the 422 that says so), never with a guessed token count.
+  is served as text only (images get the 422 that says so), never with a guessed token count. Its
+  `model_type` gives the grounding scale of box coordinates (`vision.grounding_of`).
 - `input_ids` with `image_data`: the processor decodes the ids to text, counts the vision spans
   `<|vision_start|>(<|image_pad|>)+<|vision_end|>` against the images (`multimodal/processors/
   base_processor.py` `load_mm_data`) and, with `SGLANG_MM_AVOID_RETOKENIZE` (on by default), keeps the
@@ -35,7 +36,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from openjev.backends.sglang_vocab import model_json
-from openjev.prompting.vision import VisionSpec
+from openjev.prompting.vision import VisionSpec, grounding_of
 from openjev.request.images import ImageInput
 
 log = logging.getLogger("openjev.sglang")
@@ -71,7 +72,7 @@ def vision_spec(
     if not (vision and patch and merge and low and high and strings):
         return None
     start, pad, end = strings
-    return VisionSpec(start, pad, end, patch, merge, low, high)
+    return VisionSpec(start, pad, end, patch, merge, low, high, grounding_of(config.get("model_type")))
 
 
 def read_vision(model_info: dict[str, Any], server_info: dict[str, Any], revision: str | None) -> VisionSpec | None:

@@ -2,10 +2,15 @@
 
 The question turn ends with the frame's opening, `{"bbox_2d": [` (the cue), so what is generated is
 
-    N, N, N, N]}        N = 0 | [1-9][0-9]{0,2} | 1000
+    N, N, N, N]}        N = an integer from 0 to the cap, no leading zero
 
 in the model's tokens: one token per digit (Qwen's vocabulary), the separator `,` + ` ` as the
-tokenizer writes ", ", and the close `]}`. `regex` is that language for SGLang's `regex` sampling
+tokenizer writes ", ", and the close `]}`. The cap fits the model's grounding scale
+(`VisionSpec.largest_coordinate`): 1000 for relative coordinates (N = 0 | [1-9][0-9]{0,2} | 1000), all
+numbers of as many digits as the longest resized side for pixels. SGLang's grammar backend
+(xgrammar in 0.5.19) then allows only the model's end-of-sequence ids, and the request finishes on
+one of them (`schedule_batch.py` `check_finished`, `grammar.is_terminated`): `parse` accepts one
+trailing stop id. `regex` is that language for SGLang's `regex` sampling
 constraint (0.5.19 applies its grammar mask to the logits before the sampler's log-softmax, so the
 logprobs returned are over the allowed tokens); `allowed_after(ids)` is the same language as a
 token mask, for a backend that masks logits itself. `parse(ids)` reads the four numbers' digit
@@ -22,10 +27,25 @@ from dataclasses import dataclass
 from openjev.prompting.tokenizer import ChatTokenizer
 
 CUE = '{"bbox_2d": ['
-NUMBER = "(0|[1-9][0-9]{0,2}|1000)"
-REGEX = rf"{NUMBER}, {NUMBER}, {NUMBER}, {NUMBER}\]\}}"
-#: Tokens a box answer takes at most: four numbers of four digits, three separators, the close.
-MAX_TOKENS = 4 * 4 + 3 * 2 + 1
+#: The cap of relative coordinates (Qwen3-VL's 0-1000).
+RELATIVE_CAP = 1000
+
+
+def number_regex(cap: int) -> str:
+    """The integers 0..cap without leading zeros, for a cap that is a power of ten or all nines."""
+    places = len(str(cap))
+    if cap == 10 ** (places - 1):
+        return f"(0|[1-9][0-9]{{0,{places - 2}}}|{cap})"
+    if cap == 10**places - 1:
+        return f"(0|[1-9][0-9]{{0,{places - 1}}})"
+    raise ValueError(f"a box number cap is a power of ten or all nines, not {cap}")
+
+
+def cap_for(largest: int) -> int:
+    """The grammar's cap for coordinates up to `largest`: itself if a power of ten, else all the
+    numbers of its digit count."""
+    places = len(str(largest))
+    return largest if largest == 10 ** (places - 1) else 10**places - 1
 
 
 class BoxFormatError(ValueError):
@@ -37,19 +57,32 @@ class BoxGrammar:
     digit_ids: tuple[int, ...]
     separator_ids: tuple[int, ...]
     close_ids: tuple[int, ...]
-
-    regex = REGEX
+    #: The largest number the grammar allows (`cap_for`).
+    cap: int = RELATIVE_CAP
 
     @classmethod
-    def of(cls, chat: ChatTokenizer) -> BoxGrammar:
+    def of(cls, chat: ChatTokenizer, largest: int = RELATIVE_CAP) -> BoxGrammar:
+        """The grammar for coordinates up to `largest` (`VisionSpec.largest_coordinate`)."""
         digits = [chat.encode(str(digit)) for digit in range(10)]
         if any(len(ids) != 1 for ids in digits):
             raise BoxFormatError("a digit is not one token")
-        grammar = cls(tuple(ids[0] for ids in digits), tuple(chat.encode(", ")), tuple(chat.encode("]}")))
+        ids = tuple(ids[0] for ids in digits)
+        grammar = cls(ids, tuple(chat.encode(", ")), tuple(chat.encode("]}")), cap_for(largest))
         sample = "1000, 7, 45, 123]}"
         if chat.encode(sample) != grammar._ids_of(sample):
             raise BoxFormatError(f"{sample!r} does not tokenize as digits, separators and the close")
         return grammar
+
+    @property
+    def regex(self) -> str:
+        number = number_regex(self.cap)
+        return rf"{number}, {number}, {number}, {number}\]\}}"
+
+    @property
+    def max_tokens(self) -> int:
+        """Ids a box answer takes at most: four numbers of the cap's digits, three separators, the close
+        and one trailing stop id."""
+        return 4 * len(str(self.cap)) + 3 * len(self.separator_ids) + len(self.close_ids) + 1
 
     def _ids_of(self, text: str) -> list[int]:
         numbers = text.removesuffix("]}").split(", ")
@@ -80,15 +113,15 @@ class BoxGrammar:
                 return ()
         if pending:
             return (pending[0],)
-        digits = [digit for digit in range(10) if _number_prefix(current + str(digit))]
+        digits = [digit for digit in range(10) if _number_prefix(current + str(digit), self.cap)]
         allowed = [self.digit_ids[digit] for digit in digits]
         if current:
             allowed.append((self.separator_ids if numbers < 3 else self.close_ids)[0])
         return tuple(allowed)
 
-    def parse(self, generated: Sequence[int]) -> list[list[int]]:
+    def parse(self, generated: Sequence[int], stops: Sequence[int] = ()) -> list[list[int]]:
         """Per number, the positions (into `generated`) of its digits; a ValueError unless `generated`
-        is a whole box answer."""
+        is a whole box answer, followed by at most one of `stops` (module doc)."""
         numbers: list[list[int]] = [[]]
         position = 0
         while position < len(generated):
@@ -102,7 +135,8 @@ class BoxGrammar:
                 raise ValueError(f"the generation is not a box answer at position {position}")
             position += len(ends)
             if len(numbers) == 4:
-                if position != len(generated):
+                rest = generated[position:]
+                if len(rest) > 1 or (rest and rest[0] not in stops):
                     raise ValueError("the generation goes on after the box")
                 return numbers
             numbers.append([])
@@ -112,8 +146,8 @@ class BoxGrammar:
         return tuple(self.digit_ids.index(generated[position]) for position in positions)
 
 
-def _number_prefix(text: str) -> bool:
-    """Whether `text` begins (or is) a number of the grammar: no leading zero, at most 1000."""
+def _number_prefix(text: str, cap: int) -> bool:
+    """Whether `text` begins (or is) a number of the grammar: no leading zero, at most `cap`."""
     if len(text) > 1 and text[0] == "0":
         return False
-    return int(text) <= 1000 and (len(text) < 4 or text == "1000")
+    return int(text) <= cap

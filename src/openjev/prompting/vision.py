@@ -10,15 +10,39 @@ each merge_size x merge_size block into one model position, so an image of resiz
 positions between `<|vision_start|>` and `<|vision_end|>`. A backend's `vision` property describes the
 model served; openjev sends one `<|image_pad|>` per image and the backend's processor expands it to
 that count, which the token budgets count in full.
+
+Grounding (box questions) is a property of the family too: Qwen3-VL and Qwen3.5/3.6 write box
+coordinates as integers 0-1000 relative to the image; Qwen2-VL and Qwen2.5-VL as pixels of the image
+as the processor resized it (`grounding_of`, by the config's `model_type`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 #: Past this aspect ratio the processors refuse an image.
 MAX_ASPECT_RATIO = 200
+#: The side of the relative coordinate space.
+RELATIVE_SIDE = 1000
+#: Model types that write box coordinates in pixels of the resized image.
+PIXEL_GROUNDING_TYPES = frozenset({"qwen2_vl", "qwen2_5_vl"})
+
+
+class GroundingScale(StrEnum):
+    """How a vision model writes box coordinates."""
+
+    #: Integers 0-1000 relative to the image (Qwen3-VL, Qwen3.5/3.6).
+    RELATIVE_1000 = "relative-1000"
+    #: Pixels of the image as the processor resized it (Qwen2-VL, Qwen2.5-VL).
+    ABSOLUTE_PIXELS = "absolute-pixels"
+
+
+def grounding_of(model_type: object) -> GroundingScale:
+    """The grounding scale of a model by its config's `model_type` (the Qwen3-VL family's, unless it
+    is one of the pixel-grounding Qwen2-VL types)."""
+    return GroundingScale.ABSOLUTE_PIXELS if model_type in PIXEL_GROUNDING_TYPES else GroundingScale.RELATIVE_1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +56,7 @@ class VisionSpec:
     merge_size: int
     min_pixels: int
     max_pixels: int
+    grounding: GroundingScale = GroundingScale.RELATIVE_1000
 
     @property
     def factor(self) -> int:
@@ -60,3 +85,18 @@ class VisionSpec:
         """Model positions an image of this size takes (its `<|image_pad|>` expanded)."""
         h_bar, w_bar = self.resized(height, width)
         return (h_bar // self.factor) * (w_bar // self.factor)
+
+    def grounding_extent(self, height: int, width: int) -> tuple[int, int]:
+        """(width, height) of the space the model writes an image's box coordinates in."""
+        if self.grounding is GroundingScale.RELATIVE_1000:
+            return RELATIVE_SIDE, RELATIVE_SIDE
+        h_bar, w_bar = self.resized(height, width)
+        return w_bar, h_bar
+
+    @property
+    def largest_coordinate(self) -> int:
+        """The largest box coordinate the model may write: the relative side, or the longest side an
+        image may have after the processor's resize (at most `max_pixels`, aspect ratio at most 200)."""
+        if self.grounding is GroundingScale.RELATIVE_1000:
+            return RELATIVE_SIDE
+        return math.isqrt(self.max_pixels * MAX_ASPECT_RATIO)

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from openjev.backends.base import BackendError, GenerationCall, ImageInput, ReadoutCall
 from openjev.backends.embedded.conversion import ModelSourceError
-from openjev.prompting.vision import VisionSpec
+from openjev.prompting.vision import VisionSpec, grounding_of
 
 if TYPE_CHECKING:
     from openjev.backends.embedded.batching import Batch
@@ -222,6 +222,7 @@ def load_vision(torch: Any, path: Path, dtype: str, cache_kwarg: Callable[[Calla
         merge_size=processor.merge_size,
         min_pixels=processor.size.shortest_edge,
         max_pixels=processor.size.longest_edge,
+        grounding=grounding_of(config.model_type),
     )
     return VisionModel(torch, lm, processor, spec, config.image_token_id, cache_kwarg(lm.model.forward))
 
