@@ -19,7 +19,9 @@
    (OPENJEV_LABEL_PRIOR), then tempered by the calibration file's temperature for its type and
    option count, else OPENJEV_TEMPERATURE. `usage.output_tokens` counts every backend call.
    Views, labels, cues per question type and the score and calibration corrections are readouts.py's;
-   content-free readouts (contextual calibration) run beside the branches (content_free.py).
+   content-free readouts (contextual calibration) run beside the branches (content_free.py). A box
+   question's branch is one constrained generation instead (`box_reading.py`), read into its box;
+   its generated ids count as output tokens.
 4. The thinking tier (a request naming OPENJEV_THINK_MODEL): `thinking.py` escalates its least
    confident questions within the same OPENJEV_REQUEST_TIMEOUT, slots and token budget, and its
    generated ids count as output tokens. An escalated question is read again in every view of its first
@@ -40,8 +42,9 @@ from typing import Any
 
 from openjev.affinity import RankRouter, pinned
 from openjev.answering.answers import NonFiniteLogprob
+from openjev.answering.box_reading import BoxReader, BoxReading
 from openjev.answering.content_free import ContentFreePlan, ContentFreePriors
-from openjev.answering.readouts import AnswerableQuestion, QuestionViews, Readout
+from openjev.answering.readouts import AnswerableQuestion, AnyQuestion, QuestionViews, Readout
 from openjev.answering.thinking import Escalation, Limits, Reading, Thinker, View, share_cap
 from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall, new_rid
 from openjev.calibration import Calibration, load_calibration
@@ -55,7 +58,7 @@ from openjev.prompting.prompt_ids import PromptIds, SharedIds
 from openjev.prompting.prompts import ANSWER_CUES, ConversationFrame, chat_messages, template_header_length
 from openjev.prompting.tokenizer import ChatTokenizer, Segment, TemplateError
 from openjev.request.images import ImageInput
-from openjev.request.schema import NoulQuestion, SystemOneRequest
+from openjev.request.schema import BoxQuestion, NoulQuestion, SystemOneRequest
 from openjev.request.sizes import question_bytes
 from openjev.request.validation import check_request
 
@@ -63,7 +66,7 @@ from openjev.request.validation import check_request
 @dataclass(frozen=True, slots=True)
 class Branch:
     question_id: str
-    question: AnswerableQuestion
+    question: AnyQuestion
     suffix_ids: list[int]
     label_token_ids: tuple[int, ...]
     #: The view shown in this branch (readouts.py): a choice's rotation, a score's reversed rubric; 0: as sent.
@@ -128,6 +131,9 @@ class Engine:
         self.thinker = Thinker(
             settings, chat, backend, self._backend_slots, [ANSWER_CUES[cue] for cue in set(self.views.cues.values())]
         )
+        #: Box questions (`box_reading.py`), stopped where a turn ends; the views read its digits.
+        self.boxes = BoxReader(chat, backend, self._backend_slots, self.thinker.end_ids)
+        self.views.box_ids = self.boxes.read_ids
         self.calibration: Calibration | None = (
             load_calibration(settings.calibration_file) if settings.calibration_file is not None else None
         )
@@ -163,7 +169,7 @@ class Engine:
         """`checked`: the caller has run `check_request` on this request already and found nothing;
         `lookup`: `look_up`'s, made just before (None: looked up here); `images`: the bytes of each
         asset (`request.assets.asset_sources`), decoded here (`images.py`)."""
-        issues = [] if checked else check_request(request, self.settings)
+        issues = [] if checked else check_request(request, self.settings, self.boxes.accepted)
         if issues:
             raise RequestRejected(issues)
         marks, safe = self.images.marks(request, images or {})
@@ -198,6 +204,7 @@ class Engine:
             len(shared_prefix_ids) + extra[0],
             [(branch.question_id, len(branch.suffix_ids) + branch.image_tokens) for branch in branches],
             [(branches[index].question_id, tokens) for index, tokens in content_free.readouts],
+            {b.question_id: self.boxes.max_tokens for b in branches if isinstance(b.question, BoxQuestion)},
         )
         if issues:
             raise RequestRejected(issues)
@@ -213,15 +220,16 @@ class Engine:
         """Each question view's (id, question, offset, text, label ids), and every prompt's segments,
         the shared prefix first; `marks`: the text shows the request's images (the question stays as sent)."""
         # The frame carries no cue: each question type's closes its turn, right before the label.
-        frames = {cue: frame.with_cue(ANSWER_CUES[cue]) for cue in set(self.views.cues.values())}
-        questions: list[tuple[str, AnswerableQuestion]] = list(request.questions.items())  # type: ignore[arg-type]
+        questions: list[tuple[str, AnyQuestion]] = list(request.questions.items())
         planned = [
             (question_id, question, offset, *self.views.text(marks.question(question) if marks else question, offset))
             for question_id, question in questions
             for offset in self.views.views(question)
         ]
         suffixes = (
-            frames[self.views.cue(question)].question_suffix_segments(text, self.chat.spells_added_token(text))
+            frame.with_cue(self.views.cue_text(question)).question_suffix_segments(
+                text, self.chat.spells_added_token(text)
+            )
             for _, question, _, text, _ in planned
         )
         return planned, [frame.shared_prefix_segments, *suffixes]
@@ -243,6 +251,18 @@ class Engine:
         if self.router is not None and rank is not None:
             self.router.record(rank, result.prompt_tokens, result.cached_tokens)
         return result
+
+    async def _branch(
+        self, prefix: SharedIds, branch: Branch, rank: int | None, seen: tuple[ImageInput, ...]
+    ) -> LabelLogprobs | BoxReading:
+        """A branch's call after the shared prefix (whose images are `seen`): a readout, or a box's generation."""
+        ids, images = PromptIds(prefix, branch.suffix_ids), seen + branch.images
+        if not isinstance(branch.question, BoxQuestion):
+            return await self._call_backend(ids, branch.label_token_ids, rank, images)
+        reading = await self.boxes.read(ids, images, rank)
+        if self.router is not None and rank is not None:
+            self.router.record(rank, reading.prompt_tokens, reading.cached_tokens)
+        return reading
 
     async def evaluate(self, prepared: PreparedRequest) -> Evaluation:
         # One data-parallel rank for every backend call of the evaluation (None: one rank).
@@ -274,9 +294,7 @@ class Engine:
                 warmed = time.perf_counter()
                 try:
                     async with asyncio.TaskGroup() as group:
-                        calls = [(PromptIds(prefix, b.suffix_ids), b.label_token_ids, rank, seen + b.images)
-                                 for b in prepared.branches]  # fmt: skip
-                        tasks = [group.create_task(self._call_backend(*call)) for call in calls]
+                        tasks = [group.create_task(self._branch(prefix, b, rank, seen)) for b in prepared.branches]
                         content_free = group.create_task(
                             self.content_free.read(
                                 prepared.content_free, lambda ids, labels: self._call_backend(ids, labels, rank)
@@ -293,12 +311,16 @@ class Engine:
         results = [task.result() for task in tasks]
         priors, prior_calls, prior_tokens = content_free.result()
         readouts: dict[str, list[Readout]] = {}
+        boxes: dict[str, dict[str, Any]] = {}
         for branch, result, prior in zip(prepared.branches, results, priors, strict=True):
-            readouts.setdefault(branch.question_id, []).append((branch.offset, result.logprobs, prior))
+            if isinstance(result, BoxReading):
+                boxes[branch.question_id] = result.answer
+            else:
+                readouts.setdefault(branch.question_id, []).append((branch.offset, result.logprobs, prior))
         questions = {branch.question_id: branch.question for branch in prepared.branches}
         try:
             answers = {
-                question_id: self._answer(questions[question_id], read) for question_id, read in readouts.items()
+                qid: boxes[qid] if qid in boxes else self._answer(questions[qid], readouts[qid]) for qid in questions
             }
         except NonFiniteLogprob as error:
             raise BackendError(f"the backend returned unusable label logprobs: {error}") from error
@@ -306,7 +328,7 @@ class Engine:
         evaluation = Evaluation(
             answers=answers,
             input_tokens=warm.prompt_tokens + sum(result.prompt_tokens for result in results) + prior_tokens,
-            output_tokens=len(results) + 1 + prior_calls,
+            output_tokens=1 + prior_calls + sum(r.generated if isinstance(r, BoxReading) else 1 for r in results),
             prefix_tokens=len(prefix.ids) + prepared.prefix_image_tokens,
             cached_tokens=None if any(value is None for value in reported) else sum(reported),  # type: ignore[misc]
             prefill_seconds=warmed - started,

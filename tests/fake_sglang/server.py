@@ -39,7 +39,14 @@ from starlette.routing import Route
 
 from openjev.backends.supervised import free_port
 from tests.fake_sglang import payloads
-from tests.fake_sglang.generation import generated_ids, generation_meta, generation_violation, is_generation
+from tests.fake_sglang.generation import (
+    BOX_TEXT,
+    box_generation,
+    generated_ids,
+    generation_meta,
+    generation_violation,
+    is_generation,
+)
 from tests.fake_sglang.meta import Readout, readout_answer
 from tests.fake_sglang.ranks import RankCaches
 from tests.fake_sglang.rules import VOCAB_SIZE, Outcome, contract_violation, judge, max_req_input_len
@@ -100,6 +107,8 @@ class FakeSGLang:
     revision: str | None = None
     #: Generations end with their first stop id after this many ids (None: they run to max_new_tokens).
     generation_length: int | None = None
+    #: What a box question's generation writes (`generation.py`, box mode; needs `tokenizer_path`).
+    box_text: str = BOX_TEXT
     #: A file each violation is also appended to, for fakes in another process (the stand-in).
     violation_log: str | None = None
     #: Data-parallel ranks (`--dp-size`), each with its own radix cache (`ranks.py`).
@@ -352,10 +361,18 @@ class FakeSGLang:
     def _generated(self, rid: str, answer: dict[str, Any], body: dict[str, Any]) -> None:
         """Turn a readout answer into a generation's (`generation.py`); prompt and output enter the
         serving rank's cache, as a finished request enters SGLang's radix cache."""
-        params, prompt = body["sampling_params"], body["input_ids"]
-        output = generated_ids(prompt, params["max_new_tokens"], params["stop_token_ids"], self.generation_length)
+        params, prompt, asked = body["sampling_params"], body["input_ids"], body["token_ids_logprob"]
+        stops = params["stop_token_ids"]
+        output = generated_ids(prompt, params["max_new_tokens"], stops, self.generation_length)
+        read = None
+        if "regex" in params:
+            box = box_generation(self.tokenizer_path or "", self.box_text, params, asked)
+            if isinstance(box, str):
+                self._violate(box)
+            else:
+                output, read = box
         answer["output_ids"] = output
-        answer["meta_info"] |= generation_meta(output, params["stop_token_ids"], body["token_ids_logprob"])
+        answer["meta_info"] |= generation_meta(output, stops, asked, read)
         self._caches.remember(self.served_by[rid], prompt + output)
 
     def _result(self, rid: str, body: dict[str, Any], seen: SeenPrompt, aborted: bool) -> dict[str, Any]:

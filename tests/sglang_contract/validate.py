@@ -10,7 +10,9 @@ must be the same, so this also checks the fake. SGLang's verdict, in its own req
   (`managers/io_struct.py:378`), the TokenizerManager's `generate_request` up to its `routed_dp_rank`
   check against the record's `dp_size` (`tokenizer_manager.py:790-799`), its `_validate_one_request`
   (`managers/tokenizer_manager.py:1162`: lengths, `token_ids_logprob` ids), `SamplingParams(**params)`
-  with `normalize` and `verify` (`tokenizer_manager.py:1361-1363`): an error in any is `refused`;
+  with `normalize` and `verify` (`tokenizer_manager.py:1361-1363`), and a `regex` compiled by
+  xgrammar (0.5.19's default grammar backend, `constrained/xgrammar_backend.py`): an error in any is
+  `refused`;
 - `image_data`: one entry per image pad of the ids (the record's `image_pad_id`), each loaded by 0.5.19's
   own `utils/common.py` `load_image` (CPU decoding) into a PNG: a miscount, an entry it cannot load
   or a JPEG (the decode-and-retokenize path) is `refused`;
@@ -43,6 +45,7 @@ import bootstrap
 bootstrap.prepare()
 
 import pydantic  # noqa: E402
+import xgrammar  # noqa: E402
 from sglang.srt.managers.io_struct import GenerateReqInput  # noqa: E402
 from sglang.srt.managers.tokenizer_manager import TokenizerManager  # noqa: E402
 from sglang.srt.managers.utils import validate_input_length  # noqa: E402
@@ -113,7 +116,9 @@ def verdict(record: dict) -> tuple[str, str]:
         params = SamplingParams(**(request.sampling_params or {}))
         params.normalize(None)
         params.verify(vocab)
-    except (pydantic.ValidationError, ValueError, TypeError) as error:
+        if params.regex is not None:  # what 0.5.19's default grammar backend compiles (a box's grammar)
+            xgrammar.Grammar.from_regex(params.regex)
+    except (pydantic.ValidationError, ValueError, TypeError, RuntimeError) as error:
         return "refused", f"{type(error).__name__}: {str(error)[:200]}"
     refused_images = image_refusal(request, record.get("image_pad_id"))
     if refused_images:

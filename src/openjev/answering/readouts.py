@@ -10,6 +10,9 @@ Contract:
   numbered 1, 2, ... instead. Nouls read Yes/No. Every label set is checked after the cue it is
   read after (`labels.build_label_set`), at start-up.
 - Cues. Each question type ends its turn with its own cue (`Settings.answer_cue_of`).
+- Boxes. A box question has one view; its turn ends with the opening of the model's grounding format
+  (`box_grammar.CUE`) and its read ids are the grammar's digits (`box_reading.py` answers it), and
+  it has no content-free readout.
 - Contextual calibration (OPENJEV_CONTEXTUAL_CALIBRATION, per type): each view's label logprobs l
   and the same view's content-free logprobs c (content_free.py) give log(divide_prior(softmax l,
   softmax c)) (debias.py), which then goes where l went. A question type not listed is untouched.
@@ -33,12 +36,15 @@ from openjev.answering.answers import (
 )
 from openjev.answering.debias import combine_log_space, divide_prior, log_floor, mirrored
 from openjev.config import AnswerCue, ScoreLabels, Settings
+from openjev.prompting.box_grammar import CUE as BOX_CUE
 from openjev.prompting.labels import LabelSet, build_label_set
-from openjev.prompting.prompts import ANSWER_CUES, choice_text, frame_conversation, noul_text, score_text
+from openjev.prompting.prompts import ANSWER_CUES, box_text, choice_text, frame_conversation, noul_text, score_text
 from openjev.prompting.tokenizer import ChatTokenizer
-from openjev.request.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion
+from openjev.request.schema import BoxQuestion, ChoiceQuestion, NoulQuestion, ScoreQuestion
 
 AnswerableQuestion = NoulQuestion | ChoiceQuestion | ScoreQuestion
+#: Any question of a request: the readout types and boxes.
+AnyQuestion = AnswerableQuestion | BoxQuestion
 #: The view of a score question whose rubric is shown reversed.
 REVERSED = -1
 #: (view, label logprobs, content-free label logprobs or None) for each readout of one question.
@@ -50,6 +56,8 @@ class QuestionViews:
 
     def __init__(self, settings: Settings, chat: ChatTokenizer) -> None:
         self.settings = settings
+        #: The ids a box generation reads (its grammar's digits, set by the engine; (): boxes refused).
+        self.box_ids: tuple[int, ...] = ()
         self.cues = {kind: settings.answer_cue_of(kind) for kind in ("noul", "choice", "score")}
         count = max(settings.max_choice_options, settings.max_score_levels)
         self.labels: dict[AnswerCue, LabelSet] = {}
@@ -62,15 +70,21 @@ class QuestionViews:
     def cue(self, question: AnswerableQuestion) -> AnswerCue:
         return self.cues[question.type]
 
-    def views(self, question: AnswerableQuestion) -> list[int]:
+    def cue_text(self, question: AnyQuestion) -> str:
+        """What ends the question's turn: its type's answer cue, or a box's grounding format opening."""
+        return BOX_CUE if isinstance(question, BoxQuestion) else ANSWER_CUES[self.cue(question)]
+
+    def views(self, question: AnyQuestion) -> list[int]:
         if isinstance(question, ChoiceQuestion):
             return shift_offsets(len(question.criteria), self.settings.option_shifts)
         if isinstance(question, ScoreQuestion) and self.settings.score_reverse:
             return [0, REVERSED]
         return [0]
 
-    def text(self, question: AnswerableQuestion, view: int) -> tuple[str, tuple[int, ...]]:
+    def text(self, question: AnyQuestion, view: int) -> tuple[str, tuple[int, ...]]:
         """The question turn's text in `view` and the label token ids read after it."""
+        if isinstance(question, BoxQuestion):
+            return box_text(question), self.box_ids
         labels = self.labels[self.cue(question)]
         if isinstance(question, NoulQuestion):
             return noul_text(question), labels.yes_no_ids
@@ -83,7 +97,8 @@ class QuestionViews:
             names, ids = labels.option_labels[:count], labels.option_label_ids[:count]
         return score_text(question, names, reverse=view == REVERSED), ids
 
-    def wants_content_free(self, question: AnswerableQuestion) -> bool:
+    def wants_content_free(self, question: AnyQuestion) -> bool:
+        # The setting names readout types only (`config.QUESTION_TYPES`): never a box.
         return question.type in self.calibrated
 
     def answer(self, question: AnswerableQuestion, readouts: Sequence[Readout], temperature: float) -> dict[str, Any]:

@@ -161,7 +161,7 @@ async def answer_request(
     or from `api.fast_path`); `receive` reports a client that leaves; `parts`: a multipart body's
     image parts by name. Images are decoded in the preparation slot, never on the event loop."""
     runtime.check_model(body.model)
-    issues = check_request(body, service.settings)
+    issues = check_request(body, service.settings, runtime.engine.boxes.accepted)
     if issues:
         raise RequestRejected(issues)
     images = asset_sources(body, parts, service.settings, vision=runtime.engine.images.vision is not None)
@@ -239,6 +239,12 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
         "max_score_levels": settings.max_score_levels,
         "max_body_bytes": settings.max_body_bytes,
         "images": image_limits(settings, current is not None, service.backend.vision),
+        # Box questions: a model that sees and writes the box format (None until the backend is ready).
+        "boxes": {
+            "accepted": current.engine.boxes.accepted if current else None,
+            "grounding": vision.grounding if current and (vision := current.engine.boxes.vision) else None,
+            "max_new_tokens": current.engine.boxes.max_tokens if current else None,
+        },
         "max_input_tokens": current.engine.budget.branch_limit if current else settings.max_input_tokens,
         "max_total_input_tokens": settings.max_total_input_tokens,
         "max_concurrent_requests": settings.max_concurrent_requests,

@@ -2,8 +2,8 @@
 
 Nothing is truncated: a prompt over a limit is a 422 naming the limit and the count.
 
-- Per backend call: prompt + 1 output token <= `branch_limit`, which is
-  min(OPENJEV_MAX_INPUT_TOKENS, the backend's context length). A question branch's prompt is
+- Per backend call: prompt + its output tokens (1; a box's generation: its grammar's most) <=
+  `branch_limit`, which is min(OPENJEV_MAX_INPUT_TOKENS, the backend's context length). A question branch's prompt is
   prefix + suffix, its content-free readout's the content-free prefix + suffix; a state that leaves
   no room for any question (prefix + 2 over the limit) is named as the state, a question over it by
   its id (once, however many views it is read in).
@@ -22,7 +22,7 @@ over whatever the prefix is (the prefix has at least one token, the call one out
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from openjev.errors import Issue
@@ -64,21 +64,27 @@ class TokenBudget:
         return self.question_issue(question_ids[index - 1], tokens + 2, f"its question text alone {tokens}")
 
     def first_pass_issues(
-        self, prefix: int, branches: Sequence[tuple[str, int]], content_free: Sequence[tuple[str, int]] = ()
+        self,
+        prefix: int,
+        branches: Sequence[tuple[str, int]],
+        content_free: Sequence[tuple[str, int]] = (),
+        generated: Mapping[str, int] | None = None,
     ) -> list[Issue]:
         """Every limit a first pass breaks: `branches` are (question id, suffix tokens); `content_free`, the
         content-free readouts it must make, each (the first question id reading it, prompt tokens): one
         is a backend call of its own, within `branch_limit` like a branch (its prefix, the content-free
-        state's, may be longer than a short state's)."""
+        state's, may be longer than a short state's); `generated`: the most ids a question's call
+        generates where that is more than one (a box's generation)."""
         if prefix + 2 > self.branch_limit:
             return [self.state_issue(prefix)]
         issues = []
         refused: set[str] = set()
         for question_id, suffix in branches:
-            needed = prefix + suffix + 1
+            output = (generated or {}).get(question_id, 1)
+            needed = prefix + suffix + output
             if needed > self.branch_limit and question_id not in refused:
                 refused.add(question_id)
-                parts = f"state {prefix} + question {suffix} + 1 output"
+                parts = f"state {prefix} + question {suffix} + {output} output"
                 issues.append(self.question_issue(question_id, needed, parts, bound=""))
         for question_id, tokens in content_free:
             if tokens + 1 > self.branch_limit and question_id not in refused:

@@ -39,9 +39,17 @@ from openjev.prompting.tokenizer import ChatTokenizer, Segment
 from openjev.prompting.vision import VisionSpec
 from openjev.request.assets import TEXT_ONLY, strings_in
 from openjev.request.images import ImageInput, ImagePreparer
-from openjev.request.schema import ChoiceQuestion, FreeForm, NoulCriteria, NoulQuestion, ScoreQuestion, SystemOneRequest
+from openjev.request.schema import (
+    BoxQuestion,
+    ChoiceQuestion,
+    FreeForm,
+    NoulCriteria,
+    NoulQuestion,
+    ScoreQuestion,
+    SystemOneRequest,
+)
 
-Question = NoulQuestion | ChoiceQuestion | ScoreQuestion
+Question = NoulQuestion | ChoiceQuestion | ScoreQuestion | BoxQuestion
 
 
 def vision_span(chat: ChatTokenizer, vision: VisionSpec) -> tuple[str, int]:
@@ -95,7 +103,9 @@ class ImageMarks:
             criteria = NoulCriteria(true=self.mark(criteria.true), false=self.mark(criteria.false))
         elif criteria is not None:
             criteria = self.mark(criteria)
-        return question.model_copy(update={"instructions": self.mark(question.instructions), "criteria": criteria})
+        update = {"instructions": self.mark(question.instructions)}
+        # A box has no criteria field to update.
+        return question.model_copy(update=update if criteria is None else {**update, "criteria": criteria})
 
     def split(self, segments: Sequence[Segment]) -> tuple[tuple[Segment, ...], tuple[str, ...]]:
         """The segments with each marker replaced by the vision span, and the keys of the spans in order."""

@@ -39,7 +39,7 @@ from typing import Any
 from openjev.affinity import common_prefix_length
 from openjev.errors import Issue, Loc, RequestRejected
 from openjev.prompting.tokenizer import ChatTokenizer, Segment
-from openjev.request.schema import ChoiceQuestion, FreeForm, NoulQuestion, ScoreQuestion
+from openjev.request.schema import BoxQuestion, ChoiceQuestion, FreeForm, NoulQuestion, ScoreQuestion
 
 ANSWER_CUES = {"plain": "Answer:\n", "json": '{"answer": "'}
 ANSWER_CUE = ANSWER_CUES["plain"]
@@ -216,6 +216,13 @@ def score_text(question: ScoreQuestion, labels: Sequence[str], reverse: bool = F
             f"Answer with the {word} of the level that fits.",
         ]
     )
+
+
+def box_text(question: BoxQuestion) -> str:
+    """A box question's turn: what to locate, and the model's own grounding format, whose opening the
+    answer cue writes (`box_grammar.CUE`)."""
+    target = render_value(question.instructions) if question.instructions is not None else "the main subject"
+    return f'Locate {target} in the image.\n\nAnswer with its bounding box as JSON: {{"bbox_2d": [x1, y1, x2, y2]}}.'
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ wire models). Static shape errors come from pydantic and reach the client as Fas
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -54,10 +54,12 @@ class ScoreQuestion(_Question):
 
 
 class BoxQuestion(_Question):
-    """Accepted by the parser only so that it can be refused with a precise message."""
+    """Where in the request's one image: a vision model only (else a 422 naming the question)."""
 
     type: Literal["box"]
-    instructions: FreeForm | None = None
+    instructions: FreeForm | None = Field(None, description="What to locate in the image.")
+    #: Not a field: a box has no criteria, and code that walks every question's criteria reads None.
+    criteria: ClassVar[None] = None
 
 
 Question = Annotated[NoulQuestion | ChoiceQuestion | ScoreQuestion | BoxQuestion, Field(discriminator="type")]
@@ -117,7 +119,22 @@ class ScoreAnswer(BaseModel):
     confidence: float = Field(..., ge=0, le=1)
 
 
-Answer = Annotated[NoulAnswer | ChoiceAnswer | ScoreAnswer, Field(discriminator="type")]
+class BoxCoordinates(BaseModel):
+    top: float = Field(..., ge=0, le=1, description="Top edge, as a fraction of the image height from the top.")
+    bottom: float = Field(..., ge=0, le=1, description="Bottom edge, as a fraction of the image height from the top.")
+    left: float = Field(..., ge=0, le=1, description="Left edge, as a fraction of the image width from the left.")
+    right: float = Field(..., ge=0, le=1, description="Right edge, as a fraction of the image width from the left.")
+
+
+class BoxAnswer(BaseModel):
+    type: Literal["box"] = "box"
+    box: BoxCoordinates = Field(..., description="Each edge is the expected value of its predicted position.")
+    confidence: float | None = Field(
+        ..., ge=0, le=1, description="From the spread of the edges' distributions; null when the backend gives none."
+    )
+
+
+Answer = Annotated[NoulAnswer | ChoiceAnswer | ScoreAnswer | BoxAnswer, Field(discriminator="type")]
 
 
 class Usage(BaseModel):

@@ -15,6 +15,7 @@ import orjson
 
 from openjev.config import Settings
 from openjev.errors import Issue, Loc
+from openjev.request.assets import strings_in
 from openjev.request.schema import BoxQuestion, ChoiceQuestion, NoulQuestion, ScoreQuestion, SystemOneRequest
 
 
@@ -69,7 +70,26 @@ def _count_issues(loc: Loc, count: int, most: int, what: str, unit: str) -> list
     ]
 
 
-def check_request(request: SystemOneRequest, settings: Settings) -> list[Issue]:
+def _box_issue(loc: Loc, question: BoxQuestion, request: SystemOneRequest, boxes: bool) -> Issue | None:
+    """A box locates in the request's one image, which the state or the box's instructions show:
+    refused where the model reads text only (`boxes` False), and where there is no image, or several,
+    or the only one is shown elsewhere (the box's generation would not see it)."""
+    if not boxes:
+        return Issue(
+            (*loc, "type"), "box questions need a vision model; this deployment reads text only", "unsupported"
+        )
+    assets = list(request.assets or {})
+    if len(assets) != 1:
+        message = f"a box question locates what it describes in the request's one image; it has {len(assets)}"
+        return Issue(loc, message, "box_image_count", {"images": len(assets)})
+    places = [*strings_in(request.state), *strings_in(question.instructions)]
+    if any(assets[0] in text for text in places):
+        return None
+    return Issue(loc, "a box question locates in the image of the state or of its own instructions", "box_image")
+
+
+def check_request(request: SystemOneRequest, settings: Settings, boxes: bool = False) -> list[Issue]:
+    """`boxes`: the deployment answers box questions (a vision model whose tokenizer writes the box format)."""
     issues: list[Issue] = _surrogate_issues(request.state, ("state",))
     if len(request.questions) > settings.max_questions:
         issues.append(
@@ -87,13 +107,7 @@ def check_request(request: SystemOneRequest, settings: Settings) -> list[Issue]:
         loc = ("questions", question_id)
         issues += _surrogate_issues(question.model_dump(include={"instructions", "criteria"}), loc)
         if isinstance(question, BoxQuestion):
-            issues.append(
-                Issue(
-                    (*loc, "type"),
-                    "box questions need a vision model; this deployment reads text only",
-                    "unsupported",
-                )
-            )
+            issues += filter(None, [_box_issue(loc, question, request, boxes)])
         elif isinstance(question, NoulQuestion):
             criteria = question.criteria
             described = criteria is not None and (_present(criteria.true) or _present(criteria.false))
