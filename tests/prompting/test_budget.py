@@ -59,3 +59,11 @@ def test_an_early_refusal_names_what_was_over() -> None:
 
 def test_an_escalation_costs_both_calls() -> None:
     assert TokenBudget.escalation_cost(call_one=60, generated=64, tail=3) == 60 + 60 + 64 + 1 + 3
+
+
+def test_a_box_question_counts_every_id_its_generation_may_write() -> None:
+    # 50 + 27 + 1 fits a readout; with a box's generation of up to 24 ids it is 101, over 100.
+    assert BUDGET.first_pass_issues(50, [("where", 27)]) == []
+    (issue,) = BUDGET.first_pass_issues(50, [("where", 27), ("q", 27)], generated={"where": 24})
+    assert issue.loc == ("questions", "where") and issue.ctx == {"limit": 100, "tokens": 101}
+    assert "+ 24 output" in issue.msg
