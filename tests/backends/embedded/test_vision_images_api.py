@@ -1,7 +1,8 @@
 """The official SDK's image requests against `openjev serve` on the embedded tiny Qwen2.5-VL checkpoint
 (`tiny_vision.py`), over real HTTP, with no fakes: a state image and a choice question whose instructions
 show another image are answered; another state image gives other probabilities; the same request again
-is answered alike from the prefix cache, and every count includes the images' positions."""
+is answered alike from the prefix cache, and every count includes the images' positions. A box question
+is answered by the constrained generation over the logits mask, in Qwen2.5-VL's pixel coordinates."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from typesafe_sdk import Choice, Image, Noul, RetryPolicy, TypeSafeClient
+from typesafe_sdk import Box, Choice, Image, Noul, RetryPolicy, TypeSafeClient
 
 from openjev.prompting.vision import VisionSpec
 from tests.api.test_images import png
@@ -67,3 +68,27 @@ def test_the_sdk_asks_the_embedded_vision_model(serve_openjev: ServeOpenJev, tin
     assert first.usage.input_tokens - text_twin(sdk_url=server.url) >= 3 * 12 + 4
     health = httpx.get(f"{server.url}/health").json()["backend"]
     assert health["batched_readouts"] >= 2 and health["prefix_cache"]["hits"] >= 4
+
+
+def test_the_embedded_vision_model_answers_a_well_formed_deterministic_box(
+    serve_openjev: ServeOpenJev, tiny_qwen2_5_vl: Path
+) -> None:
+    server = serve_openjev(env={"OPENJEV_LOCAL_MODEL": str(tiny_qwen2_5_vl)}, timeout=600)
+    limits = httpx.get(f"{server.url}/v1/limits").json()["boxes"]
+    # Qwen2.5-VL writes pixels of the resized image: up to 4 digits at this processor's pixel bound.
+    assert limits == {"accepted": True, "grounding": "absolute-pixels", "max_new_tokens": 4 * 4 + 3 * 2 + 1 + 1}
+    photo = png(120, 80, (200, 30, 30))
+    retry = RetryPolicy(max_retries=0)
+    with TypeSafeClient(base_url=server.url, api_key="k", retry=retry, timeout=300) as sdk:
+        answers = [
+            sdk.system_one(state=["Where is it?", Image(photo)], questions={"it": Box(instructions="The red part")})
+            for _ in range(2)
+        ]
+    first, again = (result.boxes["it"] for result in answers)
+    assert first == again
+    edges = first.box
+    assert all(0 <= value <= 1 for value in edges.model_dump().values())
+    assert edges.left <= edges.right and edges.top <= edges.bottom
+    assert first.confidence is not None and 0 <= first.confidence <= 1
+    # The warm-up and the box's generation: each generated id counts.
+    assert answers[0].usage.output_tokens > 1 + 4

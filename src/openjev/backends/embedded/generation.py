@@ -7,15 +7,21 @@ never mutated), runs the rest of the prompt, then one token at a time: greedy (a
 `max_new_tokens`. The state after the prompt and every generated id but the last is stored back in
 the prefix cache, so the readout that follows (prompt + generated ids + tail) runs only its tail.
 `stopped()` is checked before every step; when true the decoding ends with `Abandoned`.
+
+A call with a `constraint` (a box question's grammar) picks from the ids it allows only: the
+log-softmax is taken over those ids (-inf elsewhere), as SGLang masks the logits before its sampler,
+and the decoding ends once the constraint is complete. With `read_ids`, those ids' logprobs under
+that distribution are recorded at every generated position.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from openjev.backends.base import Generation, GenerationCall
+from openjev.backends.base import Generation, GenerationCall, TokenConstraint
 from openjev.backends.embedded.prefix_cache import CacheEntry, PrefixCache, shared_copy, state_nbytes
 
 
@@ -54,25 +60,42 @@ def _pick(model: Model, logprobs: Any, call: GenerationCall, generator: Any) -> 
     return int(model.torch.multinomial(weights, 1, generator=generator))
 
 
+def _allowed(model: Model, logprobs: Any, constraint: TokenConstraint | None, output: list[int]) -> Any:
+    """`logprobs` renormalised over the ids `constraint` allows after `output` (all of them without one)."""
+    if constraint is None:
+        return logprobs
+    torch = model.torch
+    allowed = torch.tensor(list(constraint.allowed_after(output)), dtype=torch.long)
+    masked = torch.full_like(logprobs, -math.inf)
+    masked[allowed] = torch.log_softmax(logprobs[allowed], dim=-1)
+    return masked
+
+
 def decode(model: Model, cache: PrefixCache, job: GenerationJob, stopped: Callable[[], bool]) -> Generation:
-    call, torch = job.call, model.torch
+    call, torch, constraint = job.call, model.torch, job.call.constraint
     ids = list(call.input_ids)
     hit = cache.longest_prefix(tuple(ids))
     start, entry = hit if hit is not None and hit[1].kv is not None else (0, None)
     kv = shared_copy(entry.kv) if entry is not None else model.new_cache()
     generator = torch.Generator().manual_seed(call.seed or 0) if call.temperature > 0 else None
     output: list[int] = []
-    stops = set(call.stop_token_ids)
+    read: list[tuple[float, ...]] = []
+    stops, complete = set(call.stop_token_ids), False
     with torch.inference_mode():
         logprobs = entry.logprobs if entry is not None and start == len(ids) else _step(model, kv, ids[start:])
         while True:
             if stopped():
                 raise Abandoned
-            token = _pick(model, logprobs, call, generator)
-            output.append(token)
-            if token in stops or len(output) >= call.max_new_tokens:
+            # The cache keeps the model's own logprobs; the constraint's apply to this call only.
+            allowed = _allowed(model, logprobs, constraint, output)
+            if call.read_ids:
+                read.append(tuple(float(allowed[token]) for token in call.read_ids))
+            output.append(_pick(model, allowed, call, generator))
+            complete = constraint is not None and not constraint.allowed_after(output)
+            if output[-1] in stops or complete or len(output) >= call.max_new_tokens:
                 break
-            logprobs = _step(model, kv, [token])
+            logprobs = _step(model, kv, [output[-1]])
     key = tuple(ids + output[:-1])
     cache.put(key, CacheEntry(kv=kv, logprobs=logprobs, nbytes=state_nbytes(kv, logprobs)))
-    return Generation(tuple(output), len(ids), start, "stop" if output[-1] in stops else "length")
+    finish = "stop" if output[-1] in stops or complete else "length"
+    return Generation(tuple(output), len(ids), start, finish, tuple(read))
