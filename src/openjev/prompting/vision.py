@@ -12,8 +12,8 @@ model served; openjev sends one `<|image_pad|>` per image and the backend's proc
 that count, which the token budgets count in full.
 
 Grounding (box questions) is a property of the family too: Qwen3-VL and Qwen3.5/3.6 write box
-coordinates as integers 0-1000 relative to the image; Qwen2-VL and Qwen2.5-VL as pixels of the image
-as the processor resized it (`grounding_of`, by the config's `model_type`).
+coordinates as integers 0-1000 relative to the image (as Qwen2-VL did); Qwen2.5-VL as pixels of the
+image as the processor resized it (`grounding_of`, by the config's `model_type`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ MAX_ASPECT_RATIO = 200
 #: The side of the relative coordinate space.
 RELATIVE_SIDE = 1000
 #: Model types that write box coordinates in pixels of the resized image.
-PIXEL_GROUNDING_TYPES = frozenset({"qwen2_vl", "qwen2_5_vl"})
+PIXEL_GROUNDING_TYPES = frozenset({"qwen2_5_vl"})
 
 
 class GroundingScale(StrEnum):
@@ -35,13 +35,13 @@ class GroundingScale(StrEnum):
 
     #: Integers 0-1000 relative to the image (Qwen3-VL, Qwen3.5/3.6).
     RELATIVE_1000 = "relative-1000"
-    #: Pixels of the image as the processor resized it (Qwen2-VL, Qwen2.5-VL).
+    #: Pixels of the image as the processor resized it (Qwen2.5-VL).
     ABSOLUTE_PIXELS = "absolute-pixels"
 
 
 def grounding_of(model_type: object) -> GroundingScale:
-    """The grounding scale of a model by its config's `model_type` (the Qwen3-VL family's, unless it
-    is one of the pixel-grounding Qwen2-VL types)."""
+    """The grounding scale of a model by its config's `model_type`: Qwen2.5-VL's pixels, else the
+    0-1000 relative scale of the Qwen3-VL family (and of Qwen2-VL)."""
     return GroundingScale.ABSOLUTE_PIXELS if model_type in PIXEL_GROUNDING_TYPES else GroundingScale.RELATIVE_1000
 
 
