@@ -129,3 +129,26 @@ def test_box_questions_need_the_request_s_one_image(vision_stack):  # noqa: F811
         assert [issue["loc"] for issue in response.json()["detail"]] == [["body", "questions", "where"]]
         limits = client.get("/v1/limits").json()["boxes"]
         assert limits == {"accepted": True, "grounding": "relative-1000", "max_new_tokens": 24}
+
+
+def test_a_generation_that_is_not_a_box_is_a_backend_error(vision_stack):  # noqa: F811
+    server, fake = vision_stack
+
+    def cut_short(answer: dict) -> dict:
+        meta = answer["meta_info"]
+        if len(answer.get("output_ids", ())) > 1:  # the box's generation: it loses its close
+            answer["output_ids"] = answer["output_ids"][:-3]
+            meta["output_token_ids_logprobs"] = meta["output_token_ids_logprobs"][:-3]
+            meta["finish_reason"] = {"type": "length", "length": len(answer["output_ids"])}
+        return answer
+
+    photo = base64.b64encode(png(64, 48, (9, 9, 9))).decode()
+    body = {"model": "jev-latest", "state": ["<image:p>"], "questions": {"where": {"type": "box"}},
+            "assets": {"<image:p>": {"type": "image", "format": "png", "data_base64": photo}}}  # fmt: skip
+    fake.mangle = cut_short
+    try:
+        response = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=30)
+    finally:
+        fake.mangle = None
+    assert response.status_code == 502
+    assert response.json()["detail"]["error_type"] == "backend_error"

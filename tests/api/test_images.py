@@ -290,7 +290,9 @@ def test_a_text_only_model_refuses_the_same_request_naming_assets(qwen_tokenizer
             pytest.raises(typesafe_sdk.TypeSafeUnprocessableEntityError, match="reads text only"),
         ):
             ask(sdk, png(30, 20, (1, 1, 1)), png(20, 30, (2, 2, 2)))
-        assert httpx.get(f"{server.url}/v1/limits").json()["images"]["accepted"] is False
+        limits = httpx.get(f"{server.url}/v1/limits").json()
+        assert limits["images"]["accepted"] is False
+        assert limits["boxes"] == {"accepted": False, "grounding": None, "max_new_tokens": None}
         assert httpx.get(f"{server.url}/v1/models").json()["models"][0]["x_images"] is False
     assert not any("image_data" in call["body"] for call in fake.generate_calls)
 

@@ -10,10 +10,10 @@ Contract:
   in the grammar's cue), at most the grammar's `max_tokens`, greedy, the turn's end ids as stop ids,
   the grammar as `constraint`, its digit ids as `read_ids`, the prompt's images and the evaluation's
   rank; it holds one of the engine's backend slots like every call.
-- The answer: the generated ids parsed (`BoxGrammar.parse`; one trailing stop id accepted), each digit
-  position's read logprobs its distribution, then `edges_of` and `box_answer` in the image's grounding
-  extent (`VisionSpec.grounding_extent`). A backend that reads no logprobs gives the greedy box with
-  confidence null; a generation that is not a box is a BackendError (502).
+- The answer: the generated ids parsed (`BoxGrammar.parse`; one trailing id the backend stopped on
+  accepted), each digit position's read logprobs its distribution, then `edges_of` and `box_answer`
+  in the image's grounding extent (`VisionSpec.grounding_extent`). A backend that reads no logprobs
+  gives the greedy box with confidence null; a generation that is not a box is a BackendError (502).
 - Cost: its prompt tokens count in `usage.input_tokens`, every generated id in `usage.output_tokens`.
 """
 
@@ -85,8 +85,11 @@ class BoxReader:
         async with self.slots:
             generation = await self.backend.generate(call)
         output, read = generation.output_ids, generation.read_logprobs
+        # SGLang's grammar ends on one of the model's end-of-sequence ids, whichever it picks (not
+        # necessarily one of ours): the id the backend says it stopped on.
+        stopped_on = output[-1:] if generation.finish_reason == "stop" else ()
         try:
-            positions = grammar.parse(output, self.stop_ids)
+            positions = grammar.parse(output, stopped_on)
         except ValueError as error:
             raise BackendError(f"the backend's box generation is not a box: {error}") from error
         digits = [grammar.digits(output, places) for places in positions]

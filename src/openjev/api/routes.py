@@ -26,6 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import Receive
 
 from openjev import __version__, metrics
+from openjev.answering.box_reading import BoxReader
 from openjev.api.docs import REFERENCE_PAGE, swagger_ui_page
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HEALTH_RESPONSES, retry_after_headers
 from openjev.api.middleware import SYSTEM_ONE_PATH
@@ -228,6 +229,14 @@ def image_limits(settings: Settings, ready: bool, vision: VisionSpec | None) -> 
     }
 
 
+def box_limits(boxes: BoxReader | None) -> dict[str, Any]:
+    """Whether box questions are accepted (None until the backend is ready), the model's grounding
+    scale and the most ids a box's generation writes (None where boxes are refused)."""
+    if boxes is None or not boxes.accepted or boxes.vision is None:
+        return {"accepted": None if boxes is None else False, "grounding": None, "max_new_tokens": None}
+    return {"accepted": True, "grounding": boxes.vision.grounding, "max_new_tokens": boxes.max_tokens}
+
+
 @router.get(
     "/v1/limits", responses=AUTH_RESPONSES, dependencies=AUTHORIZED, summary="Every admission limit of this server"
 )
@@ -239,12 +248,7 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
         "max_score_levels": settings.max_score_levels,
         "max_body_bytes": settings.max_body_bytes,
         "images": image_limits(settings, current is not None, service.backend.vision),
-        # Box questions: a model that sees and writes the box format (None until the backend is ready).
-        "boxes": {
-            "accepted": current.engine.boxes.accepted if current else None,
-            "grounding": vision.grounding if current and (vision := current.engine.boxes.vision) else None,
-            "max_new_tokens": current.engine.boxes.max_tokens if current else None,
-        },
+        "boxes": box_limits(current.engine.boxes if current else None),
         "max_input_tokens": current.engine.budget.branch_limit if current else settings.max_input_tokens,
         "max_total_input_tokens": settings.max_total_input_tokens,
         "max_concurrent_requests": settings.max_concurrent_requests,

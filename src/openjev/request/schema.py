@@ -139,7 +139,9 @@ Answer = Annotated[NoulAnswer | ChoiceAnswer | ScoreAnswer | BoxAnswer, Field(di
 
 class Usage(BaseModel):
     input_tokens: int = Field(..., description="Prompt tokens submitted to the backend, warm-up included.")
-    output_tokens: int = Field(..., description="One per backend call: questions + 1.")
+    output_tokens: int = Field(
+        ..., description="One per readout (questions + 1), plus every id a generation wrote (boxes, thinking)."
+    )
 
 
 class SystemOneResponse(BaseModel):
