@@ -3,10 +3,10 @@
 Nothing is truncated: a prompt over a limit is a 422 naming the limit and the count.
 
 - Per backend call: prompt + its output tokens (1; a box's generation: its grammar's most) <=
-  `branch_limit`, which is min(OPENJEV_MAX_INPUT_TOKENS, the backend's context length). A question branch's prompt is
-  prefix + suffix, its content-free readout's the content-free prefix + suffix; a state that leaves
-  no room for any question (prefix + 2 over the limit) is named as the state, a question over it by
-  its id (once, however many views it is read in).
+  `branch_limit`, which is min(OPENJEV_MAX_INPUT_TOKENS, the backend's context length). A question
+  branch's prompt is prefix + suffix, its content-free readout's the content-free prefix + suffix; a
+  state that leaves no room for any question (prefix + 2 over the limit) is named as the state, a
+  question over it by its id (once, however many views it is read in).
 - Per request: everything the request sends counts against `total_limit`
   (OPENJEV_MAX_TOTAL_INPUT_TOKENS): the warm-up (the prefix alone), every branch prompt, every
   content-free readout it must make (`content_free_tokens`) and, in the thinking tier, each
