@@ -127,6 +127,10 @@ def test_box_questions_need_the_request_s_one_image(vision_stack):  # noqa: F811
         response = client.post("/v1/systemone", json=elsewhere)
         assert response.status_code == 422
         assert [issue["loc"] for issue in response.json()["detail"]] == [["body", "questions", "where"]]
+        # The thinking tier reads text only: its refusal names the image, before any box is read.
+        thinking = {**cases[1][0], "model": "openjev-think", "state": ["<image:a>"], "assets": {"<image:a>": photo}}
+        response = client.post("/v1/systemone", json=thinking)
+        assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "assets"]
         limits = client.get("/v1/limits").json()["boxes"]
         assert limits == {"accepted": True, "grounding": "relative-1000", "max_new_tokens": 24}
 

@@ -13,12 +13,14 @@
   readout: output positions only, full radix-prefix reuse.
 - Greedy (`temperature` 0) by default. A sampled call sends `sampling_seed`, which 0.5.19's sampler
   honours only under `--enable-deterministic-inference` (`layers/sampler.py:295-330`).
-- A box question's generation (`answering/boxes.py`) sends its grammar as `sampling_params.regex` and
-  reads the digit ids at every generated position: `token_ids_logprob` is then those ids, and
+- A box question's generation (`answering/box_reading.py`) sends its grammar as `sampling_params.regex`
+  and reads the digit ids at every generated position: `token_ids_logprob` is then those ids, and
   `meta_info.output_token_ids_logprobs` holds one list of `[logprob, id, text]` per generated id.
   0.5.19 applies the grammar's mask to the logits before the sampler's log-softmax
   (`sampling_batch_info.apply_logits_bias`, `layers/sampler.py`), so the logprobs are over the
-  allowed ids.
+  allowed ids. Once the regex is matched, xgrammar allows only the model's end-of-sequence ids and the
+  request finishes on the one picked (`schedule_batch.py` `check_finished`: `grammar.is_terminated`,
+  `FINISH_MATCHED_TOKEN`), which ends `output_ids` as any matched stop id does.
 - SGLang keeps a matched stop id in `output_ids`; `finish_reason` is `{"type": "stop", "matched":
   id}` or `{"type": "length", ...}`. It also stops on the model's own end-of-sequence ids.
 """
