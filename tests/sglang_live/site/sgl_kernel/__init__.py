@@ -3,6 +3,11 @@
 Only `assign_req_to_token_pool_cpu` runs when serving a plain dense model (every extend,
 `mem_cache/allocation.py`); the others belong to speculative decoding and raise if called. Without
 `torch.ops.sgl_kernel.convert_weight_packed` SGLang keeps every layer on its pure-torch path.
+
+Four ops are registered under `torch.ops.sgl_kernel` as well: `srt/models/qwen3_5.py` binds them at
+module load on the CPU (lines 221-235), and the Qwen-VL image processor (`multimodal/processors/
+qwen_vl.py`) imports that module, so without them SGLang registers no processor for any Qwen-VL
+model. Serving Qwen2.5-VL or Qwen3-VL never calls them; each raises if it is.
 """
 
 import torch
@@ -43,3 +48,21 @@ for _name in (
     "fill_bonus_tokens_cpu",
 ):
     globals()[_name] = _unavailable(_name)
+
+
+#: The schemas of sgl-kernel's CPU build (`qwen3_5.py` calls them with these arguments).
+_QWEN3_5_CPU_OPS = (
+    "fused_sigmoid_mul_cpu(Tensor(a!) input, Tensor gate) -> ()",
+    "fused_qk_gemma_rmsnorm_cpu(Tensor q, Tensor k, Tensor q_weight, Tensor k_weight, float eps, int head_dim)"
+    " -> (Tensor, Tensor)",
+    "fused_qk_gemma_rmsnorm_with_gate_cpu(Tensor q_gate, Tensor k, Tensor q_weight, Tensor k_weight, float eps,"
+    " int head_dim, int num_head) -> (Tensor, Tensor, Tensor)",
+    "fused_qkvzba_split_reshape_cat_contiguous_cpu(Tensor mixed_qkvz, Tensor mixed_ba, int num_heads_qk,"
+    " int num_heads_v, int head_qk, int head_v) -> (Tensor, Tensor, Tensor, Tensor)",
+)
+# Kept referenced: a Library's registrations are dropped when it is garbage collected.
+_LIBRARY = torch.library.Library("sgl_kernel", "FRAGMENT")
+for _schema in _QWEN3_5_CPU_OPS:
+    _op_name = _schema.split("(", 1)[0]
+    _LIBRARY.define(_schema)
+    _LIBRARY.impl(_op_name, _unavailable(f"torch.ops.sgl_kernel.{_op_name}"), "CompositeExplicitAutograd")
