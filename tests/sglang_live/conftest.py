@@ -5,7 +5,9 @@ and the flags that put it on the CPU engine.
   built by `tests/sglang_contract/build-env` the first time a session needs it;
   `OPENJEV_SGLANG_CONTRACT_PYTHON` overrides). A `.pth` file written into it makes
   every SGLang process import `site/openjev_sglang_cpu.py`: stand-ins for torchvision (PyPI's wheel
-  needs CUDA libraries) and for the one `sgl_kernel` CPU op a dense model uses.
+  needs CUDA libraries) and for the one `sgl_kernel` CPU op a dense model uses, and the four
+  `torch.ops.sgl_kernel` CPU ops that the Qwen-VL processor's import binds (raising if called) so
+  that SGLang serves a Qwen-VL model (`test_live_vision.py`).
 - The model is the project's packaged test model (Qwen2.5-Coder-0.5B, float32), exposed as a Hugging
   Face directory: the converted weights and tokenizer, and a config naming its architecture.
 - Where the environment cannot be built these tests fail, naming the command that builds it.
