@@ -50,7 +50,7 @@ for _name in (
     globals()[_name] = _unavailable(_name)
 
 
-#: The schemas of sgl-kernel's CPU build (`qwen3_5.py` calls them with these arguments).
+#: Schemas fitting the arguments `qwen3_5.py` passes; only the names matter, since none is ever called.
 _QWEN3_5_CPU_OPS = (
     "fused_sigmoid_mul_cpu(Tensor(a!) input, Tensor gate) -> ()",
     "fused_qk_gemma_rmsnorm_cpu(Tensor q, Tensor k, Tensor q_weight, Tensor k_weight, float eps, int head_dim)"
