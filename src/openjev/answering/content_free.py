@@ -72,7 +72,7 @@ class ContentFreePriors:
             for branch, want in zip(branches, wanted, strict=True)
         ]
         known = {key: found for key in keys if key is not None and (found := self.cache.get(key)) is not None}
-        first = {}
+        first: dict[Key, int] = {}  # each key still to read, by the first branch reading it
         for index, key in enumerate(keys):
             if key is not None and key not in known:
                 first.setdefault(key, index)

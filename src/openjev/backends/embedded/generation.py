@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from openjev.backends.base import Generation, GenerationCall, TokenConstraint
+from openjev.backends.base import Generation, GenerationCall
 from openjev.backends.embedded.prefix_cache import CacheEntry, PrefixCache, shared_copy, state_nbytes
 
 
@@ -60,12 +60,12 @@ def _pick(model: Model, logprobs: Any, call: GenerationCall, generator: Any) -> 
     return int(model.torch.multinomial(weights, 1, generator=generator))
 
 
-def _allowed(model: Model, logprobs: Any, constraint: TokenConstraint | None, output: list[int]) -> Any:
-    """`logprobs` renormalised over the ids `constraint` allows after `output` (all of them without one)."""
-    if constraint is None:
+def _allowed(model: Model, logprobs: Any, allowed_ids: tuple[int, ...] | None) -> Any:
+    """`logprobs` renormalised over `allowed_ids` (None: every id, as they are)."""
+    if allowed_ids is None:
         return logprobs
     torch = model.torch
-    allowed = torch.tensor(list(constraint.allowed_after(output)), dtype=torch.long)
+    allowed = torch.tensor(list(allowed_ids), dtype=torch.long)
     masked = torch.full_like(logprobs, -math.inf)
     masked[allowed] = torch.log_softmax(logprobs[allowed], dim=-1)
     return masked
@@ -81,17 +81,21 @@ def decode(model: Model, cache: PrefixCache, job: GenerationJob, stopped: Callab
     output: list[int] = []
     read: list[tuple[float, ...]] = []
     stops, complete = set(call.stop_token_ids), False
+    allowed_ids = constraint.allowed_after(output) if constraint is not None else None
     with torch.inference_mode():
         logprobs = entry.logprobs if entry is not None and start == len(ids) else _step(model, kv, ids[start:])
         while True:
             if stopped():
                 raise Abandoned
             # The cache keeps the model's own logprobs; the constraint's apply to this call only.
-            allowed = _allowed(model, logprobs, constraint, output)
+            allowed = _allowed(model, logprobs, allowed_ids)
             if call.read_ids:
                 read.append(tuple(float(allowed[token]) for token in call.read_ids))
             output.append(_pick(model, allowed, call, generator))
-            complete = constraint is not None and not constraint.allowed_after(output)
+            if constraint is not None:
+                # What the constraint allows next; nothing once the answer is complete.
+                allowed_ids = constraint.allowed_after(output)
+                complete = not allowed_ids
             if output[-1] in stops or complete or len(output) >= call.max_new_tokens:
                 break
             logprobs = _step(model, kv, [output[-1]])
