@@ -203,14 +203,19 @@ def label_probabilities(answers: dict[str, Any]) -> dict[str, list[float]]:
 
 async def run_one(args: argparse.Namespace) -> dict[str, Any]:
     from openjev.backends.base import GenerationCall
-    from openjev.backends.embedded import EmbeddedBackend
+    from openjev.backends.embedded import EmbeddedBackend, LlamaCppBackend
+    from openjev.backends.embedded.precision import resolve_precision
     from openjev.config import Settings
     from openjev.engine import Engine
     from openjev.prompting.tokenizer import ChatTokenizer
     from openjev.request.schema import SystemOneRequest
 
     started = time.perf_counter()
-    backend = EmbeddedBackend(args.model, cache_dir=args.cache_dir, dtype=args.one)
+    precision = resolve_precision(args.one, args.model)
+    if precision == "gguf":
+        backend: Any = LlamaCppBackend(args.model, cache_dir=args.cache_dir)
+    else:
+        backend = EmbeddedBackend(args.model, cache_dir=args.cache_dir, dtype=precision)
     await backend.start()
     report: dict[str, Any] = {"runtime": backend.dtype, "threads": backend.threads}
     report["start_seconds"], report["rss_after_load_mb"] = time.perf_counter() - started, rss_mb()[0]

@@ -28,6 +28,7 @@ class EmbeddedPrecision(StrEnum):
     float32 = "float32"
     bfloat16 = "bfloat16"
     int8 = "int8"
+    gguf = "gguf"
 
 
 class ConfidenceMode(StrEnum):

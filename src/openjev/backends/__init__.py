@@ -2,7 +2,8 @@
 
 - `sglang.SGLangBackend`: a running SGLang server (`--connect`);
 - `supervised.SupervisedSGLangBackend`: an SGLang server openjev launches and stops (`--sglang-python`);
-- `embedded.EmbeddedBackend`: a model in this process, on the CPU (the default).
+- `embedded.EmbeddedBackend` / `embedded.LlamaCppBackend`: a model in this process, on the CPU (the default),
+  on torch or on llama.cpp.
 """
 
 from __future__ import annotations
@@ -25,6 +26,6 @@ def build_backend(settings: Settings, on_fatal: Callable[[BaseException], None])
         from openjev.backends.supervised import SupervisedSGLangBackend
 
         return SupervisedSGLangBackend(settings, on_fatal=on_fatal)
-    from openjev.backends.embedded import EmbeddedBackend
+    from openjev.backends.embedded import embedded_backend
 
-    return EmbeddedBackend.from_settings(settings)
+    return embedded_backend(settings)

@@ -38,7 +38,6 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,7 +55,7 @@ from openjev.backends.base import (
 from openjev.backends.embedded.batching import Batch, Job, JobQueue, forward_rows
 from openjev.backends.embedded.conversion import CPU_EXTRA_HINT
 from openjev.backends.embedded.generation import Abandoned, GenerationJob, Model, decode
-from openjev.backends.embedded.loading import cache_kwarg, context_length, load_model, release_freed_memory
+from openjev.backends.embedded.loading import cache_kwarg, context_length, fulfil, load_model, release_freed_memory
 from openjev.backends.embedded.model_source import ResolvedModel, resolve_model
 from openjev.backends.embedded.precision import auto_precision, normalize_precision, physical_cores, storage_dtype
 from openjev.backends.embedded.prefix_cache import CacheEntry, PrefixCache, shared_copy, state_nbytes
@@ -156,7 +155,7 @@ class EmbeddedBackend(Backend):
         # A daemon thread of its own, not the worker: a first start converts the model for about a
         # minute, and stopping meanwhile must not wait for that. The conversion is atomic, and what a
         # stopped one leaves behind is removed on the next start.
-        threading.Thread(target=_fulfil, args=(loaded, self._load), name="openjev-embedded-load", daemon=True).start()
+        threading.Thread(target=fulfil, args=(loaded, self._load), name="openjev-embedded-load", daemon=True).start()
         try:
             await asyncio.wrap_future(loaded)
         except BaseException as exc:
@@ -374,15 +373,3 @@ class EmbeddedBackend(Backend):
             logprobs = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
         self.prefix_cache.put(ids, CacheEntry(kv=kv, logprobs=logprobs, nbytes=state_nbytes(kv, logprobs)))
         return logprobs
-
-
-def _fulfil(future: Future[None], work: Callable[[], None]) -> None:
-    """Run `work` and settle `future`, unless the waiting start() was cancelled meanwhile."""
-    try:
-        work()
-    except BaseException as exc:
-        if not future.cancelled():
-            future.set_exception(exc)
-    else:
-        if not future.cancelled():
-            future.set_result(None)

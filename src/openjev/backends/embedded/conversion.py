@@ -37,6 +37,10 @@ logger = logging.getLogger(__name__)
 
 #: Written into every directory this module produces, so re-resolving it reports the real model.
 METADATA_FILE = "openjev-model.json"
+#: The weights of a directory made for the llama.cpp runtime: the GGUF itself (or a link to it).
+GGUF_FILE = "model.gguf"
+#: The `dtype` of such a directory: no conversion, the GGUF's own quantized weights.
+GGUF_DTYPE = "gguf"
 CPU_EXTRA_HINT = (
     "the embedded CPU backend needs the `cpu` extra: `uv sync --inexact --extra cpu` in a checkout, "
     "or `pip install 'openjev[cpu]'`; or serve SGLang with --connect or --sglang-python"
@@ -54,8 +58,8 @@ def check_model_dir(path: Path) -> None:
     missing = [
         name for name in ("config.json", "tokenizer.json", "tokenizer_config.json") if not (path / name).is_file()
     ]
-    if not any(path.glob("*.safetensors")):
-        missing.append("*.safetensors weights")
+    if not any(path.glob("*.safetensors")) and not (path / GGUF_FILE).is_file():
+        missing.append(f"*.safetensors weights (or a {GGUF_FILE} for llama.cpp)")
     if is_vision_checkpoint(path) and not (path / "preprocessor_config.json").is_file():
         missing.append("preprocessor_config.json (a vision checkpoint's image processor)")
     if missing:
@@ -76,8 +80,12 @@ def converted_dir(cache: Path, gguf_sha256: str, dtype: str) -> Path:
     return cache / "models" / f"{gguf_sha256}-{dtype}"
 
 
-def convert_gguf(gguf: Path, target: Path, *, dtype: str, name: str, source: str, gguf_sha256: str) -> None:
-    """Convert `gguf` into a safetensors model directory at `target`, atomically.
+def convert_gguf(
+    gguf: Path, target: Path, *, dtype: str, name: str, source: str, gguf_sha256: str, keep: Path | None = None
+) -> None:
+    """Convert `gguf` into a safetensors model directory at `target`, atomically; with `dtype` "gguf"
+    (`GGUF_DTYPE`, the llama.cpp runtime) only config and tokenizer are written, beside the GGUF: moved
+    in from `gguf` when it is a scratch file of ours, else `keep` names the file to link to.
 
     Everything is written into `<target>.partial-<pid>` next to the target and renamed into place at
     the end; on any failure the partial directory is removed. Partial directories left by a killed
@@ -89,9 +97,18 @@ def convert_gguf(gguf: Path, target: Path, *, dtype: str, name: str, source: str
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir()
     started = time.monotonic()
-    logger.info("converting %s to %s safetensors in %s (once; about a minute)", source, dtype, target)
+    what = "config and tokenizer of" if dtype == GGUF_DTYPE else f"{dtype} safetensors of"
+    logger.info("writing %s %s in %s (once)", what, source, target)
     try:
-        _write_converted(gguf, partial, dtype)
+        if dtype == GGUF_DTYPE:
+            _write_tokenizer(gguf, partial, config=True)
+            if keep is not None:
+                (partial / GGUF_FILE).symlink_to(keep.resolve())
+            else:
+                os.replace(gguf, partial / GGUF_FILE)
+            check_model_dir(partial)
+        else:
+            _write_converted(gguf, partial, dtype)
         meta = {"name": name, "source": source, "gguf_sha256": gguf_sha256, "dtype": dtype}
         (partial / METADATA_FILE).write_text(json.dumps(meta, indent=2) + "\n")
         try:
@@ -112,7 +129,7 @@ def _write_converted(gguf: Path, out: Path, dtype: str) -> None:
     try:
         import safetensors.torch
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM
     except ImportError as exc:
         raise ModelSourceError(f"converting a GGUF: {CPU_EXTRA_HINT} ({exc})") from exc
 
@@ -135,10 +152,24 @@ def _write_converted(gguf: Path, out: Path, dtype: str) -> None:
         del model
         gc.collect()
         step("extracting the tokenizer and chat template")
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        tokenizer.save_pretrained(out)
+        _write_tokenizer(gguf, out, config=False)
     check_model_dir(out)
     step("done")
+
+
+def _write_tokenizer(gguf: Path, out: Path, *, config: bool) -> None:
+    """The GGUF's tokenizer and chat template (and, with `config`, its transformers config) into `out`."""
+    try:
+        from transformers import AutoConfig, AutoTokenizer
+    except ImportError as exc:
+        raise ModelSourceError(f"reading a GGUF's tokenizer: {CPU_EXTRA_HINT} ({exc})") from exc
+    with _faster_gguf_loading():
+        if config:
+            model_config = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            if hasattr(model_config, "quantization_config"):
+                delattr(model_config, "quantization_config")
+            model_config.save_pretrained(out)
+        AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(out)
 
 
 @contextlib.contextmanager

@@ -4,7 +4,8 @@
 the checkpoint has a `vision_config` (None for a text-only one), put in its precision (`precision.py`).
 `cache_kwarg(forward)` names the argument a forward takes the KV cache by, and `context_length(path)`
 reads the longest sequence from config.json (a vision config keeps it in its `text_config`).
-`release_freed_memory()` hands a dropped model's memory back to the operating system.
+`release_freed_memory()` hands a dropped model's memory back to the operating system; `fulfil` runs a load
+for a start() that may be cancelled.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import gc
 import inspect
 import json
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -54,3 +56,16 @@ def release_freed_memory() -> None:
     libc = ctypes.CDLL(name) if name else None
     if libc is not None and hasattr(libc, "malloc_trim"):
         libc.malloc_trim(0)
+
+
+def fulfil(future: Future[None], work: Callable[[], None]) -> None:
+    """Run `work` (a model load, on a daemon thread of its own) and settle `future`, unless the waiting
+    start() was cancelled meanwhile."""
+    try:
+        work()
+    except BaseException as exc:
+        if not future.cancelled():
+            future.set_exception(exc)
+    else:
+        if not future.cancelled():
+            future.set_result(None)

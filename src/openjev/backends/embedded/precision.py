@@ -30,7 +30,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-PRECISIONS = ("float32", "bfloat16", "int8")
+PRECISIONS = ("float32", "bfloat16", "int8", "gguf")
 _ALIASES = {"fp32": "float32", "float": "float32", "bf16": "bfloat16", "qint8": "int8"}
 
 
@@ -69,6 +69,32 @@ def _onednn_below_bf16() -> bool:
     """`ONEDNN_MAX_CPU_ISA` set to a level without bf16 (e.g. AVX2): oneDNN would emulate bf16."""
     limit = os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
     return bool(limit) and limit != "ALL" and "BF16" not in limit and "AMX" not in limit
+
+
+def resolve_precision(precision: str, local_model: str | None) -> str:
+    """The precision `auto` stands for with this model on this CPU; any other precision as it is."""
+    if precision != "auto":
+        return normalize_precision(precision)
+    native = auto_precision()
+    if native == "float32" and gguf_runtime_available() and is_gguf_model(local_model):
+        return "gguf"
+    return native
+
+
+def gguf_runtime_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def is_gguf_model(local_model: str | None) -> bool:
+    """Whether `local_model` names a GGUF: a packaged model (the default) or a .gguf file."""
+    spec = (local_model or "").strip()
+    return (
+        not spec
+        or spec.startswith("packaged:")
+        or (spec.lower().endswith(".gguf") and Path(spec).expanduser().is_file())
+    )
 
 
 def storage_dtype(precision: str) -> str:

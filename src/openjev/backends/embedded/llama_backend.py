@@ -1,0 +1,469 @@
+"""The embedded backend on llama.cpp: the packaged GGUF run as it is (Q4_K_M weights, no conversion).
+
+Same contract as `EmbeddedBackend` (`backend.py`), on another runtime (`llama_runtime.py`):
+`readout(call)` returns the log-softmax over the whole vocabulary after the prompt, gathered at the
+label ids; `generate(call)` decodes greedily or sampled with a seed, under a `constraint` when given.
+
+Prefix reuse: every evaluated prompt stays resident as a sequence of llama.cpp's unified KV memory
+(`sequence_cache.py`); a call shares the longest matching prefix into a fresh sequence and evaluates
+only the rest. Batching: the worker takes every waiting readout at once (lingering 2 ms for the
+siblings of a branch: the engine submits a request's branches together) and evaluates them in one
+`llama_decode`, each branch a sequence of its own over the shared prefix cells, the output head only
+at each branch's last token.
+
+Threading: the model loads on a daemon thread; readouts and generations run on one worker thread in
+arrival order. Cancelling the awaiting task drops a waiting call; a running decode whose every call
+is cancelled is stopped by llama.cpp's abort callback, and the cancellation propagates once it has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from openjev.backends.base import (
+    Backend,
+    BackendError,
+    BackendHealth,
+    BackendUnavailable,
+    Generation,
+    GenerationCall,
+    LabelLogprobs,
+    ReadoutCall,
+)
+from openjev.backends.embedded.llama_runtime import Aborted, LlamaRuntime, NoRoom, Piece
+from openjev.backends.embedded.loading import fulfil
+from openjev.backends.embedded.model_source import ResolvedModel, resolve_gguf
+from openjev.backends.embedded.precision import physical_cores
+from openjev.backends.embedded.sequence_cache import SequenceCache
+
+if TYPE_CHECKING:
+    from openjev.config import Settings
+
+logger = logging.getLogger(__name__)
+
+CallT = TypeVar("CallT", ReadoutCall, GenerationCall)
+
+#: Sequence ids of the context: resident prompts plus one request's branches.
+SEQUENCES = 256
+#: How long the worker waits for a branch's siblings when it finds it alone.
+LINGER_SECONDS = 0.002
+
+
+@dataclass(slots=True, eq=False)
+class _Job:
+    call: ReadoutCall
+    future: Future[LabelLogprobs | None] = field(default_factory=Future)
+    cancelled: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class _GenerationJob:
+    call: GenerationCall
+    cancelled: bool = False
+
+
+class LlamaCppBackend(Backend):
+    """Label readout with llama.cpp on the CPU over a GGUF (`local_model`: packaged:<key> or a .gguf).
+
+    `context` caps the KV memory in tokens (0: the model's trained context); `threads` defaults to the
+    physical cores this process may use.
+    """
+
+    kind = "embedded"
+    default_think_budget = 64
+
+    def __init__(
+        self,
+        local_model: str | None = None,
+        *,
+        cache_dir: Path | None = None,
+        threads: int | None = None,
+        context: int = 0,
+    ) -> None:
+        self.local_model = local_model
+        self.cache_dir = cache_dir
+        self.threads = threads or physical_cores()
+        self.context = context
+        self.dtype = "gguf"
+        self.model: ResolvedModel | None = None
+        self.runtime: LlamaRuntime | None = None
+        self.sequences = SequenceCache(SEQUENCES)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openjev-llama")
+        self._waiting: deque[_Job] = deque()
+        self._lock = threading.Lock()
+        self._running: list[Any] = []
+        self._state = "created"
+        self._error: str | None = None
+        self._load_seconds: float | None = None
+        self._readouts = self._batched_readouts = self._in_flight = 0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LlamaCppBackend:
+        return cls(settings.local_model, cache_dir=settings.cache_dir)
+
+    @property
+    def context_length(self) -> int | None:
+        return self.runtime.shape.context_length if self.runtime else None
+
+    @property
+    def model_name(self) -> str | None:
+        return self.model.name if self.model else None
+
+    @property
+    def tokenizer_dir(self) -> Path | None:
+        return self.model.path if self.model else None
+
+    async def start(self) -> None:
+        if self._state != "created":
+            return
+        self._state = "starting"
+        loaded: Future[None] = Future()
+        threading.Thread(target=fulfil, args=(loaded, self._load), name="openjev-llama-load", daemon=True).start()
+        try:
+            await asyncio.wrap_future(loaded)
+        except BaseException as exc:
+            self._state, self._error = "failed", f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, BackendError | asyncio.CancelledError):
+                raise
+            raise BackendError(f"the embedded model could not be loaded: {exc}") from exc
+        if self._state == "loading":
+            self._state = "ready"
+
+    async def health(self) -> BackendHealth:
+        detail: dict[str, Any] = {
+            "state": self._state,
+            "runtime": "llama.cpp",
+            "model": self.model_name,
+            "source": self.model.source if self.model else self.local_model,
+            "path": str(self.model.gguf) if self.model else None,
+            "dtype": self.dtype,
+            "threads": self.threads,
+            "context_length": self.context_length,
+            "load_seconds": self._load_seconds,
+            "readouts": self._readouts,
+            "batched_readouts": self._batched_readouts,
+            "in_flight": self._in_flight,
+            "prefix_cache": {
+                "entries": len(self.sequences),
+                "hits": self.sequences.hits,
+                "misses": self.sequences.misses,
+                "evictions": self.sequences.evictions,
+            },
+        }
+        if self._error:
+            detail["error"] = self._error
+        return BackendHealth(ready=self._state == "ready", detail=detail)
+
+    async def readout(self, call: ReadoutCall) -> LabelLogprobs:
+        job = _Job(self._check(call, call.label_token_ids))
+        self._in_flight += 1
+        try:
+            with self._lock:
+                self._waiting.append(job)
+            self._executor.submit(self._drain)
+            try:
+                result = await asyncio.wrap_future(job.future)
+            except asyncio.CancelledError:
+                job.cancelled = True
+                with self._lock:
+                    waiting = job in self._waiting
+                    if waiting:
+                        self._waiting.remove(job)
+                if not waiting:
+                    self._abort_if_all_cancelled()
+                    with contextlib.suppress(Exception):
+                        await asyncio.wrap_future(job.future)
+                raise
+        finally:
+            self._in_flight -= 1
+        assert result is not None  # only a cancelled job yields None
+        return result
+
+    async def generate(self, call: GenerationCall) -> Generation:
+        job = _GenerationJob(self._check(call, call.stop_token_ids))
+        self._in_flight += 1
+        future = self._executor.submit(self._decode, job)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            job.cancelled = True
+            if not future.cancel():
+                self._abort_if_all_cancelled()
+                with contextlib.suppress(BaseException):
+                    await asyncio.wrap_future(future)
+            raise
+        finally:
+            self._in_flight -= 1
+
+    async def aclose(self) -> None:
+        if self._state == "closed":
+            return
+        self._state = "closed"
+        await asyncio.to_thread(self._executor.shutdown, wait=True, cancel_futures=True)
+        for job in self._waiting:
+            job.future.cancel()
+        if self.runtime is not None:
+            self.runtime.close()
+            self.runtime = None
+
+    # ---- worker thread -------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        model = resolve_gguf(self.local_model, cache_dir=self.cache_dir)
+        self.model = model
+        if self._state == "starting":
+            self._state = "loading"
+        started = time.monotonic()
+        assert model.gguf is not None
+        logger.info("loading %s with llama.cpp from %s", model.name, model.gguf)
+        self.runtime = LlamaRuntime(model.gguf, threads=self.threads, context=self.context, sequences=SEQUENCES)
+        self._load_seconds = round(time.monotonic() - started, 2)
+        logger.info(
+            "loaded %s in %.1f s (llama.cpp, %d threads, context %d)",
+            model.name,
+            self._load_seconds,
+            self.threads,
+            self.runtime.shape.context_length,
+        )
+
+    def _take(self) -> list[_Job]:
+        with self._lock:
+            jobs = list(self._waiting)
+            self._waiting.clear()
+        return jobs
+
+    def _drain(self) -> None:
+        jobs = self._take()
+        if len(jobs) == 1 and self.sequences.match(tuple(jobs[0].call.input_ids), record=False).length:
+            time.sleep(LINGER_SECONDS)  # a branch: its siblings are on their way
+            jobs += self._take()
+        jobs = [job for job in jobs if not job.cancelled]
+        if not jobs:
+            return
+        self._running = jobs
+        try:
+            results = self._answer(jobs)
+        except Aborted:
+            results = [None] * len(jobs)
+        except Exception as exc:
+            if not isinstance(exc, BackendError):
+                logger.exception("llama.cpp readout failed")
+                exc = BackendError(f"embedded model failed: {type(exc).__name__}: {exc}")
+            for job in jobs:
+                job.future.set_exception(exc)
+            return
+        finally:
+            self._running = []
+        self._readouts += len(jobs)
+        self._batched_readouts += len(jobs) if len(jobs) > 1 else 0
+        for job, result in zip(jobs, results, strict=True):
+            job.future.set_result(result)
+
+    def _answer(self, jobs: list[_Job]) -> list[LabelLogprobs | None]:
+        rows: list[np.ndarray] = [np.empty(0)] * len(jobs)
+        reused = [0] * len(jobs)
+        pending: list[tuple[int, tuple[int, ...]]] = []
+        for index, job in enumerate(jobs):
+            ids = tuple(job.call.input_ids)
+            match = self.sequences.match(ids)
+            if match.entry is not None and match.whole(ids):
+                rows[index], reused[index] = match.entry.logprobs, len(ids)
+            else:
+                pending.append((index, ids))
+        for group in _groups(pending, self.runtime.batch_tokens if self.runtime else 0):
+            for (index, _), (row, length, _seq) in zip(group, self._evaluate([ids for _, ids in group]), strict=True):
+                rows[index], reused[index] = row, length
+        return [
+            LabelLogprobs(
+                logprobs=tuple(float(row[token]) for token in job.call.label_token_ids),
+                prompt_tokens=len(job.call.input_ids),
+                cached_tokens=cached,
+            )
+            for job, row, cached in zip(jobs, rows, reused, strict=True)
+        ]
+
+    def _evaluate(self, prompts: list[tuple[int, ...]]) -> list[tuple[np.ndarray, int, int]]:
+        """Each prompt over its longest resident prefix, in one decode, then resident itself:
+        (distribution, reused tokens, sequence) per prompt. Where the KV memory has no room, the least
+        recently used entries go, one per try, until it has (or nothing is left to evict)."""
+        runtime = self.runtime
+        assert runtime is not None
+        while True:
+            pieces: list[Piece] = []
+            dropped: list[int] = []
+            for ids in prompts:
+                match = self.sequences.match(ids, record=False)
+                source = [match.entry.seq] if match.entry is not None else []
+                seq = self.sequences.allocate([piece.seq for piece in pieces] + source, dropped)
+                if seq is None:
+                    raise BackendError(f"{len(prompts)} prompts at once exceed the {SEQUENCES} sequences")
+                for gone in dropped:
+                    runtime.drop(gone)
+                dropped.clear()
+                runtime.drop(seq)
+                if match.entry is not None:
+                    runtime.copy(match.entry.seq, seq, match.length)
+                pieces.append(Piece(seq, match.length, ids[match.length :]))
+            runtime.abort.clear()
+            try:
+                rows = runtime.run(pieces)
+            except BaseException as exc:
+                for piece in pieces:
+                    runtime.drop(piece.seq)
+                    self.sequences.release(piece.seq)
+                if not isinstance(exc, NoRoom):
+                    raise
+                if not self.sequences.evict_one([], dropped):
+                    tokens = sum(len(piece.tokens) for piece in pieces)
+                    raise BackendError(
+                        f"{tokens} tokens do not fit the KV memory ({runtime.shape.context_length} tokens)"
+                    ) from None
+                runtime.drop(dropped[0])
+                continue
+            for piece, ids, row in zip(pieces, prompts, rows, strict=True):
+                self.sequences.put(piece.seq, ids, row.astype(np.float32))
+            return [(row, piece.start, piece.seq) for row, piece in zip(rows, pieces, strict=True)]
+
+    def _decode(self, job: _GenerationJob) -> Generation:
+        """Worker thread: one generation, token by token in a sequence of its own over the prompt's."""
+        self._running = [job]
+        runtime, call, ids = self.runtime, job.call, tuple(job.call.input_ids)
+        assert runtime is not None
+        try:
+            match = self.sequences.match(ids)
+            if match.entry is not None and match.whole(ids):
+                source, logprobs, start = match.entry.seq, match.entry.logprobs, len(ids)
+            else:
+                [(logprobs, start, source)] = self._evaluate([ids])
+            output, read = self._steps(runtime, self._generation_sequence(source, len(ids)), ids, logprobs, job)
+        except Aborted:
+            raise BackendError("the generation was cancelled") from None
+        except BackendError:
+            raise
+        except Exception as exc:
+            logger.exception("llama.cpp generation failed")
+            raise BackendError(f"embedded generation failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            self._running = []
+        complete = call.constraint is not None and not call.constraint.allowed_after(output)
+        finish = "stop" if output[-1] in set(call.stop_token_ids) or complete else "length"
+        return Generation(tuple(output), len(ids), start, finish, tuple(read))
+
+    def _generation_sequence(self, source: int, length: int) -> int:
+        runtime, dropped = self.runtime, []
+        assert runtime is not None
+        seq = self.sequences.allocate([source], dropped)
+        if seq is None:
+            raise BackendError("no sequence free for a generation")
+        for gone in dropped:
+            runtime.drop(gone)
+        runtime.drop(seq)
+        runtime.copy(source, seq, length)
+        return seq
+
+    def _steps(
+        self, runtime: LlamaRuntime, seq: int, ids: tuple[int, ...], logprobs: np.ndarray, job: _GenerationJob
+    ) -> tuple[list[int], list[tuple[float, ...]]]:
+        """Pick, read and evaluate one token at a time (the rules of `generation.py`); the state after the
+        prompt and every generated id but the last stays resident for the readout that follows."""
+        call = job.call
+        rng = np.random.default_rng(call.seed or 0)
+        stops, constraint = set(call.stop_token_ids), call.constraint
+        output: list[int] = []
+        read: list[tuple[float, ...]] = []
+        allowed_ids = constraint.allowed_after(output) if constraint is not None else None
+        try:
+            while True:
+                if job.cancelled:
+                    raise Aborted("cancelled")
+                allowed = _restricted(logprobs, allowed_ids)
+                if call.read_ids:
+                    read.append(tuple(float(allowed[token]) for token in call.read_ids))
+                output.append(_pick(allowed, call.temperature, rng))
+                complete = False
+                if constraint is not None:
+                    allowed_ids = constraint.allowed_after(output)
+                    complete = not allowed_ids
+                if output[-1] in stops or complete or len(output) >= call.max_new_tokens:
+                    break
+                runtime.abort.clear()
+                [logprobs] = runtime.run([Piece(seq, len(ids) + len(output) - 1, (output[-1],))])
+        except BaseException:
+            runtime.drop(seq)
+            self.sequences.release(seq)
+            raise
+        self.sequences.put(seq, ids + tuple(output[:-1]), logprobs.astype(np.float32))
+        return output, read
+
+    def _abort_if_all_cancelled(self) -> None:
+        running = self._running
+        if running and all(job.cancelled for job in running) and self.runtime is not None:
+            self.runtime.abort.set()
+
+    def _check(self, call: CallT, named: Sequence[int]) -> CallT:
+        """`call` checked against the model: llama.cpp aborts the process on an id outside its vocabulary."""
+        if self._state != "ready":
+            raise BackendUnavailable(f"the embedded model is not ready ({self._state})")
+        if not call.input_ids:
+            raise BackendError("empty prompt")
+        if call.images:
+            raise BackendError(f"the embedded model {self.model_name} reads text only; it was sent images")
+        runtime = self.runtime
+        assert runtime is not None
+        if len(call.input_ids) > runtime.shape.context_length:
+            raise BackendError(
+                f"prompt of {len(call.input_ids)} tokens exceeds the context length {runtime.shape.context_length}"
+            )
+        vocab = runtime.shape.vocab_size
+        if bad := [i for i in named if not 0 <= i < vocab]:
+            raise BackendError(f"token ids {bad} are outside the model's vocabulary ({vocab})")
+        prompt = np.asarray(call.input_ids, dtype=np.int64)
+        if prompt.min() < 0 or prompt.max() >= vocab:
+            outside = prompt[(prompt < 0) | (prompt >= vocab)][:5].tolist()
+            raise BackendError(f"prompt token ids {outside} are outside the model's vocabulary ({vocab})")
+        return call
+
+
+def _groups(prompts: list[tuple[int, tuple[int, ...]]], tokens: int) -> list[list[tuple[int, tuple[int, ...]]]]:
+    """`prompts` in order, in groups of at most `tokens` ids each (a longer prompt alone)."""
+    groups: list[list[tuple[int, tuple[int, ...]]]] = []
+    size = 0
+    for prompt in prompts:
+        if not groups or size + len(prompt[1]) > tokens:
+            groups.append([])
+            size = 0
+        groups[-1].append(prompt)
+        size += len(prompt[1])
+    return groups
+
+
+def _restricted(logprobs: np.ndarray, allowed_ids: Any) -> np.ndarray:
+    """`logprobs` renormalised over `allowed_ids` (None: every id, as they are)."""
+    if allowed_ids is None:
+        return logprobs
+    allowed = np.asarray(list(allowed_ids), dtype=np.int64)
+    masked = np.full_like(logprobs, -np.inf, dtype=np.float64)
+    chosen = logprobs[allowed].astype(np.float64)
+    chosen -= chosen.max()
+    masked[allowed] = chosen - np.log(np.exp(chosen).sum())
+    return masked
+
+
+def _pick(logprobs: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
+    if temperature <= 0:
+        return int(np.argmax(logprobs))
+    scaled = logprobs / temperature
+    weights = np.exp(scaled - scaled.max())
+    return int(rng.choice(len(weights), p=weights / weights.sum()))

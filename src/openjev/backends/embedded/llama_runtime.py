@@ -1,0 +1,189 @@
+"""llama.cpp (llama-cpp-python's bindings) running a GGUF as it is: one context, many sequences.
+
+`LlamaRuntime.run(pieces)` evaluates several token runs in one `llama_decode`: each `Piece` appends
+`tokens` to sequence `seq` at positions `start..start+len-1`, and a piece with `read` set gets the
+log-softmax over the whole vocabulary after its last token (the output head runs only there). The
+KV memory is unified, so `copy(src, dst, length)` makes `dst` share `src`'s first `length` positions
+without copying them: every branch over a shared prefix attends to the same cells.
+
+Everything here runs on the caller's thread (the backend's one worker); `abort` may be set from any
+thread and stops a running decode between graph nodes (the evaluated part stays in memory until the
+caller drops its sequences).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: `llama_decode`'s return values that are not failures of the input (llama.h).
+NO_KV_SLOT, ABORTED = 1, 2
+#: llama.h's LLAMA_FLASH_ATTN_TYPE_ENABLED and ggml.h's GGML_TYPE_Q8_0.
+FLASH_ATTENTION_ENABLED, GGML_TYPE_Q8_0 = 1, 8
+
+
+class LlamaError(RuntimeError):
+    """llama.cpp refused the model, the context or a batch."""
+
+
+class NoRoom(LlamaError):
+    """No room in the KV memory for the batch: drop sequences (or split the batch) and retry."""
+
+
+class Aborted(LlamaError):
+    """The decode was stopped by `abort`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Tokens appended to sequence `seq` from position `start`; `read`: the distribution after the last."""
+
+    seq: int
+    start: int
+    tokens: tuple[int, ...]
+    read: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ModelShape:
+    """What the GGUF says of the model: for FLOP counts, context and vocabulary checks."""
+
+    vocab_size: int
+    context_length: int
+    layers: int
+    hidden: int
+    parameters: int
+
+
+class LlamaRuntime:
+    """One llama.cpp model and context on the CPU (`threads` threads, `context` KV cells, `sequences` ids)."""
+
+    def __init__(self, gguf: Path, *, threads: int, context: int, sequences: int, ubatch: int = 512) -> None:
+        try:
+            import llama_cpp
+        except ImportError as exc:  # the caller words the install hint
+            raise LlamaError(f"llama-cpp-python is not installed ({exc})") from exc
+        self._ll = ll = llama_cpp
+        _silence_logging(ll)
+        ll.llama_backend_init()
+        model_params = ll.llama_model_default_params()
+        model_params.use_mmap = True
+        self._model = ll.llama_model_load_from_file(str(gguf).encode(), model_params)
+        if not self._model:
+            raise LlamaError(f"llama.cpp could not load {gguf}")
+        vocab = ll.llama_model_get_vocab(self._model)
+        trained = ll.llama_model_n_ctx_train(self._model)
+        self.shape = ModelShape(
+            vocab_size=ll.llama_vocab_n_tokens(vocab),
+            context_length=min(context, trained) if context else trained,
+            layers=ll.llama_model_n_layer(self._model),
+            hidden=ll.llama_model_n_embd(self._model),
+            parameters=ll.llama_model_n_params(self._model),
+        )
+        params = ll.llama_context_default_params()
+        params.n_ctx = params.n_batch = self.shape.context_length
+        params.n_ubatch = min(ubatch, self.shape.context_length)
+        params.n_seq_max = sequences
+        # K and V in q8_0 (flash attention reads them as they are): half the memory of f16 and faster;
+        # its effect on label probabilities is measured with the rest (benchmarks/embedded_speed.py).
+        params.flash_attn_type = FLASH_ATTENTION_ENABLED
+        params.type_k = params.type_v = GGML_TYPE_Q8_0
+        params.n_threads = params.n_threads_batch = threads
+        params.kv_unified = True  # one pool of cells: a copied prefix is shared, not duplicated
+        params.no_perf = True
+        self.abort = threading.Event()
+        # Kept referenced: llama.cpp calls it during every decode.
+        self._abort_callback = ll.ggml_abort_callback(lambda _data: self.abort.is_set())
+        params.abort_callback = self._abort_callback
+        self._ctx = ll.llama_init_from_model(self._model, params)
+        if not self._ctx:
+            ll.llama_model_free(self._model)
+            raise LlamaError(f"llama.cpp could not make a context of {self.shape.context_length} tokens")
+        self._memory = ll.llama_get_memory(self._ctx)
+        self.sequences = sequences
+        self.batch_tokens = params.n_batch
+        self._batch_capacity = 0
+        self._batch: Any = None
+
+    def run(self, pieces: list[Piece]) -> list[np.ndarray]:
+        """Evaluate `pieces` (at most `batch_tokens` tokens in all); the distributions of those that read.
+
+        NoRoom when the KV memory has no room for them (the memory is as before), Aborted when `abort`
+        was set (what was evaluated stays in the pieces' sequences).
+        """
+        ll, total = self._ll, sum(len(piece.tokens) for piece in pieces)
+        batch = self._batch_for(total)
+        index, rows = 0, []
+        for piece in pieces:
+            for offset, token in enumerate(piece.tokens):
+                batch.token[index] = token
+                batch.pos[index] = piece.start + offset
+                batch.n_seq_id[index] = 1
+                batch.seq_id[index][0] = piece.seq
+                batch.logits[index] = 0
+                index += 1
+            if piece.read:
+                batch.logits[index - 1] = 1
+                rows.append(index - 1)
+        batch.n_tokens = total
+        status = ll.llama_decode(self._ctx, batch)
+        if status == NO_KV_SLOT:
+            raise NoRoom(f"no room for {total} tokens in the KV memory")
+        if status == ABORTED:
+            raise Aborted("aborted")
+        if status != 0:
+            raise LlamaError(f"llama_decode failed ({status})")
+        vocab = self.shape.vocab_size
+        return [
+            _log_softmax(np.ctypeslib.as_array(ll.llama_get_logits_ith(self._ctx, row), shape=(vocab,))) for row in rows
+        ]
+
+    def copy(self, src: int, dst: int, length: int) -> None:
+        """Sequence `dst` shares `src`'s positions [0, length)."""
+        self._ll.llama_memory_seq_cp(self._memory, src, dst, 0, length)
+
+    def drop(self, seq: int) -> None:
+        self._ll.llama_memory_seq_rm(self._memory, seq, -1, -1)
+
+    def close(self) -> None:
+        ll = self._ll
+        if self._batch is not None:
+            ll.llama_batch_free(self._batch)
+            self._batch = None
+        if self._ctx:
+            ll.llama_free(self._ctx)
+            self._ctx = None
+        if self._model:
+            ll.llama_model_free(self._model)
+            self._model = None
+
+    def _batch_for(self, tokens: int) -> Any:
+        if tokens > self.batch_tokens:
+            raise LlamaError(f"{tokens} tokens in one batch; at most {self.batch_tokens}")
+        if self._batch is None:
+            self._batch = self._ll.llama_batch_init(self.batch_tokens, 0, 1)
+        return self._batch
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    """log p_i = z_i - max(z) - log sum_j exp(z_j - max(z)), in float64 (a copy: llama.cpp reuses its buffer)."""
+    z = logits.astype(np.float64)
+    z -= z.max()
+    z -= np.log(np.exp(z).sum())
+    return z
+
+
+_LOG_CALLBACK: Any = None
+
+
+def _silence_logging(ll: Any) -> None:
+    """llama.cpp prints every load detail to stderr; keep errors only (level 4: GGML_LOG_LEVEL_ERROR)."""
+    global _LOG_CALLBACK
+    if _LOG_CALLBACK is None:
+        _LOG_CALLBACK = ll.llama_log_callback(lambda level, text, _data: None)
+        ll.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p())

@@ -1,0 +1,70 @@
+"""The llama.cpp runtime's prefix cache (`sequence_cache.py`): matching, ids and eviction, as pure logic."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from openjev.backends.embedded.sequence_cache import SequenceCache
+
+
+def row(value: float) -> np.ndarray:
+    return np.full(4, value, dtype=np.float32)
+
+
+def filled(cache: SequenceCache, *prompts: tuple[int, ...]) -> list[int]:
+    seqs = []
+    for ids in prompts:
+        seq = cache.allocate([], [])
+        assert seq is not None
+        cache.put(seq, ids, row(len(ids)))
+        seqs.append(seq)
+    return seqs
+
+
+def test_the_longest_shared_prefix_wins_and_leaves_a_token_to_read() -> None:
+    cache = SequenceCache(8)
+    short, long = filled(cache, (1, 2), (1, 2, 3, 4))
+    match = cache.match((1, 2, 3, 9))
+    assert (match.entry.seq if match.entry else None, match.length) == (long, 3)
+    # A prompt inside a resident one: all but its last token are shared, the last is evaluated to read it.
+    inside = cache.match((1, 2, 3))
+    assert inside.entry is not None and (inside.length, inside.whole((1, 2, 3))) == (2, False)
+    # The same prompt: whole, answered from the stored distribution.
+    same = cache.match((1, 2))
+    assert same.entry is not None and same.entry.seq == short and same.whole((1, 2))
+    assert float(same.entry.logprobs[0]) == 2.0
+    nothing = cache.match((7, 8))
+    assert (nothing.entry, nothing.length) == (None, 0)
+    assert (cache.hits, cache.misses) == (3, 1)
+
+
+def test_a_prompt_differing_deep_inside_shares_up_to_the_difference() -> None:
+    cache = SequenceCache(4)
+    resident = tuple(range(30_000))
+    [seq] = filled(cache, resident)
+    probe = (*resident[:12345], -1, *resident[12346:])
+    match = cache.match(probe)
+    assert (match.entry.seq if match.entry else None, match.length) == (seq, 12_345)
+
+
+def test_ids_run_out_then_the_least_recently_used_unpinned_entry_goes() -> None:
+    cache = SequenceCache(3)
+    a, b, c = filled(cache, (1,), (2,), (3,))
+    cache.match((1, 5))  # a is used again: b is now the oldest
+    evicted: list[int] = []
+    assert cache.allocate([], evicted) == b and evicted == [b]
+    evicted.clear()
+    # Pinned entries stay, whatever their age.
+    assert cache.allocate([a, c], evicted) is None and evicted == []
+    assert cache.evictions == 1 and len(cache) == 2
+
+
+def test_release_and_clear_free_the_ids() -> None:
+    cache = SequenceCache(2)
+    first, second = filled(cache, (1,), (2,))
+    cache.release(first)
+    assert cache.match((1, 9)).entry is None
+    assert cache.allocate([], []) == first
+    assert cache.clear() == [second]
+    # `first` is still the caller's (allocated, not yet put): only `second` is free.
+    assert len(cache) == 0 and cache.allocate([], []) == second and cache.allocate([], []) is None
