@@ -283,8 +283,8 @@ class Settings(BaseSettings):
     # Embedded backend.
     embedded_precision: EmbeddedPrecision = Field(
         EmbeddedPrecision.auto,
-        description="Embedded backend: the model's precision, float32, bfloat16 or int8 (int8 weights and "
-        "activations in its linear layers); auto: bfloat16 on CPUs with AMX or AVX512-BF16, else float32.",
+        description="Embedded backend: the model's precision, float32, bfloat16, int8 (torch) or gguf (the GGUF's "
+        "own weights on llama.cpp); auto: bfloat16 on CPUs with AMX or AVX512-BF16, else gguf for a GGUF model.",
     )
     prefix_cache_bytes: int = Field(
         1024**3, ge=0, description="Embedded backend: bytes of recent prefix KV caches kept for reuse."

@@ -123,7 +123,7 @@ def test_reuse_batching_and_a_full_prefill_agree(make_llama, tokenizer) -> None:
     labels = label_ids(tokenizer, [" A", " B", " C", " yes", " no"])
     prefix = chat_prefix(tokenizer, "llama-shapes", turns=6)
     prompts = [prefix + question_suffix(tokenizer, question) for question in QUESTIONS]
-    reusing, cold = make_llama(), make_llama()
+    reusing = make_llama()
 
     async def branches() -> list:
         warm = await reusing.readout(ReadoutCall("warm", prefix, labels))
@@ -135,8 +135,8 @@ def test_reuse_batching_and_a_full_prefill_agree(make_llama, tokenizer) -> None:
     assert asyncio.run(reusing.health()).detail["batched_readouts"] == len(QUESTIONS)
     differences = []
     for prompt, branch in zip(prompts, together, strict=True):
-        full = readout(cold, prompt, labels)
-        assert full.cached_tokens == 0 or full.cached_tokens < len(prefix)
+        full = readout(make_llama(), prompt, labels)  # a backend of its own: nothing resident
+        assert full.cached_tokens == 0
         differences.append(worst(branch.logprobs, full.logprobs))
     print(f"llama.cpp: branches vs full prefills, largest difference {max(differences):.3f} logp")
     assert max(differences) <= SHAPE_TOLERANCE
@@ -163,13 +163,15 @@ def test_eviction_keeps_answers_right(make_llama, tokenizer, monkeypatch: pytest
     monkeypatch.setattr(llama_backend, "SEQUENCES", 3)
     small = make_llama()
     labels = label_ids(tokenizer, [" A", " B"])
-    prompts = [chat_prefix(tokenizer, f"evict-{i}", turns=1) for i in range(5)]
+    # No two share a first token, so none reuses another and the oldest go first.
+    words = ["Apple", "Banana", "Cherry", "Damson", "Elder"]
+    prompts = [tokenizer.encode(f"{word} order arrived broken. Refund? A: yes B: no\nAnswer:").ids for word in words]
+    assert len({ids[0] for ids in prompts}) == len(prompts)
     first = [readout(small, ids, labels) for ids in prompts]
     assert small.sequences.evictions == 2 and len(small.sequences) == 3
-    # The evicted ones run again (nothing cached), the resident ones are answered as they were.
+    # The evicted ones run again, the resident ones are answered from their entries; all as they were.
     again = [readout(small, ids, labels) for ids in prompts]
-    assert again[0].cached_tokens < len(prompts[0])
-    assert worst(again[0].logprobs, first[0].logprobs) <= SHAPE_TOLERANCE
+    assert [r.cached_tokens for r in again[:2]] == [0, 0]
     assert all(worst(a.logprobs, b.logprobs) <= SHAPE_TOLERANCE for a, b in zip(again, first, strict=True))
 
 

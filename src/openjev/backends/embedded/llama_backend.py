@@ -239,8 +239,9 @@ class LlamaCppBackend(Backend):
         )
 
     def _take(self) -> list[_Job]:
+        """The waiting jobs, each marked running (so a cancellation waits for it) unless already cancelled."""
         with self._lock:
-            jobs = list(self._waiting)
+            jobs = [job for job in self._waiting if job.future.set_running_or_notify_cancel()]
             self._waiting.clear()
         return jobs
 
@@ -249,10 +250,12 @@ class LlamaCppBackend(Backend):
         if len(jobs) == 1 and self.sequences.match(tuple(jobs[0].call.input_ids), record=False).length:
             time.sleep(LINGER_SECONDS)  # a branch: its siblings are on their way
             jobs += self._take()
-        jobs = [job for job in jobs if not job.cancelled]
-        if not jobs:
+        if not jobs or self.runtime is None:
             return
+        # Cleared before the jobs are seen running: a cancellation from now on sets it for them.
+        self.runtime.abort.clear()
         self._running = jobs
+        self._abort_if_all_cancelled()  # one cancelled while it was taken
         try:
             results = self._answer(jobs)
         except Aborted:
@@ -316,7 +319,6 @@ class LlamaCppBackend(Backend):
                 if match.entry is not None:
                     runtime.copy(match.entry.seq, seq, match.length)
                 pieces.append(Piece(seq, match.length, ids[match.length :]))
-            runtime.abort.clear()
             try:
                 rows = runtime.run(pieces)
             except BaseException as exc:
@@ -338,9 +340,10 @@ class LlamaCppBackend(Backend):
 
     def _decode(self, job: _GenerationJob) -> Generation:
         """Worker thread: one generation, token by token in a sequence of its own over the prompt's."""
-        self._running = [job]
         runtime, call, ids = self.runtime, job.call, tuple(job.call.input_ids)
         assert runtime is not None
+        runtime.abort.clear()
+        self._running = [job]
         try:
             match = self.sequences.match(ids)
             if match.entry is not None and match.whole(ids):
@@ -398,7 +401,6 @@ class LlamaCppBackend(Backend):
                     complete = not allowed_ids
                 if output[-1] in stops or complete or len(output) >= call.max_new_tokens:
                     break
-                runtime.abort.clear()
                 [logprobs] = runtime.run([Piece(seq, len(ids) + len(output) - 1, (output[-1],))])
         except BaseException:
             runtime.drop(seq)
