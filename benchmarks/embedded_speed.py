@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gzip
 import json
 import os
@@ -212,10 +213,8 @@ async def run_one(args: argparse.Namespace) -> dict[str, Any]:
 
     started = time.perf_counter()
     precision = resolve_precision(args.one, args.model)
-    if precision == "gguf":
-        backend: Any = LlamaCppBackend(args.model, cache_dir=args.cache_dir)
-    else:
-        backend = EmbeddedBackend(args.model, cache_dir=args.cache_dir, dtype=precision)
+    make = LlamaCppBackend if precision == "gguf" else functools.partial(EmbeddedBackend, dtype=precision)
+    backend: Any = make(args.model, cache_dir=args.cache_dir)
     await backend.start()
     report: dict[str, Any] = {"runtime": backend.dtype, "threads": backend.threads}
     report["start_seconds"], report["rss_after_load_mb"] = time.perf_counter() - started, rss_mb()[0]

@@ -11,6 +11,7 @@ from openjev.backends.embedded.precision import (
     load_dtype,
     normalize_precision,
     physical_cores,
+    resolve_precision,
     row_scaled_int8,
     storage_dtype,
 )
@@ -36,6 +37,39 @@ def test_auto_precision_follows_the_kernels_the_cpu_runs(flags, capability, expe
     assert auto_precision(flags, capability) == expected
 
 
+AVX2_X86 = AVX2 | {"f16c"}
+
+
+@pytest.mark.parametrize(
+    ("flags", "capability", "model", "installed", "expected"),
+    [
+        # Without native bf16, a GGUF runs on llama.cpp where it is installed and its build runs here.
+        (AVX2_X86, "AVX2", None, True, "gguf"),
+        (AVX2_X86, "AVX2", "packaged:qwen2.5-coder-0.5b", True, "gguf"),
+        (AVX512 | {"fma", "f16c"}, "AVX512", None, True, "gguf"),
+        ({"asimd"}, "DEFAULT", None, True, "gguf"),
+        (AVX2_X86, "AVX2", None, False, "float32"),  # llama-cpp-python not installed
+        (AVX2, "AVX2", None, True, "float32"),  # no F16C: the cpu extra's build would not run
+        (AVX2_X86, "AVX2", "/models/qwen-dir", True, "float32"),  # a safetensors directory: torch's
+        (AVX2_X86, "AVX2", "Qwen/Qwen2.5-0.5B-Instruct", True, "float32"),  # a Hub id: torch's
+        # Native bf16 stays on torch.
+        (AMX | {"fma", "f16c"}, "AVX512", None, True, "bfloat16"),
+    ],
+)
+def test_auto_resolves_to_a_runtime_per_cpu_and_model(flags, capability, model, installed, expected) -> None:
+    assert resolve_precision("auto", model, flags=flags, capability=capability, llama_installed=installed) == expected
+
+
+def test_a_named_precision_is_kept_and_a_gguf_file_counts_as_gguf(tmp_path) -> None:
+    assert resolve_precision("int8", None, flags=AVX2_X86, capability="AVX2", llama_installed=True) == "int8"
+    assert resolve_precision("GGUF", "/nowhere", flags=set(), capability="DEFAULT", llama_installed=False) == "gguf"
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    assert resolve_precision("auto", str(gguf), flags=AVX2_X86, capability="AVX2", llama_installed=True) == "gguf"
+    assert resolve_precision("auto", str(tmp_path / "gone.gguf"), flags=AVX2_X86, capability="AVX2",
+                             llama_installed=True) == "float32"  # fmt: skip
+
+
 def test_onednn_limited_below_bf16_means_no_bfloat16(monkeypatch) -> None:
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     assert auto_precision(AMX, "AVX512") == "float32"
@@ -52,6 +86,7 @@ def test_precision_names_and_dtypes() -> None:
     ]
     with pytest.raises(ValueError, match="unknown precision"):
         normalize_precision("int4")
+    assert normalize_precision("gguf") == "gguf"
     # One float16 copy serves bf16 and int8; float32 keeps its exact copy.
     assert [storage_dtype(p) for p in ("float32", "bfloat16", "int8")] == ["float32", "float16", "float16"]
     assert load_dtype("int8") == "auto" and load_dtype("bfloat16") == "bfloat16"

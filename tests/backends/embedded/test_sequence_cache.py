@@ -16,7 +16,7 @@ def filled(cache: SequenceCache, *prompts: tuple[int, ...]) -> list[int]:
     for ids in prompts:
         seq = cache.allocate([], [])
         assert seq is not None
-        cache.put(seq, ids, row(len(ids)))
+        cache.put(seq, ids, row(len(ids)), None, 0)
         seqs.append(seq)
     return seqs
 
@@ -68,3 +68,34 @@ def test_release_and_clear_free_the_ids() -> None:
     assert cache.clear() == [second]
     # `first` is still the caller's (allocated, not yet put): only `second` is free.
     assert len(cache) == 0 and cache.allocate([], []) == second and cache.allocate([], []) is None
+
+
+def test_an_entry_goes_with_the_entries_built_on_it_and_trim_keeps_the_bound() -> None:
+    cache = SequenceCache(8)
+    [prefix] = filled(cache, tuple(range(100)))
+    branches = []
+    for question in range(3):
+        seq = cache.allocate([], [])
+        assert seq is not None
+        cache.put(seq, (*range(100), 1000 + question, 7), row(0), prefix, 100)
+        branches.append(seq)
+    [other] = filled(cache, (5000, 5001))
+    assert cache.resident_tokens() == 100 + 3 * 2 + 2
+    cache.match((5000, 5001, 9))  # `other` used last: the prefix's family is the oldest
+    evicted: list[int] = []
+    # The prefix pinned (a batch builds on it): its branches and `other` go, oldest first; it stays.
+    cache.trim(0, [prefix], evicted)
+    assert evicted == [*branches, other] and cache.resident_tokens() == 100
+    # A family goes whole: the prefix with a branch built on it.
+    seq = cache.allocate([], [])
+    assert seq is not None
+    cache.put(seq, (*range(100), 77), row(0), prefix, 100)
+    evicted.clear()
+    cache.trim(50, [], evicted)
+    assert sorted(evicted) == sorted([prefix, seq]) and len(cache) == 0 and cache.evictions == 6
+    # A branch pinned keeps its whole family.
+    [prefix] = filled(cache, (1, 2, 3))
+    seq = cache.allocate([], [])
+    assert seq is not None
+    cache.put(seq, (1, 2, 3, 4), row(0), prefix, 3)
+    assert not cache.evict_one([seq], []) and len(cache) == 2

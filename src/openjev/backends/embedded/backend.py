@@ -36,9 +36,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +54,13 @@ from openjev.backends.base import (
 from openjev.backends.embedded.batching import Batch, Job, JobQueue, forward_rows
 from openjev.backends.embedded.conversion import CPU_EXTRA_HINT
 from openjev.backends.embedded.generation import Abandoned, GenerationJob, Model, decode
-from openjev.backends.embedded.loading import cache_kwarg, context_length, fulfil, load_model, release_freed_memory
+from openjev.backends.embedded.loading import (
+    cache_kwarg,
+    context_length,
+    load_model,
+    load_on_thread,
+    release_freed_memory,
+)
 from openjev.backends.embedded.model_source import ResolvedModel, resolve_model
 from openjev.backends.embedded.precision import auto_precision, normalize_precision, physical_cores, storage_dtype
 from openjev.backends.embedded.prefix_cache import CacheEntry, PrefixCache, shared_copy, state_nbytes
@@ -99,6 +104,8 @@ class EmbeddedBackend(Backend):
         self.local_model = local_model
         self.cache_dir = cache_dir
         self.dtype = normalize_precision(dtype) if dtype and dtype != "auto" else None
+        if self.dtype == "gguf":
+            raise ValueError("the gguf precision runs on llama.cpp (LlamaCppBackend), not on torch")
         self.threads = threads or physical_cores()
         self.prefix_cache = PrefixCache(prefix_cache_bytes)
         self._queue = JobQueue(self.prefix_cache, batch_bytes)
@@ -151,18 +158,11 @@ class EmbeddedBackend(Backend):
         if self._state != "created":
             return
         self._state = "starting"
-        loaded: Future[None] = Future()
-        # A daemon thread of its own, not the worker: a first start converts the model for about a
-        # minute, and stopping meanwhile must not wait for that. The conversion is atomic, and what a
-        # stopped one leaves behind is removed on the next start.
-        threading.Thread(target=fulfil, args=(loaded, self._load), name="openjev-embedded-load", daemon=True).start()
         try:
-            await asyncio.wrap_future(loaded)
+            await load_on_thread(self._load, "openjev-embedded-load")
         except BaseException as exc:
             self._state, self._error = "failed", f"{type(exc).__name__}: {exc}"
-            if isinstance(exc, BackendError | asyncio.CancelledError):
-                raise
-            raise BackendError(f"the embedded model could not be loaded: {exc}") from exc
+            raise
         if self._state == "loading":  # not closed meanwhile
             self._state = "ready"
 
@@ -170,6 +170,7 @@ class EmbeddedBackend(Backend):
         stats = self.prefix_cache.stats()
         detail: dict[str, Any] = {
             "state": self._state,
+            "runtime": "torch",
             "model": self.model_name,
             "source": self.model.source if self.model else self.local_model,
             "path": str(self.model.path) if self.model else None,

@@ -25,8 +25,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -42,8 +41,11 @@ from openjev.backends.base import (
     LabelLogprobs,
     ReadoutCall,
 )
-from openjev.backends.embedded.llama_runtime import Aborted, LlamaRuntime, NoRoom, Piece
-from openjev.backends.embedded.loading import fulfil
+from openjev.backends.embedded.batching import Job
+from openjev.backends.embedded.generation import GenerationJob
+from openjev.backends.embedded.llama_generation import decode_tokens
+from openjev.backends.embedded.llama_runtime import Aborted, LlamaError, LlamaRuntime, NoRoom, Piece, in_batches
+from openjev.backends.embedded.loading import load_on_thread
 from openjev.backends.embedded.model_source import ResolvedModel, resolve_gguf
 from openjev.backends.embedded.precision import physical_cores
 from openjev.backends.embedded.sequence_cache import SequenceCache
@@ -57,21 +59,11 @@ CallT = TypeVar("CallT", ReadoutCall, GenerationCall)
 
 #: Sequence ids of the context: resident prompts plus one request's branches.
 SEQUENCES = 256
+#: Cells of resident prompts a batch does not build on, kept for later reuse (`sequence_cache.trim`):
+#: each new token attends over every cell in use, so 1,024 costs a prefill about a tenth more at most.
+RESIDENT_TOKENS = 1024
 #: How long the worker waits for a branch's siblings when it finds it alone.
 LINGER_SECONDS = 0.002
-
-
-@dataclass(slots=True, eq=False)
-class _Job:
-    call: ReadoutCall
-    future: Future[LabelLogprobs | None] = field(default_factory=Future)
-    cancelled: bool = False
-
-
-@dataclass(slots=True, eq=False)
-class _GenerationJob:
-    call: GenerationCall
-    cancelled: bool = False
 
 
 class LlamaCppBackend(Backend):
@@ -101,7 +93,7 @@ class LlamaCppBackend(Backend):
         self.runtime: LlamaRuntime | None = None
         self.sequences = SequenceCache(SEQUENCES)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openjev-llama")
-        self._waiting: deque[_Job] = deque()
+        self._waiting: deque[Job] = deque()
         self._lock = threading.Lock()
         self._running: list[Any] = []
         self._state = "created"
@@ -129,15 +121,11 @@ class LlamaCppBackend(Backend):
         if self._state != "created":
             return
         self._state = "starting"
-        loaded: Future[None] = Future()
-        threading.Thread(target=fulfil, args=(loaded, self._load), name="openjev-llama-load", daemon=True).start()
         try:
-            await asyncio.wrap_future(loaded)
+            await load_on_thread(self._load, "openjev-llama-load")
         except BaseException as exc:
             self._state, self._error = "failed", f"{type(exc).__name__}: {exc}"
-            if isinstance(exc, BackendError | asyncio.CancelledError):
-                raise
-            raise BackendError(f"the embedded model could not be loaded: {exc}") from exc
+            raise
         if self._state == "loading":
             self._state = "ready"
 
@@ -155,19 +143,14 @@ class LlamaCppBackend(Backend):
             "readouts": self._readouts,
             "batched_readouts": self._batched_readouts,
             "in_flight": self._in_flight,
-            "prefix_cache": {
-                "entries": len(self.sequences),
-                "hits": self.sequences.hits,
-                "misses": self.sequences.misses,
-                "evictions": self.sequences.evictions,
-            },
+            "prefix_cache": self.sequences.stats(),
         }
         if self._error:
             detail["error"] = self._error
         return BackendHealth(ready=self._state == "ready", detail=detail)
 
     async def readout(self, call: ReadoutCall) -> LabelLogprobs:
-        job = _Job(self._check(call, call.label_token_ids))
+        job = Job(self._check(call, call.label_token_ids))
         self._in_flight += 1
         try:
             with self._lock:
@@ -192,7 +175,7 @@ class LlamaCppBackend(Backend):
         return result
 
     async def generate(self, call: GenerationCall) -> Generation:
-        job = _GenerationJob(self._check(call, call.stop_token_ids))
+        job = GenerationJob(self._check(call, call.stop_token_ids))
         self._in_flight += 1
         future = self._executor.submit(self._decode, job)
         try:
@@ -238,7 +221,7 @@ class LlamaCppBackend(Backend):
             self.runtime.shape.context_length,
         )
 
-    def _take(self) -> list[_Job]:
+    def _take(self) -> list[Job]:
         """The waiting jobs, each marked running (so a cancellation waits for it) unless already cancelled."""
         with self._lock:
             jobs = [job for job in self._waiting if job.future.set_running_or_notify_cancel()]
@@ -274,7 +257,7 @@ class LlamaCppBackend(Backend):
         for job, result in zip(jobs, results, strict=True):
             job.future.set_result(result)
 
-    def _answer(self, jobs: list[_Job]) -> list[LabelLogprobs | None]:
+    def _answer(self, jobs: list[Job]) -> list[LabelLogprobs | None]:
         rows: list[np.ndarray] = [np.empty(0)] * len(jobs)
         reused = [0] * len(jobs)
         pending: list[tuple[int, tuple[int, ...]]] = []
@@ -285,7 +268,7 @@ class LlamaCppBackend(Backend):
                 rows[index], reused[index] = match.entry.logprobs, len(ids)
             else:
                 pending.append((index, ids))
-        for group in _groups(pending, self.runtime.batch_tokens if self.runtime else 0):
+        for group in in_batches(pending, self.runtime.batch_tokens if self.runtime else 0):
             for (index, _), (row, length, _seq) in zip(group, self._evaluate([ids for _, ids in group]), strict=True):
                 rows[index], reused[index] = row, length
         return [
@@ -304,12 +287,16 @@ class LlamaCppBackend(Backend):
         runtime = self.runtime
         assert runtime is not None
         while True:
-            pieces: list[Piece] = []
+            matches = [self.sequences.match(ids, record=False) for ids in prompts]
+            sources = [match.entry.seq for match in matches if match.entry is not None]
             dropped: list[int] = []
-            for ids in prompts:
-                match = self.sequences.match(ids, record=False)
-                source = [match.entry.seq] if match.entry is not None else []
-                seq = self.sequences.allocate([piece.seq for piece in pieces] + source, dropped)
+            self.sequences.trim(RESIDENT_TOKENS, sources, dropped)
+            for gone in dropped:
+                runtime.drop(gone)
+            dropped.clear()
+            pieces: list[Piece] = []
+            for ids, match in zip(prompts, matches, strict=True):
+                seq = self.sequences.allocate([piece.seq for piece in pieces] + sources, dropped)
                 if seq is None:
                     raise BackendError(f"{len(prompts)} prompts at once exceed the {SEQUENCES} sequences")
                 for gone in dropped:
@@ -334,11 +321,12 @@ class LlamaCppBackend(Backend):
                     ) from None
                 runtime.drop(dropped[0])
                 continue
-            for piece, ids, row in zip(pieces, prompts, rows, strict=True):
-                self.sequences.put(piece.seq, ids, row.astype(np.float32))
+            for piece, ids, row, match in zip(pieces, prompts, rows, matches, strict=True):
+                parent = match.entry.seq if match.entry is not None else None
+                self.sequences.put(piece.seq, ids, row.astype(np.float32), parent, piece.start)
             return [(row, piece.start, piece.seq) for row, piece in zip(rows, pieces, strict=True)]
 
-    def _decode(self, job: _GenerationJob) -> Generation:
+    def _decode(self, job: GenerationJob) -> Generation:
         """Worker thread: one generation, token by token in a sequence of its own over the prompt's."""
         runtime, call, ids = self.runtime, job.call, tuple(job.call.input_ids)
         assert runtime is not None
@@ -350,7 +338,8 @@ class LlamaCppBackend(Backend):
                 source, logprobs, start = match.entry.seq, match.entry.logprobs, len(ids)
             else:
                 [(logprobs, start, source)] = self._evaluate([ids])
-            output, read = self._steps(runtime, self._generation_sequence(source, len(ids)), ids, logprobs, job)
+            seq = self._generation_sequence(source, len(ids))
+            output, read = self._steps(runtime, (source, seq), ids, logprobs, job)
         except Aborted:
             raise BackendError("the generation was cancelled") from None
         except BackendError:
@@ -367,6 +356,7 @@ class LlamaCppBackend(Backend):
     def _generation_sequence(self, source: int, length: int) -> int:
         runtime, dropped = self.runtime, []
         assert runtime is not None
+        self.sequences.trim(RESIDENT_TOKENS, [source], dropped)
         seq = self.sequences.allocate([source], dropped)
         if seq is None:
             raise BackendError("no sequence free for a generation")
@@ -377,36 +367,19 @@ class LlamaCppBackend(Backend):
         return seq
 
     def _steps(
-        self, runtime: LlamaRuntime, seq: int, ids: tuple[int, ...], logprobs: np.ndarray, job: _GenerationJob
+        self, runtime: LlamaRuntime, sequences: tuple[int, int], ids: tuple[int, ...], logprobs: Any, job: Any
     ) -> tuple[list[int], list[tuple[float, ...]]]:
-        """Pick, read and evaluate one token at a time (the rules of `generation.py`); the state after the
-        prompt and every generated id but the last stays resident for the readout that follows."""
-        call = job.call
-        rng = np.random.default_rng(call.seed or 0)
-        stops, constraint = set(call.stop_token_ids), call.constraint
-        output: list[int] = []
-        read: list[tuple[float, ...]] = []
-        allowed_ids = constraint.allowed_after(output) if constraint is not None else None
+        """`llama_generation.decode_tokens` in the generation's sequence (`sequences`: the prompt's and its
+        own, sharing the prompt's cells); the state after the prompt and every generated id but the last
+        stays resident for the readout that follows."""
+        source, seq = sequences
         try:
-            while True:
-                if job.cancelled:
-                    raise Aborted("cancelled")
-                allowed = _restricted(logprobs, allowed_ids)
-                if call.read_ids:
-                    read.append(tuple(float(allowed[token]) for token in call.read_ids))
-                output.append(_pick(allowed, call.temperature, rng))
-                complete = False
-                if constraint is not None:
-                    allowed_ids = constraint.allowed_after(output)
-                    complete = not allowed_ids
-                if output[-1] in stops or complete or len(output) >= call.max_new_tokens:
-                    break
-                [logprobs] = runtime.run([Piece(seq, len(ids) + len(output) - 1, (output[-1],))])
+            output, read, last = decode_tokens(runtime, seq, len(ids), logprobs, job.call, lambda: job.cancelled)
         except BaseException:
             runtime.drop(seq)
             self.sequences.release(seq)
             raise
-        self.sequences.put(seq, ids + tuple(output[:-1]), logprobs.astype(np.float32))
+        self.sequences.put(seq, ids + tuple(output[:-1]), last.astype(np.float32), source, len(ids))
         return output, read
 
     def _abort_if_all_cancelled(self) -> None:
@@ -415,57 +388,12 @@ class LlamaCppBackend(Backend):
             self.runtime.abort.set()
 
     def _check(self, call: CallT, named: Sequence[int]) -> CallT:
-        """`call` checked against the model: llama.cpp aborts the process on an id outside its vocabulary."""
-        if self._state != "ready":
+        if self._state != "ready" or self.runtime is None:
             raise BackendUnavailable(f"the embedded model is not ready ({self._state})")
-        if not call.input_ids:
-            raise BackendError("empty prompt")
         if call.images:
             raise BackendError(f"the embedded model {self.model_name} reads text only; it was sent images")
-        runtime = self.runtime
-        assert runtime is not None
-        if len(call.input_ids) > runtime.shape.context_length:
-            raise BackendError(
-                f"prompt of {len(call.input_ids)} tokens exceeds the context length {runtime.shape.context_length}"
-            )
-        vocab = runtime.shape.vocab_size
-        if bad := [i for i in named if not 0 <= i < vocab]:
-            raise BackendError(f"token ids {bad} are outside the model's vocabulary ({vocab})")
-        prompt = np.asarray(call.input_ids, dtype=np.int64)
-        if prompt.min() < 0 or prompt.max() >= vocab:
-            outside = prompt[(prompt < 0) | (prompt >= vocab)][:5].tolist()
-            raise BackendError(f"prompt token ids {outside} are outside the model's vocabulary ({vocab})")
+        try:
+            self.runtime.check(call.input_ids, named)
+        except LlamaError as exc:
+            raise BackendError(str(exc)) from None
         return call
-
-
-def _groups(prompts: list[tuple[int, tuple[int, ...]]], tokens: int) -> list[list[tuple[int, tuple[int, ...]]]]:
-    """`prompts` in order, in groups of at most `tokens` ids each (a longer prompt alone)."""
-    groups: list[list[tuple[int, tuple[int, ...]]]] = []
-    size = 0
-    for prompt in prompts:
-        if not groups or size + len(prompt[1]) > tokens:
-            groups.append([])
-            size = 0
-        groups[-1].append(prompt)
-        size += len(prompt[1])
-    return groups
-
-
-def _restricted(logprobs: np.ndarray, allowed_ids: Any) -> np.ndarray:
-    """`logprobs` renormalised over `allowed_ids` (None: every id, as they are)."""
-    if allowed_ids is None:
-        return logprobs
-    allowed = np.asarray(list(allowed_ids), dtype=np.int64)
-    masked = np.full_like(logprobs, -np.inf, dtype=np.float64)
-    chosen = logprobs[allowed].astype(np.float64)
-    chosen -= chosen.max()
-    masked[allowed] = chosen - np.log(np.exp(chosen).sum())
-    return masked
-
-
-def _pick(logprobs: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
-    if temperature <= 0:
-        return int(np.argmax(logprobs))
-    scaled = logprobs / temperature
-    weights = np.exp(scaled - scaled.max())
-    return int(rng.choice(len(weights), p=weights / weights.sum()))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,8 @@ import numpy as np
 
 #: `llama_decode`'s return values that are not failures of the input (llama.h).
 NO_KV_SLOT, ABORTED = 1, 2
-#: llama.h's LLAMA_FLASH_ATTN_TYPE_ENABLED and ggml.h's GGML_TYPE_Q8_0.
-FLASH_ATTENTION_ENABLED, GGML_TYPE_Q8_0 = 1, 8
+#: llama.h's LLAMA_FLASH_ATTN_TYPE_DISABLED, ggml.h's GGML_TYPE_F16 and GGML_TYPE_Q8_0.
+FLASH_ATTENTION_DISABLED, GGML_TYPE_F16, GGML_TYPE_Q8_0 = 0, 1, 8
 
 
 class LlamaError(RuntimeError):
@@ -89,10 +90,11 @@ class LlamaRuntime:
         params.n_ctx = params.n_batch = self.shape.context_length
         params.n_ubatch = min(ubatch, self.shape.context_length)
         params.n_seq_max = sequences
-        # K and V in q8_0 (flash attention reads them as they are): half the memory of f16 and faster;
-        # its effect on label probabilities is measured with the rest (benchmarks/embedded_speed.py).
-        params.flash_attn_type = FLASH_ATTENTION_ENABLED
-        params.type_k = params.type_v = GGML_TYPE_Q8_0
+        # Keys in q8_0 (a quarter less KV memory than f16 keys and values); values stay f16, since
+        # quantized values need flash attention, whose CPU kernel prefilled 2,000 tokens 1.5x slower with
+        # q8_0 cells than ggml's matrix products do (benchmarks/embedded_speed.py, README Performance).
+        params.flash_attn_type = FLASH_ATTENTION_DISABLED
+        params.type_k, params.type_v = GGML_TYPE_Q8_0, GGML_TYPE_F16
         params.n_threads = params.n_threads_batch = threads
         params.kv_unified = True  # one pool of cells: a copied prefix is shared, not duplicated
         params.no_perf = True
@@ -143,6 +145,21 @@ class LlamaRuntime:
             _log_softmax(np.ctypeslib.as_array(ll.llama_get_logits_ith(self._ctx, row), shape=(vocab,))) for row in rows
         ]
 
+    def check(self, prompt: Sequence[int], named: Sequence[int]) -> None:
+        """LlamaError unless the prompt fits the context and every id is in the vocabulary: llama.cpp
+        aborts the whole process on an id outside it."""
+        if not prompt:
+            raise LlamaError("empty prompt")
+        context, vocab = self.shape.context_length, self.shape.vocab_size
+        if len(prompt) > context:
+            raise LlamaError(f"prompt of {len(prompt)} tokens exceeds the context length {context}")
+        if bad := [i for i in named if not 0 <= i < vocab]:
+            raise LlamaError(f"token ids {bad} are outside the model's vocabulary ({vocab})")
+        ids = np.asarray(prompt, dtype=np.int64)
+        if ids.min() < 0 or ids.max() >= vocab:
+            outside = ids[(ids < 0) | (ids >= vocab)][:5].tolist()
+            raise LlamaError(f"prompt token ids {outside} are outside the model's vocabulary ({vocab})")
+
     def copy(self, src: int, dst: int, length: int) -> None:
         """Sequence `dst` shares `src`'s positions [0, length)."""
         self._ll.llama_memory_seq_cp(self._memory, src, dst, 0, length)
@@ -168,6 +185,19 @@ class LlamaRuntime:
         if self._batch is None:
             self._batch = self._ll.llama_batch_init(self.batch_tokens, 0, 1)
         return self._batch
+
+
+def in_batches(prompts: list[tuple[int, tuple[int, ...]]], tokens: int) -> list[list[tuple[int, tuple[int, ...]]]]:
+    """Indexed prompts in order, in groups of at most `tokens` ids (one `run` each; a longer prompt alone)."""
+    groups: list[list[tuple[int, tuple[int, ...]]]] = []
+    size = 0
+    for prompt in prompts:
+        if not groups or size + len(prompt[1]) > tokens:
+            groups.append([])
+            size = 0
+        groups[-1].append(prompt)
+        size += len(prompt[1])
+    return groups
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:

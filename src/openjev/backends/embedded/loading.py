@@ -4,22 +4,25 @@
 the checkpoint has a `vision_config` (None for a text-only one), put in its precision (`precision.py`).
 `cache_kwarg(forward)` names the argument a forward takes the KV cache by, and `context_length(path)`
 reads the longest sequence from config.json (a vision config keeps it in its `text_config`).
-`release_freed_memory()` hands a dropped model's memory back to the operating system; `fulfil` runs a load
-for a start() that may be cancelled.
+`release_freed_memory()` hands a dropped model's memory back to the operating system; `load_on_thread` runs a
+backend's load for a start() that may be cancelled.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import ctypes.util
 import gc
 import inspect
 import json
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from openjev.backends.base import BackendError
 from openjev.backends.embedded.conversion import is_vision_checkpoint
 from openjev.backends.embedded.precision import apply_precision, load_dtype
 from openjev.backends.embedded.vision import VisionModel, load_vision
@@ -58,9 +61,21 @@ def release_freed_memory() -> None:
         libc.malloc_trim(0)
 
 
-def fulfil(future: Future[None], work: Callable[[], None]) -> None:
-    """Run `work` (a model load, on a daemon thread of its own) and settle `future`, unless the waiting
-    start() was cancelled meanwhile."""
+async def load_on_thread(load: Callable[[], None], name: str) -> None:
+    """Run `load` on a daemon thread of its own, not a worker: a first start may convert or assemble the
+    model for a minute, and stopping meanwhile must not wait for that. Failures become BackendError."""
+    loaded: Future[None] = Future()
+    threading.Thread(target=_fulfil, args=(loaded, load), name=name, daemon=True).start()
+    try:
+        await asyncio.wrap_future(loaded)
+    except (BackendError, asyncio.CancelledError):
+        raise
+    except Exception as exc:
+        raise BackendError(f"the embedded model could not be loaded: {exc}") from exc
+
+
+def _fulfil(future: Future[None], work: Callable[[], None]) -> None:
+    """Run `work` and settle `future`, unless the waiting start() was cancelled meanwhile."""
     try:
         work()
     except BaseException as exc:

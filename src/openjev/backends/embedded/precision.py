@@ -25,6 +25,7 @@ bits, finer than bf16's 8 and int8's 7) and in float32 for float32, so the refer
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import warnings
 from pathlib import Path
@@ -71,30 +72,38 @@ def _onednn_below_bf16() -> bool:
     return bool(limit) and limit != "ALL" and "BF16" not in limit and "AMX" not in limit
 
 
-def resolve_precision(precision: str, local_model: str | None) -> str:
-    """The precision `auto` stands for with this model on this CPU; any other precision as it is."""
+def resolve_precision(
+    precision: str,
+    local_model: str | None,
+    *,
+    flags: set[str] | None = None,
+    capability: str | None = None,
+    llama_installed: bool | None = None,
+) -> str:
+    """The precision `auto` stands for with this model on this CPU (see the module doc); any other as it is."""
     if precision != "auto":
         return normalize_precision(precision)
-    native = auto_precision()
-    if native == "float32" and gguf_runtime_available() and is_gguf_model(local_model):
+    flags = cpu_flags() if flags is None else flags
+    native = auto_precision(flags, capability)
+    if llama_installed is None:
+        llama_installed = importlib.util.find_spec("llama_cpp") is not None
+    if native == "float32" and llama_installed and is_gguf_model(local_model) and runs_llama_build(flags):
         return "gguf"
     return native
 
 
-def gguf_runtime_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("llama_cpp") is not None
+def runs_llama_build(flags: set[str]) -> bool:
+    """Whether the CPU runs the llama.cpp build the `cpu` extra makes (pyproject: AVX2, FMA and F16C on
+    x86; an ARM CPU, whose flags include asimd, builds for itself)."""
+    return {"avx2", "fma", "f16c"} <= flags or "asimd" in flags
 
 
 def is_gguf_model(local_model: str | None) -> bool:
     """Whether `local_model` names a GGUF: a packaged model (the default) or a .gguf file."""
     spec = (local_model or "").strip()
-    return (
-        not spec
-        or spec.startswith("packaged:")
-        or (spec.lower().endswith(".gguf") and Path(spec).expanduser().is_file())
-    )
+    if not spec or spec.startswith("packaged:"):
+        return True
+    return spec.lower().endswith(".gguf") and Path(spec).expanduser().is_file()
 
 
 def storage_dtype(precision: str) -> str:
