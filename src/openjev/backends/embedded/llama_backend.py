@@ -319,7 +319,8 @@ class LlamaCppBackend(Backend):
                     raise BackendError(
                         f"{tokens} tokens do not fit the KV memory ({runtime.shape.context_length} tokens)"
                     ) from None
-                runtime.drop(dropped[0])
+                for gone in dropped:
+                    runtime.drop(gone)
                 continue
             for piece, ids, row, match in zip(pieces, prompts, rows, matches, strict=True):
                 parent = match.entry.seq if match.entry is not None else None
