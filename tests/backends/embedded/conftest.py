@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from openjev.backends.base import Backend
 from openjev.backends.embedded import EmbeddedBackend
 from openjev.backends.embedded.conversion import ModelSourceError
 from openjev.backends.embedded.model_source import ResolvedModel, resolve_model
@@ -61,12 +62,13 @@ def tiny_qwen2_5_vl(tmp_path: Path, qwen_tokenizer_dir: Path) -> Path:
     return build_tiny_vision(tmp_path / "tiny-qwen2.5-vl", qwen_tokenizer_dir)
 
 
-def backends_on(model: str, **defaults: Any) -> Iterator[Callable[..., EmbeddedBackend]]:
-    """A maker of fresh started backends on `model` (`defaults` and its own keywords), closed afterwards."""
-    made: list[EmbeddedBackend] = []
+def backends_on(model: str, runtime: type[Backend] = EmbeddedBackend, **defaults: Any) -> Iterator[Callable[..., Any]]:
+    """A maker of fresh started backends of `runtime` on `model` (`defaults` and its own keywords), closed
+    afterwards."""
+    made: list[Backend] = []
 
-    def make(**kwargs: Any) -> EmbeddedBackend:
-        fresh = EmbeddedBackend(model, **defaults | kwargs)
+    def make(**kwargs: Any) -> Any:
+        fresh = runtime(model, **defaults | kwargs)
         asyncio.run(fresh.start())
         made.append(fresh)
         return fresh

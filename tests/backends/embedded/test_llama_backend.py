@@ -22,7 +22,7 @@ from openjev.backends.base import BackendError, BackendUnavailable, GenerationCa
 from openjev.backends.embedded import LlamaCppBackend, llama_backend
 from openjev.backends.embedded.conversion import ModelSourceError
 from openjev.backends.embedded.model_source import ResolvedModel, resolve_gguf
-from tests.backends.embedded.conftest import TEST_MODEL
+from tests.backends.embedded.conftest import TEST_MODEL, backends_on
 from tests.backends.embedded.test_backend import QUESTIONS, chat_prefix, label_ids, question_suffix
 
 pytestmark = pytest.mark.embedded
@@ -59,17 +59,8 @@ def llama(gguf_model: ResolvedModel) -> Iterator[LlamaCppBackend]:
 
 @pytest.fixture
 def make_llama(gguf_model: ResolvedModel) -> Iterator[Callable[[], LlamaCppBackend]]:
-    made: list[LlamaCppBackend] = []
-
-    def make() -> LlamaCppBackend:
-        fresh = LlamaCppBackend(TEST_MODEL)
-        asyncio.run(fresh.start())
-        made.append(fresh)
-        return fresh
-
-    yield make
-    for fresh in made:
-        asyncio.run(fresh.aclose())
+    """Fresh started llama.cpp backends (nothing resident), closed after the test."""
+    yield from backends_on(TEST_MODEL, LlamaCppBackend)
 
 
 def readout(backend, ids: list[int], labels: Sequence[int]):

@@ -37,32 +37,23 @@ import asyncio
 import contextlib
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openjev.backends.base import (
-    Backend,
     BackendError,
     BackendHealth,
-    BackendUnavailable,
     Generation,
-    GenerationCall,
     LabelLogprobs,
     ReadoutCall,
 )
 from openjev.backends.embedded.batching import Batch, Job, JobQueue, forward_rows
 from openjev.backends.embedded.conversion import CPU_EXTRA_HINT
 from openjev.backends.embedded.generation import Abandoned, GenerationJob, Model, decode
-from openjev.backends.embedded.loading import (
-    cache_kwarg,
-    context_length,
-    load_model,
-    load_on_thread,
-    release_freed_memory,
-)
-from openjev.backends.embedded.model_source import ResolvedModel, resolve_model
-from openjev.backends.embedded.precision import auto_precision, normalize_precision, physical_cores, storage_dtype
+from openjev.backends.embedded.loading import cache_kwarg, context_length, load_model, release_freed_memory
+from openjev.backends.embedded.local import LocalModelBackend
+from openjev.backends.embedded.model_source import resolve_model
+from openjev.backends.embedded.precision import auto_precision, normalize_precision, storage_dtype
 from openjev.backends.embedded.prefix_cache import CacheEntry, PrefixCache, shared_copy, state_nbytes
 from openjev.backends.embedded.vision import CallT, VisionModel
 from openjev.prompting.vision import VisionSpec
@@ -76,7 +67,7 @@ DEFAULT_PREFIX_CACHE_BYTES = 1 << 30
 DEFAULT_BATCH_BYTES = 1 << 29
 
 
-class EmbeddedBackend(Backend):
+class EmbeddedBackend(LocalModelBackend):
     """Label readout with a transformers causal LM on the CPU, with prefix KV-cache reuse.
 
     `local_model` is what `model_source.resolve_model` accepts (None: the packaged default);
@@ -86,10 +77,6 @@ class EmbeddedBackend(Backend):
     `threads` defaults to the physical cores this process may use; `prefix_cache_bytes` bounds the
     memory of cached prompt states (0 disables reuse).
     """
-
-    kind = "embedded"
-    #: A CPU decodes a few to tens of tokens a second: a thinking budget of 1,024 would take minutes.
-    default_think_budget = 64
 
     def __init__(
         self,
@@ -101,24 +88,13 @@ class EmbeddedBackend(Backend):
         prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
     ) -> None:
-        self.local_model = local_model
-        self.cache_dir = cache_dir
+        super().__init__(local_model, cache_dir, threads, "openjev-embedded")
         self.dtype = normalize_precision(dtype) if dtype and dtype != "auto" else None
         if self.dtype == "gguf":
             raise ValueError("the gguf precision runs on llama.cpp (LlamaCppBackend), not on torch")
-        self.threads = threads or physical_cores()
         self.prefix_cache = PrefixCache(prefix_cache_bytes)
         self._queue = JobQueue(self.prefix_cache, batch_bytes)
-        self.model: ResolvedModel | None = None
         self._context_length: int | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openjev-embedded")
-        self._state = "created"
-        self._error: str | None = None
-        self._load_seconds: float | None = None
-        self._readouts = 0
-        self._batched_readouts = 0
-        self._in_flight = 0
-        self._running: list[Job] | list[GenerationJob] = []
         # Set by _load on the worker thread.
         self._torch: Any = None
         self._lm: Any = None
@@ -145,26 +121,6 @@ class EmbeddedBackend(Backend):
     @property
     def vision(self) -> VisionSpec | None:
         return self._vision.spec if self._vision else None
-
-    @property
-    def model_name(self) -> str | None:
-        return self.model.name if self.model else None
-
-    @property
-    def tokenizer_dir(self) -> Path | None:
-        return self.model.path if self.model else None
-
-    async def start(self) -> None:
-        if self._state != "created":
-            return
-        self._state = "starting"
-        try:
-            await load_on_thread(self._load, "openjev-embedded-load")
-        except BaseException as exc:
-            self._state, self._error = "failed", f"{type(exc).__name__}: {exc}"
-            raise
-        if self._state == "loading":  # not closed meanwhile
-            self._state = "ready"
 
     async def health(self) -> BackendHealth:
         stats = self.prefix_cache.stats()
@@ -214,21 +170,6 @@ class EmbeddedBackend(Backend):
             self._in_flight -= 1
         assert result is not None  # only a cancelled job yields None
         return result
-
-    async def generate(self, call: GenerationCall) -> Generation:
-        job, self._in_flight = GenerationJob(self._check(call)), self._in_flight + 1
-        future = self._executor.submit(self._decode, job)
-        try:
-            return await asyncio.wrap_future(future)
-        except asyncio.CancelledError:
-            job.cancelled = True
-            if not future.cancel():
-                # Running: it stops before its next token or decoder layer; wait, so nothing outlives us.
-                with contextlib.suppress(BaseException):
-                    await asyncio.wrap_future(future)
-            raise
-        finally:
-            self._in_flight -= 1
 
     async def aclose(self) -> None:
         if self._state == "closed":
@@ -318,8 +259,7 @@ class EmbeddedBackend(Backend):
 
     def _check(self, call: CallT) -> CallT:
         """`call` checked, its image pads expanded (`vision.py`)."""
-        if self._state != "ready":
-            raise BackendUnavailable(f"the embedded model is not ready ({self._state})")
+        self._ready()
         if not call.input_ids:
             raise BackendError("empty prompt")
         if self._vision is not None:

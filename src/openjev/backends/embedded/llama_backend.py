@@ -24,18 +24,14 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from openjev.backends.base import (
-    Backend,
     BackendError,
     BackendHealth,
-    BackendUnavailable,
     Generation,
     GenerationCall,
     LabelLogprobs,
@@ -45,9 +41,8 @@ from openjev.backends.embedded.batching import Job
 from openjev.backends.embedded.generation import GenerationJob
 from openjev.backends.embedded.llama_generation import decode_tokens
 from openjev.backends.embedded.llama_runtime import Aborted, LlamaError, LlamaRuntime, NoRoom, Piece, in_batches
-from openjev.backends.embedded.loading import load_on_thread
-from openjev.backends.embedded.model_source import ResolvedModel, resolve_gguf
-from openjev.backends.embedded.precision import physical_cores
+from openjev.backends.embedded.local import LocalModelBackend
+from openjev.backends.embedded.model_source import resolve_gguf
 from openjev.backends.embedded.sequence_cache import SequenceCache
 
 if TYPE_CHECKING:
@@ -66,15 +61,12 @@ RESIDENT_TOKENS = 1024
 LINGER_SECONDS = 0.002
 
 
-class LlamaCppBackend(Backend):
+class LlamaCppBackend(LocalModelBackend):
     """Label readout with llama.cpp on the CPU over a GGUF (`local_model`: packaged:<key> or a .gguf).
 
     `context` caps the KV memory in tokens (0: the model's trained context); `threads` defaults to the
     physical cores this process may use.
     """
-
-    kind = "embedded"
-    default_think_budget = 64
 
     def __init__(
         self,
@@ -84,22 +76,13 @@ class LlamaCppBackend(Backend):
         threads: int | None = None,
         context: int = 0,
     ) -> None:
-        self.local_model = local_model
-        self.cache_dir = cache_dir
-        self.threads = threads or physical_cores()
+        super().__init__(local_model, cache_dir, threads, "openjev-llama")
         self.context = context
         self.dtype = "gguf"
-        self.model: ResolvedModel | None = None
         self.runtime: LlamaRuntime | None = None
         self.sequences = SequenceCache(SEQUENCES)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openjev-llama")
         self._waiting: deque[Job] = deque()
         self._lock = threading.Lock()
-        self._running: list[Any] = []
-        self._state = "created"
-        self._error: str | None = None
-        self._load_seconds: float | None = None
-        self._readouts = self._batched_readouts = self._in_flight = 0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LlamaCppBackend:
@@ -108,26 +91,6 @@ class LlamaCppBackend(Backend):
     @property
     def context_length(self) -> int | None:
         return self.runtime.shape.context_length if self.runtime else None
-
-    @property
-    def model_name(self) -> str | None:
-        return self.model.name if self.model else None
-
-    @property
-    def tokenizer_dir(self) -> Path | None:
-        return self.model.path if self.model else None
-
-    async def start(self) -> None:
-        if self._state != "created":
-            return
-        self._state = "starting"
-        try:
-            await load_on_thread(self._load, "openjev-llama-load")
-        except BaseException as exc:
-            self._state, self._error = "failed", f"{type(exc).__name__}: {exc}"
-            raise
-        if self._state == "loading":
-            self._state = "ready"
 
     async def health(self) -> BackendHealth:
         detail: dict[str, Any] = {
@@ -150,7 +113,7 @@ class LlamaCppBackend(Backend):
         return BackendHealth(ready=self._state == "ready", detail=detail)
 
     async def readout(self, call: ReadoutCall) -> LabelLogprobs:
-        job = Job(self._check(call, call.label_token_ids))
+        job = Job(self._check(call))
         self._in_flight += 1
         try:
             with self._lock:
@@ -165,7 +128,7 @@ class LlamaCppBackend(Backend):
                     if waiting:
                         self._waiting.remove(job)
                 if not waiting:
-                    self._abort_if_all_cancelled()
+                    self._stop_running()
                     with contextlib.suppress(Exception):
                         await asyncio.wrap_future(job.future)
                 raise
@@ -173,22 +136,6 @@ class LlamaCppBackend(Backend):
             self._in_flight -= 1
         assert result is not None  # only a cancelled job yields None
         return result
-
-    async def generate(self, call: GenerationCall) -> Generation:
-        job = GenerationJob(self._check(call, call.stop_token_ids))
-        self._in_flight += 1
-        future = self._executor.submit(self._decode, job)
-        try:
-            return await asyncio.wrap_future(future)
-        except asyncio.CancelledError:
-            job.cancelled = True
-            if not future.cancel():
-                self._abort_if_all_cancelled()
-                with contextlib.suppress(BaseException):
-                    await asyncio.wrap_future(future)
-            raise
-        finally:
-            self._in_flight -= 1
 
     async def aclose(self) -> None:
         if self._state == "closed":
@@ -238,7 +185,7 @@ class LlamaCppBackend(Backend):
         # Cleared before the jobs are seen running: a cancellation from now on sets it for them.
         self.runtime.abort.clear()
         self._running = jobs
-        self._abort_if_all_cancelled()  # one cancelled while it was taken
+        self._stop_running()  # one cancelled while it was taken
         try:
             results = self._answer(jobs)
         except Aborted:
@@ -383,14 +330,15 @@ class LlamaCppBackend(Backend):
         self.sequences.put(seq, ids + tuple(output[:-1]), last.astype(np.float32), source, len(ids))
         return output, read
 
-    def _abort_if_all_cancelled(self) -> None:
+    def _stop_running(self) -> None:
         running = self._running
         if running and all(job.cancelled for job in running) and self.runtime is not None:
             self.runtime.abort.set()
 
-    def _check(self, call: CallT, named: Sequence[int]) -> CallT:
-        if self._state != "ready" or self.runtime is None:
-            raise BackendUnavailable(f"the embedded model is not ready ({self._state})")
+    def _check(self, call: CallT) -> CallT:
+        self._ready()
+        assert self.runtime is not None
+        named = call.label_token_ids if isinstance(call, ReadoutCall) else call.stop_token_ids
         if call.images:
             raise BackendError(f"the embedded model {self.model_name} reads text only; it was sent images")
         try:

@@ -1,0 +1,99 @@
+"""What both embedded runtimes (torch: `backend.py`, llama.cpp: `llama_backend.py`) share.
+
+A model resolved from `local_model` and loaded by `start()` on a daemon thread of its own (`_load`,
+which each runtime writes); one worker thread that runs all model work in arrival order; and `generate`,
+whose cancellation waits until the worker has stopped, so no model work outlives it (`_stop_running`
+tells a runtime that can interrupt a running step to do so).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from openjev.backends.base import Backend, BackendUnavailable, Generation, GenerationCall
+from openjev.backends.embedded.generation import GenerationJob
+from openjev.backends.embedded.loading import load_on_thread
+from openjev.backends.embedded.model_source import ResolvedModel
+from openjev.backends.embedded.precision import physical_cores
+
+
+class LocalModelBackend(Backend):
+    """A model in this process, on the CPU; `threads` defaults to the physical cores it may use."""
+
+    kind = "embedded"
+    #: A CPU decodes a few to tens of tokens a second: a thinking budget of 1,024 would take minutes.
+    default_think_budget = 64
+
+    def __init__(self, local_model: str | None, cache_dir: Path | None, threads: int | None, worker: str) -> None:
+        self.local_model = local_model
+        self.cache_dir = cache_dir
+        self.threads = threads or physical_cores()
+        self.model: ResolvedModel | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=worker)
+        self._worker = worker
+        self._state = "created"
+        self._error: str | None = None
+        self._load_seconds: float | None = None
+        self._readouts = self._batched_readouts = self._in_flight = 0
+        self._running: list[Any] = []
+
+    @property
+    def model_name(self) -> str | None:
+        return self.model.name if self.model else None
+
+    @property
+    def tokenizer_dir(self) -> Path | None:
+        return self.model.path if self.model else None
+
+    async def start(self) -> None:
+        if self._state != "created":
+            return
+        self._state = "starting"
+        try:
+            await load_on_thread(self._load, f"{self._worker}-load")
+        except BaseException as exc:
+            self._state, self._error = "failed", f"{type(exc).__name__}: {exc}"
+            raise
+        if self._state == "loading":  # not closed meanwhile
+            self._state = "ready"
+
+    async def generate(self, call: GenerationCall) -> Generation:
+        job = GenerationJob(self._check(call))
+        self._in_flight += 1
+        future = self._executor.submit(self._decode, job)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            job.cancelled = True
+            if not future.cancel():
+                # Running: it stops before its next token (or sooner); wait, so nothing outlives us.
+                self._stop_running()
+                with contextlib.suppress(BaseException):
+                    await asyncio.wrap_future(future)
+            raise
+        finally:
+            self._in_flight -= 1
+
+    def _ready(self) -> None:
+        if self._state != "ready":
+            raise BackendUnavailable(f"the embedded model is not ready ({self._state})")
+
+    def _stop_running(self) -> None:
+        """Called when the running work may have lost its last caller (the default: it checks by itself)."""
+
+    @abc.abstractmethod
+    def _load(self) -> None:
+        """Load the model (on the loader thread): set `model`, then `_state` to "loading" while "starting"."""
+
+    @abc.abstractmethod
+    def _check(self, call: Any) -> Any:
+        """`call` checked against the loaded model, ready to run."""
+
+    @abc.abstractmethod
+    def _decode(self, job: GenerationJob) -> Generation:
+        """Worker thread: one generation."""
