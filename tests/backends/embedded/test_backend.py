@@ -270,31 +270,32 @@ def test_cancelled_queued_call_never_runs(backend: EmbeddedBackend, tokenizer) -
     asyncio.run(scenario())
 
 
+async def cancel_a_running_prefill(backend, tokenizer) -> tuple[float, float, list[int]]:
+    """Time a ~1,800-token prefill, then start another and cancel it a fifth of the way in: (seconds from
+    the cancellation until it propagated, the full prefill's seconds, the cancelled prompt). The
+    cancellation propagates only once the worker has stopped: nothing runs afterwards, nothing counts."""
+    labels = label_ids(tokenizer, ["A"])
+    started = time.monotonic()
+    await backend.readout(ReadoutCall("whole", chat_prefix(tokenizer, uuid.uuid4().hex, turns=25), labels))
+    whole = time.monotonic() - started  # on this machine, now
+    long_prompt = chat_prefix(tokenizer, uuid.uuid4().hex, turns=25)
+    before = backend._readouts
+    running = asyncio.create_task(backend.readout(ReadoutCall("running", long_prompt, labels)))
+    await asyncio.sleep(whole / 5)
+    assert not running.done()
+    cancelled_at = time.monotonic()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    assert backend._running == [] and backend._readouts == before
+    return time.monotonic() - cancelled_at, whole, long_prompt
+
+
 @pytest.mark.embedded
 def test_cancelled_running_call_stops_early(backend: EmbeddedBackend, tokenizer) -> None:
-    labels = label_ids(tokenizer, ["A"])
-
-    async def scenario() -> tuple[float, float]:
-        started = time.monotonic()
-        await backend.readout(ReadoutCall("whole", chat_prefix(tokenizer, uuid.uuid4().hex, turns=25), labels))
-        whole = time.monotonic() - started  # a full prefill of ~1800 tokens, on this machine, now
-        long_prompt = chat_prefix(tokenizer, uuid.uuid4().hex, turns=25)
-        before = backend._readouts
-        running = asyncio.create_task(backend.readout(ReadoutCall("running", long_prompt, labels)))
-        await asyncio.sleep(whole / 5)
-        assert not running.done()
-        cancelled_at = time.monotonic()
-        running.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await running
-        # The cancellation propagates only once the worker has stopped, and nothing was stored.
-        assert backend._running == []
-        assert backend._readouts == before
-        assert backend.prefix_cache.longest_prefix(tuple(long_prompt)) is None
-        return time.monotonic() - cancelled_at, whole
-
+    stopped, whole, prompt = asyncio.run(cancel_a_running_prefill(backend, tokenizer))
+    assert backend.prefix_cache.longest_prefix(tuple(prompt)) is None  # nothing was stored
     # The worker stops at the next decoder layer (24 of them), not at the end of the prefill.
-    stopped, whole = asyncio.run(scenario())
     assert stopped < whole / 2
 
 

@@ -33,8 +33,6 @@ the backend needs the `cpu` extra.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from pathlib import Path
@@ -42,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 
 from openjev.backends.base import (
     BackendError,
-    BackendHealth,
     Generation,
     LabelLogprobs,
     ReadoutCall,
@@ -122,21 +119,12 @@ class EmbeddedBackend(LocalModelBackend):
     def vision(self) -> VisionSpec | None:
         return self._vision.spec if self._vision else None
 
-    async def health(self) -> BackendHealth:
+    def _facts(self) -> dict[str, Any]:
         stats = self.prefix_cache.stats()
-        detail: dict[str, Any] = {
-            "state": self._state,
+        return {
             "runtime": "torch",
-            "model": self.model_name,
-            "source": self.model.source if self.model else self.local_model,
             "path": str(self.model.path) if self.model else None,
             "dtype": self.dtype or "auto",
-            "threads": self.threads,
-            "context_length": self._context_length,
-            "load_seconds": self._load_seconds,
-            "readouts": self._readouts,
-            "batched_readouts": self._batched_readouts,
-            "in_flight": self._in_flight,
             "prefix_cache": {
                 "entries": stats.entries,
                 "bytes": stats.bytes,
@@ -146,37 +134,14 @@ class EmbeddedBackend(LocalModelBackend):
                 "evictions": stats.evictions,
             },
         }
-        if self._error:
-            detail["error"] = self._error
-        return BackendHealth(ready=self._state == "ready", detail=detail)
 
-    async def readout(self, call: ReadoutCall) -> LabelLogprobs:
-        job = Job(self._check(call))
-        self._in_flight += 1
-        try:
-            self._queue.put(job)
-            self._executor.submit(self._drain)
-            try:
-                result = await asyncio.wrap_future(job.future)
-            except asyncio.CancelledError:
-                job.cancelled = True
-                if not self._queue.withdraw(job) and not job.future.cancelled():
-                    # Already running: it stops at the next decoder layer (once every job of its batch
-                    # is cancelled). Wait for that, so no model work outlives the cancellation.
-                    with contextlib.suppress(Exception):
-                        await asyncio.wrap_future(job.future)
-                raise
-        finally:
-            self._in_flight -= 1
-        assert result is not None  # only a cancelled job yields None
-        return result
+    def _enqueue(self, job: Job) -> None:
+        self._queue.put(job)
 
-    async def aclose(self) -> None:
-        if self._state == "closed":
-            return
-        self._state = "closed"
-        # Queued jobs are dropped and a running one is waited for, so no model work outlives this call.
-        await asyncio.to_thread(self._executor.shutdown, wait=True, cancel_futures=True)
+    def _withdraw(self, job: Job) -> bool:
+        return self._queue.withdraw(job)
+
+    def _release(self) -> None:
         self.prefix_cache.clear()
         self._lm = None
         release_freed_memory()

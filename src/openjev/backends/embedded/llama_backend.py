@@ -18,8 +18,6 @@ is cancelled is stopped by llama.cpp's abort callback, and the cancellation prop
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import threading
 import time
@@ -31,7 +29,6 @@ import numpy as np
 
 from openjev.backends.base import (
     BackendError,
-    BackendHealth,
     Generation,
     GenerationCall,
     LabelLogprobs,
@@ -92,56 +89,26 @@ class LlamaCppBackend(LocalModelBackend):
     def context_length(self) -> int | None:
         return self.runtime.shape.context_length if self.runtime else None
 
-    async def health(self) -> BackendHealth:
-        detail: dict[str, Any] = {
-            "state": self._state,
+    def _facts(self) -> dict[str, Any]:
+        return {
             "runtime": "llama.cpp",
-            "model": self.model_name,
-            "source": self.model.source if self.model else self.local_model,
             "path": str(self.model.gguf) if self.model else None,
             "dtype": self.dtype,
-            "threads": self.threads,
-            "context_length": self.context_length,
-            "load_seconds": self._load_seconds,
-            "readouts": self._readouts,
-            "batched_readouts": self._batched_readouts,
-            "in_flight": self._in_flight,
             "prefix_cache": self.sequences.stats(),
         }
-        if self._error:
-            detail["error"] = self._error
-        return BackendHealth(ready=self._state == "ready", detail=detail)
 
-    async def readout(self, call: ReadoutCall) -> LabelLogprobs:
-        job = Job(self._check(call))
-        self._in_flight += 1
-        try:
-            with self._lock:
-                self._waiting.append(job)
-            self._executor.submit(self._drain)
-            try:
-                result = await asyncio.wrap_future(job.future)
-            except asyncio.CancelledError:
-                job.cancelled = True
-                with self._lock:
-                    waiting = job in self._waiting
-                    if waiting:
-                        self._waiting.remove(job)
-                if not waiting:
-                    self._stop_running()
-                    with contextlib.suppress(Exception):
-                        await asyncio.wrap_future(job.future)
-                raise
-        finally:
-            self._in_flight -= 1
-        assert result is not None  # only a cancelled job yields None
-        return result
+    def _enqueue(self, job: Job) -> None:
+        with self._lock:
+            self._waiting.append(job)
 
-    async def aclose(self) -> None:
-        if self._state == "closed":
-            return
-        self._state = "closed"
-        await asyncio.to_thread(self._executor.shutdown, wait=True, cancel_futures=True)
+    def _withdraw(self, job: Job) -> bool:
+        with self._lock:
+            if job in self._waiting:
+                self._waiting.remove(job)
+                return True
+        return False
+
+    def _release(self) -> None:
         for job in self._waiting:
             job.future.cancel()
         if self.runtime is not None:
@@ -199,8 +166,9 @@ class LlamaCppBackend(LocalModelBackend):
             return
         finally:
             self._running = []
-        self._readouts += len(jobs)
-        self._batched_readouts += len(jobs) if len(jobs) > 1 else 0
+        if results[0] is not None:  # answered, not abandoned
+            self._readouts += len(jobs)
+            self._batched_readouts += len(jobs) if len(jobs) > 1 else 0
         for job, result in zip(jobs, results, strict=True):
             job.future.set_result(result)
 

@@ -1,9 +1,10 @@
 """What both embedded runtimes (torch: `backend.py`, llama.cpp: `llama_backend.py`) share.
 
 A model resolved from `local_model` and loaded by `start()` on a daemon thread of its own (`_load`,
-which each runtime writes); one worker thread that runs all model work in arrival order; and `generate`,
-whose cancellation waits until the worker has stopped, so no model work outlives it (`_stop_running`
-tells a runtime that can interrupt a running step to do so).
+which each runtime writes); one worker thread that runs all model work in arrival order: readouts
+queued for its `_drain`, generations one at a time; cancellation that drops queued work and waits for
+running work to stop, so no model work outlives it (`_stop_running` tells a runtime that can interrupt
+a running step to do so); `health` with the facts every runtime reports; `aclose`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from openjev.backends.base import Backend, BackendUnavailable, Generation, GenerationCall
+from openjev.backends.base import (
+    Backend,
+    BackendHealth,
+    BackendUnavailable,
+    Generation,
+    GenerationCall,
+    LabelLogprobs,
+    ReadoutCall,
+)
+from openjev.backends.embedded.batching import Job
 from openjev.backends.embedded.generation import GenerationJob
 from openjev.backends.embedded.loading import load_on_thread
 from openjev.backends.embedded.model_source import ResolvedModel
@@ -62,6 +72,45 @@ class LocalModelBackend(Backend):
         if self._state == "loading":  # not closed meanwhile
             self._state = "ready"
 
+    async def health(self) -> BackendHealth:
+        detail: dict[str, Any] = {
+            "state": self._state,
+            "model": self.model_name,
+            "source": self.model.source if self.model else self.local_model,
+            "threads": self.threads,
+            "context_length": self.context_length,
+            "load_seconds": self._load_seconds,
+            "readouts": self._readouts,
+            "batched_readouts": self._batched_readouts,
+            "in_flight": self._in_flight,
+            **self._facts(),
+        }
+        if self._error:
+            detail["error"] = self._error
+        return BackendHealth(ready=self._state == "ready", detail=detail)
+
+    async def readout(self, call: ReadoutCall) -> LabelLogprobs:
+        job = Job(self._check(call))
+        self._in_flight += 1
+        try:
+            self._enqueue(job)
+            self._executor.submit(self._drain)
+            try:
+                result = await asyncio.wrap_future(job.future)
+            except asyncio.CancelledError:
+                job.cancelled = True
+                if not self._withdraw(job) and not job.future.cancelled():
+                    # Already running: it stops early once every job of its batch is cancelled. Wait
+                    # for that, so no model work outlives the cancellation.
+                    self._stop_running()
+                    with contextlib.suppress(Exception):
+                        await asyncio.wrap_future(job.future)
+                raise
+        finally:
+            self._in_flight -= 1
+        assert result is not None  # only a cancelled job yields None
+        return result
+
     async def generate(self, call: GenerationCall) -> Generation:
         job = GenerationJob(self._check(call))
         self._in_flight += 1
@@ -78,6 +127,14 @@ class LocalModelBackend(Backend):
             raise
         finally:
             self._in_flight -= 1
+
+    async def aclose(self) -> None:
+        if self._state == "closed":
+            return
+        self._state = "closed"
+        # Queued work is dropped and running work waited for, so no model work outlives this call.
+        await asyncio.to_thread(self._executor.shutdown, wait=True, cancel_futures=True)
+        self._release()
 
     def _ready(self) -> None:
         if self._state != "ready":
@@ -97,3 +154,23 @@ class LocalModelBackend(Backend):
     @abc.abstractmethod
     def _decode(self, job: GenerationJob) -> Generation:
         """Worker thread: one generation."""
+
+    @abc.abstractmethod
+    def _facts(self) -> dict[str, Any]:
+        """What `health` reports of this runtime: its name, precision, model path and prefix cache."""
+
+    @abc.abstractmethod
+    def _enqueue(self, job: Job) -> None:
+        """Queue a readout for the worker's next `_drain`."""
+
+    @abc.abstractmethod
+    def _withdraw(self, job: Job) -> bool:
+        """Take a queued readout back; False when the worker has it already."""
+
+    @abc.abstractmethod
+    def _drain(self) -> None:
+        """Worker thread: run the waiting readouts."""
+
+    @abc.abstractmethod
+    def _release(self) -> None:
+        """Free the model and its caches (after the worker has stopped)."""
