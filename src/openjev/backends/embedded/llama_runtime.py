@@ -14,6 +14,7 @@ caller drops its sequences).
 from __future__ import annotations
 
 import ctypes
+import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 #: `llama_decode`'s return values that are not failures of the input (llama.h).
 NO_KV_SLOT, ABORTED = 1, 2
@@ -68,7 +71,7 @@ class LlamaRuntime:
         try:
             import llama_cpp
         except ImportError as exc:  # the caller words the install hint
-            raise LlamaError(f"llama-cpp-python is not installed ({exc})") from exc
+            raise LlamaError(f"llama-cpp-python is not installed; the `cpu` extra brings it ({exc})") from exc
         self._ll = ll = llama_cpp
         _silence_logging(ll)
         ll.llama_backend_init()
@@ -209,11 +212,18 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
 
 
 _LOG_CALLBACK: Any = None
+#: ggml.h's GGML_LOG_LEVEL_ERROR.
+_LOG_ERROR = 4
 
 
 def _silence_logging(ll: Any) -> None:
-    """llama.cpp prints every load detail to stderr; keep errors only (level 4: GGML_LOG_LEVEL_ERROR)."""
+    """llama.cpp prints every load detail to stderr: keep its errors only, in openjev's log."""
     global _LOG_CALLBACK
     if _LOG_CALLBACK is None:
-        _LOG_CALLBACK = ll.llama_log_callback(lambda level, text, _data: None)
+
+        def forward(level: int, text: bytes, _data: Any) -> None:
+            if level == _LOG_ERROR and text:
+                logger.error("llama.cpp: %s", text.decode(errors="replace").rstrip())
+
+        _LOG_CALLBACK = ll.llama_log_callback(forward)
         ll.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p())
