@@ -99,3 +99,26 @@ def test_an_entry_goes_with_the_entries_built_on_it_and_trim_keeps_the_bound() -
     assert seq is not None
     cache.put(seq, (1, 2, 3, 4), row(0), prefix, 3)
     assert not cache.evict_one([seq], []) and len(cache) == 2
+
+
+def test_the_bound_counts_only_what_the_batch_does_not_build_on() -> None:
+    cache = SequenceCache(16)
+    [root] = filled(cache, tuple(range(1500)))
+    grown = cache.allocate([], [])
+    assert grown is not None
+    cache.put(grown, tuple(range(2000)), row(0), root, 1500)  # a conversation grown by 500 tokens
+    siblings = []
+    for question in range(4):
+        seq = cache.allocate([], [])
+        assert seq is not None
+        cache.put(seq, (*range(2000), 3000 + question, 1, 2), row(0), grown, 2000)
+        siblings.append(seq)
+    [stranger] = filled(cache, tuple(range(5000, 5900)))
+    evicted: list[int] = []
+    # A new branch builds on `grown`: it and its ancestor `root` do not count; the siblings (12 cells) and
+    # the stranger (900) fit within 1,024 and stay, and leave once the bound is lower.
+    cache.trim(1024, [grown], evicted)
+    assert evicted == [] and cache.resident_tokens(excluding=(root, grown)) == 912
+    cache.trim(100, [grown], evicted)
+    assert evicted[-1] == stranger and set(evicted) <= {stranger, *siblings}
+    assert cache.resident_tokens(excluding=(root, grown)) <= 100 and cache.match(tuple(range(2000))).entry

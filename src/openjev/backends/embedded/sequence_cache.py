@@ -19,7 +19,7 @@ being built) never go.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,13 +108,24 @@ class SequenceCache:
         return False
 
     def trim(self, tokens: int, pinned: Iterable[int], evicted: list[int]) -> None:
-        """Evict until the resident cells are at most `tokens` (or only pinned families are left)."""
+        """Evict until the cells of entries the pinned ones do not build on (neither pinned nor their
+        ancestors) are at most `tokens`, or nothing more can go."""
         pinned = list(pinned)
-        while self.resident_tokens() > tokens and self.evict_one(pinned, evicted):
+        built_on = {seq for pin in pinned for seq in self._ancestry(pin)}
+        while self.resident_tokens(excluding=built_on) > tokens and self.evict_one(pinned, evicted):
             pass
 
-    def resident_tokens(self) -> int:
-        return sum(entry.own for entry in self._entries.values())
+    def _ancestry(self, seq: int) -> list[int]:
+        """`seq` and the entries it was copied from, up to one evaluated from the start."""
+        chain = []
+        entry = self._entries.get(seq)
+        while entry is not None:
+            chain.append(entry.seq)
+            entry = self._entries.get(entry.parent) if entry.parent is not None else None
+        return chain
+
+    def resident_tokens(self, excluding: Collection[int] = ()) -> int:
+        return sum(entry.own for entry in self._entries.values() if entry.seq not in excluding)
 
     def put(self, seq: int, ids: tuple[int, ...], logprobs: np.ndarray, parent: int | None, shared: int) -> None:
         """`seq` holds `ids`: its first `shared` cells copied from `parent`, the rest evaluated into it."""
