@@ -222,7 +222,8 @@ class LlamaCppBackend(LocalModelBackend):
                     runtime.copy(match.entry.seq, seq, match.length)
                 pieces.append(Piece(seq, match.length, ids[match.length :]))
             try:
-                rows = runtime.run(pieces)
+                # Kept as they are stored, so a prompt asked again reads the very same values.
+                rows = [row.astype(np.float32) for row in runtime.run(pieces)]
             except BaseException as exc:
                 for piece in pieces:
                     runtime.drop(piece.seq)
@@ -239,7 +240,7 @@ class LlamaCppBackend(LocalModelBackend):
                 continue
             for piece, ids, row, match in zip(pieces, prompts, rows, matches, strict=True):
                 parent = match.entry.seq if match.entry is not None else None
-                self.sequences.put(piece.seq, ids, row.astype(np.float32), parent, piece.start)
+                self.sequences.put(piece.seq, ids, row, parent, piece.start)
             return [(row, piece.start, piece.seq) for row, piece in zip(rows, pieces, strict=True)]
 
     def _decode(self, job: GenerationJob) -> Generation:
