@@ -129,6 +129,8 @@ def test_long_conversation_answered_through_prefix_reuse(embedded):
     assert again.json()["answers"] == answers
     health = httpx.get(f"{embedded.url}/health").json()
     assert health["backend"]["prefix_cache"]["hits"] >= 2 * len(questions)
+    # /health names the runtime the precision runs on (llama.cpp for gguf, torch for the others).
+    assert health["backend"]["runtime"] == ("llama.cpp" if health["backend"]["dtype"] == "gguf" else "torch")
 
 
 def test_prompt_past_the_context_window_is_422(embedded):

@@ -1,8 +1,8 @@
 """llama.cpp (llama-cpp-python's bindings) running a GGUF as it is: one context, many sequences.
 
 `LlamaRuntime.run(pieces)` evaluates several token runs in one `llama_decode`: each `Piece` appends
-`tokens` to sequence `seq` at positions `start..start+len-1`, and a piece with `read` set gets the
-log-softmax over the whole vocabulary after its last token (the output head runs only there). The
+`tokens` to sequence `seq` at positions `start..start+len-1` and gets the log-softmax over the whole
+vocabulary after its last token (the output head runs only there). The
 KV memory is unified, so `copy(src, dst, length)` makes `dst` share `src`'s first `length` positions
 without copying them: every branch over a shared prefix attends to the same cells.
 
@@ -45,23 +45,19 @@ class Aborted(LlamaError):
 
 @dataclass(frozen=True, slots=True)
 class Piece:
-    """Tokens appended to sequence `seq` from position `start`; `read`: the distribution after the last."""
+    """Tokens appended to sequence `seq` from position `start`; the distribution after the last is read."""
 
     seq: int
     start: int
     tokens: tuple[int, ...]
-    read: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class ModelShape:
-    """What the GGUF says of the model: for FLOP counts, context and vocabulary checks."""
+    """What the GGUF says of the model, for the context and vocabulary checks."""
 
     vocab_size: int
     context_length: int
-    layers: int
-    hidden: int
-    parameters: int
 
 
 class LlamaRuntime:
@@ -85,9 +81,6 @@ class LlamaRuntime:
         self.shape = ModelShape(
             vocab_size=ll.llama_vocab_n_tokens(vocab),
             context_length=min(context, trained) if context else trained,
-            layers=ll.llama_model_n_layer(self._model),
-            hidden=ll.llama_model_n_embd(self._model),
-            parameters=ll.llama_model_n_params(self._model),
         )
         params = ll.llama_context_default_params()
         params.n_ctx = params.n_batch = self.shape.context_length
@@ -110,13 +103,11 @@ class LlamaRuntime:
             ll.llama_model_free(self._model)
             raise LlamaError(f"llama.cpp could not make a context of {self.shape.context_length} tokens")
         self._memory = ll.llama_get_memory(self._ctx)
-        self.sequences = sequences
         self.batch_tokens = params.n_batch
-        self._batch_capacity = 0
         self._batch: Any = None
 
     def run(self, pieces: list[Piece]) -> list[np.ndarray]:
-        """Evaluate `pieces` (at most `batch_tokens` tokens in all); the distributions of those that read.
+        """Evaluate `pieces` (at most `batch_tokens` tokens in all); the distribution after each.
 
         NoRoom when the KV memory has no room for them (the memory is as before), Aborted when `abort`
         was set (what was evaluated stays in the pieces' sequences).
@@ -132,9 +123,8 @@ class LlamaRuntime:
                 batch.seq_id[index][0] = piece.seq
                 batch.logits[index] = 0
                 index += 1
-            if piece.read:
-                batch.logits[index - 1] = 1
-                rows.append(index - 1)
+            batch.logits[index - 1] = 1
+            rows.append(index - 1)
         batch.n_tokens = total
         status = ll.llama_decode(self._ctx, batch)
         if status == NO_KV_SLOT:

@@ -189,11 +189,19 @@ def resolve_gguf(local_model: str | None, *, cache_dir: Path | None = None) -> R
     """
     spec = (local_model or "").strip() or DEFAULT_MODEL
     cache = (cache_dir or default_cache_dir()).expanduser()
-    path = Path(spec).expanduser()
-    if not spec.startswith(PACKAGED_PREFIX) and not (path.is_file() and path.suffix.lower() == ".gguf"):
+    if not is_gguf_model(spec):
         raise ModelSourceError(f"local_model {spec!r} is not a GGUF; the llama.cpp runtime runs GGUF models only")
     resolved = resolve_model(spec, cache_dir=cache, dtype=GGUF_DTYPE)
     return ResolvedModel(resolved.path, resolved.name, resolved.source, gguf=resolved.path / GGUF_FILE)
+
+
+def is_gguf_model(local_model: str | None) -> bool:
+    """Whether `local_model` names a GGUF: a packaged model (None: the default) or a .gguf file."""
+    spec = (local_model or "").strip()
+    if not spec or spec.startswith(PACKAGED_PREFIX):
+        return True
+    path = Path(spec).expanduser()
+    return path.suffix.lower() == ".gguf" and path.is_file()
 
 
 def _resolve_packaged(key: str, cache: Path, dtype: str) -> ResolvedModel:

@@ -36,6 +36,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from openjev.backends.embedded.model_source import is_gguf_model
+
 PRECISIONS = ("float32", "bfloat16", "int8", "gguf")
 _ALIASES = {"fp32": "float32", "float": "float32", "bf16": "bfloat16", "qint8": "int8"}
 
@@ -101,14 +103,6 @@ def runs_llama_build(flags: set[str]) -> bool:
     """Whether the CPU runs the llama.cpp build the `cpu` extra makes (pyproject: AVX2, FMA and F16C on
     x86; an ARM CPU, whose flags include asimd, builds for itself)."""
     return {"avx2", "fma", "f16c"} <= flags or "asimd" in flags
-
-
-def is_gguf_model(local_model: str | None) -> bool:
-    """Whether `local_model` names a GGUF: a packaged model (the default) or a .gguf file."""
-    spec = (local_model or "").strip()
-    if not spec or spec.startswith("packaged:"):
-        return True
-    return spec.lower().endswith(".gguf") and Path(spec).expanduser().is_file()
 
 
 def storage_dtype(precision: str) -> str:
