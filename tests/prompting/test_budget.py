@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from openjev.errors import RequestRejected
 from openjev.prompting.budget import TokenBudget
 
 BUDGET = TokenBudget(100, "OPENJEV_MAX_INPUT_TOKENS", 400)
@@ -67,3 +70,13 @@ def test_a_box_question_counts_every_id_its_generation_may_write() -> None:
     (issue,) = BUDGET.first_pass_issues(50, [("where", 27), ("q", 27)], generated={"where": 24})
     assert issue.loc == ("questions", "where") and issue.ctx == {"limit": 100, "tokens": 101}
     assert "+ 24 output" in issue.msg
+
+
+def test_a_first_pass_that_fits_leaves_the_rest_of_the_total_and_one_over_is_refused_whole() -> None:
+    branches, readouts = [("a", 10), ("b", 20)], [("a", 30)]
+    # Sent: warm-up 50 + (50 + 10) + (50 + 20) + a content-free readout of 30.
+    assert BUDGET.check_first_pass(50, branches, readouts, {}) == 400 - 210
+    with pytest.raises(RequestRejected) as refused:
+        BUDGET.check_first_pass(50, [("a", 60), ("b", 70)], [], {"b": 3})
+    assert list(refused.value.issues) == BUDGET.first_pass_issues(50, [("a", 60), ("b", 70)], generated={"b": 3})
+    assert [issue.loc for issue in refused.value.issues] == [("questions", "a"), ("questions", "b")]
