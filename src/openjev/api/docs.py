@@ -36,9 +36,11 @@ GUIDE_PAGES = {
     "answer-quality.md": "answer quality with intervals",
     "development.md": "tests, CI, benchmarks and evaluations",
 }
-GUIDES = "Guides in the project's `docs/` folder: " + "; ".join(
-    f"`docs/{page}` ({what})" for page, what in GUIDE_PAGES.items()
-) + "."
+GUIDES = (
+    "Guides in the project's `docs/` folder: "
+    + "; ".join(f"`docs/{page}` ({what})" for page, what in GUIDE_PAGES.items())
+    + "."
+)
 
 # Scalar fetches web fonts from its own servers unless told not to.
 REFERENCE_PAGE = f"""<!doctype html>
