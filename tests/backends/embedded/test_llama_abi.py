@@ -10,6 +10,7 @@ from __future__ import annotations
 import platform
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,34 @@ def test_the_prebuilt_cpu_kernels_use_no_avx512_or_amx_instruction(library: Libr
         assert "%ymm" in code, module  # AVX2 kernels are there
         for marker in ("%zmm", "%k1", "vpdpbusd", "vdpbf16ps", "tdpbssd", "tdpbf16ps", "ldtilecfg"):
             assert marker not in code, (module, marker)
+
+
+#: A fresh process (llama.cpp's backend registry is per process): the runtime on `OPENJEV_LLAMA_LIB`'s
+#: library, answering the same prompt as the wheel's.
+ON_A_BUILD = """
+import sys
+from pathlib import Path
+from openjev.backends.embedded.llama_runtime import LlamaRuntime, Piece
+from openjev.backends.embedded.model_source import resolve_gguf
+
+gguf = resolve_gguf("packaged:qwen2.5-coder-0.5b").gguf
+runtime = LlamaRuntime(gguf, threads=1, context=256, sequences=2, library=Path(sys.argv[1]) if sys.argv[1] else None)
+[row] = runtime.run([Piece(0, 0, tuple(range(100, 140)))])
+print(runtime._ll.ggml_backend_dev_count(), int(row.argmax()), float(row.max()))
+"""
+
+
+@pytest.mark.embedded
+def test_a_build_directory_with_cpu_variants_serves_as_the_library(library: Library, tmp_path: Path) -> None:
+    """A GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS build's directory: libllama beside `libggml-cpu-<variant>`
+    modules, of which ggml loads the best this CPU runs. Laid out here from the wheel's own files."""
+    for path in library.path.parent.iterdir():
+        shutil.copy(path, tmp_path / path.name)
+    shutil.copy(next((library.backends or library.path.parent).glob("*ggml-cpu.*")), tmp_path / "libggml-cpu-x64.so")
+    answers = []
+    for configured in ("", str(tmp_path)):
+        done = subprocess.run([sys.executable, "-c", ON_A_BUILD, configured], capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        answers.append(done.stdout.split())
+    assert answers[0] == answers[1] and answers[0][0] == "1"
