@@ -146,10 +146,11 @@ class Engine:
 
     def look_up(self, request: SystemOneRequest, body_bytes: int) -> tuple[Lookup | None, int]:
         """The conversation memo's lookup for `prepare`, and about how many bytes of text `prepare` will
-        render and tokenize: for a conversation that extends one remembered, its new messages and every
-        question's texts (counted no further than past OPENJEV_INLINE_PREPARATION_BYTES); anything else,
-        its whole body of `body_bytes`. A JSON state that is not a chat is not looked up here: its text
-        is rendered first, which is preparation's work (`prepare` looks it up)."""
+        render and tokenize: for a conversation that extends one remembered, its new messages (with the
+        template's markup around each) and every question's texts (counted no further than past
+        OPENJEV_INLINE_PREPARATION_BYTES); anything else, its whole body of `body_bytes`. A JSON state
+        that is not a chat is not looked up here: its text is rendered first, which is preparation's work
+        (`prepare` looks it up)."""
         if not isinstance(request.state, str) and chat_messages(request.state) is None:
             return None, body_bytes
         lookup = self.memo.lookup(request.state)

@@ -192,6 +192,32 @@ def test_small_new_text_is_prepared_on_the_event_loop_and_more_on_a_worker_threa
     assert answered[0].json()["answers"].keys() == answered[1].json()["answers"].keys()
 
 
+def test_many_short_new_messages_count_their_markup_and_go_to_a_worker_thread(qwen_tokenizer_dir) -> None:
+    # 4,000 one-character messages are 4,000 bytes of content but some 124,000 rendered (about 30
+    # characters of markup each on Qwen's template): they took 115-336 ms on the event loop.
+    app = create_app(settings_for(qwen_tokenizer_dir), InstantBackend())
+    with TestClient(app) as client:
+        assert _eventually_ready(client)
+        engine = app.state.service.runtime().engine
+        prepare, threads = engine.prepare, []
+
+        def recording_prepare(body, **options):
+            threads.append(threading.current_thread())
+            return prepare(body, **options)
+
+        engine.prepare = recording_prepare
+        chat = [{"role": ("user", "assistant")[i % 2], "content": f"message {i}"} for i in range(8)]
+        short = [{"role": ("user", "assistant")[i % 2], "content": "x"} for i in range(4000)]
+        # The chat is new, then its first extension proves its shape; then a few short messages more are
+        # prepared on the loop, and 4,000 short messages on a worker thread.
+        few = [{"role": ("user", "assistant")[i % 2], "content": "y"} for i in range(3)]
+        states = [chat, [*chat, {"role": "user", "content": "one"}], [*chat, *few], [*chat, *short]]
+        answered = [client.post("/v1/systemone", json={**support_ticket(), "state": state}) for state in states]
+        event_loop = client.portal.call(threading.current_thread)
+    assert [response.status_code for response in answered] == [200] * 4
+    assert [thread is event_loop for thread in threads] == [True, True, True, False]
+
+
 def test_cheap_limits_come_before_any_preparation(qwen_tokenizer_dir) -> None:
     app = create_app(settings_for(qwen_tokenizer_dir, max_questions=2), InstantBackend())
     with TestClient(app) as client:
