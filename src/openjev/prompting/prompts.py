@@ -2,8 +2,10 @@
 
 Contract:
 - A state that is a list of chat messages, or exactly `{"messages": [...]}`, renders as those turns
-  with the model's own chat template (roles and extra keys kept, text content only). Any other state
-  is serialized intact (JSON, non-ASCII kept) into one user turn.
+  with the model's own chat template (roles and extra keys kept, text content only: an image content
+  part is shown by `image_marks.py` or refused; a null `name`, `tool_call_id`, `tool_calls` or
+  `reasoning_content` is absent). Any other state is serialized intact (JSON, non-ASCII kept) into
+  one user turn.
 - Each question is one more user turn holding its instructions and its options as `A: description`
   (a null description shows the option's name), followed by the assistant header with thinking off
   and the answer cue (`ANSWER_CUES`, `OPENJEV_ANSWER_CUE`): `Answer:` and a newline (`plain`), or
