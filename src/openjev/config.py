@@ -171,8 +171,9 @@ class Settings(BaseSettings):
         16 * 1024,
         ge=0,
         description="A request that brings at most this many bytes of new text (its decoded body; for a chat "
-        "or text state that extends or repeats one prepared before, its new messages and every question's texts) "
-        "is prepared on the event loop, in a preparation slot: handing it to a worker thread costs more than "
+        "or text state that extends or repeats one prepared before, its new messages with the template's markup "
+        "around each, and every question's texts) is prepared on the event loop, in a preparation slot: handing "
+        "it to a worker thread costs more than "
         "preparing it; 0: every request on a worker thread.",
     )
     # Image assets (a vision backend only; request/images.py).

@@ -146,8 +146,8 @@ class Engine:
     def look_up(self, request: SystemOneRequest, body_bytes: int) -> tuple[Lookup | None, int]:
         """The memo's lookup for `prepare` (`ConversationMemo.early_lookup`), and about how many bytes of
         text `prepare` will render and tokenize: for a conversation that extends one remembered, its new
-        messages and every question's texts (counted to just past OPENJEV_INLINE_PREPARATION_BYTES);
-        anything else, its whole body of `body_bytes`."""
+        messages (with the template's markup around each) and every question's texts (counted to just
+        past OPENJEV_INLINE_PREPARATION_BYTES); anything else, its whole body of `body_bytes`."""
         lookup = self.memo.early_lookup(request.state)
         if lookup is None or lookup.new_text_bytes is None:
             return lookup, body_bytes

@@ -297,6 +297,8 @@ async def health(service: ServiceDep) -> JSONResponse:
         "status": status,
         "ready": ready,
         "model": current.served_model_name if current else None,
+        # Whether image assets (and box questions) are served: the model sees (null until it is ready).
+        "images": service.backend.vision is not None if current else None,
         "backend": {
             "kind": service.backend.kind,
             **{

@@ -84,6 +84,7 @@ def client_options(settings: Settings) -> dict[str, Any]:
         "max_connections": settings.max_concurrent_branches,
         "vocab_size": settings.backend_vocab_size,
         "data_parallel_size": settings.data_parallel_size,
+        "tokenizer": settings.tokenizer,
     }
 
 
@@ -182,7 +183,9 @@ class SGLangBackend(Backend):
         max_connections: int = 64,
         vocab_size: int | None = None,
         data_parallel_size: int | None = None,
+        tokenizer: Path | None = None,
     ) -> None:
+        """`tokenizer`: openjev's own tokenizer directory (OPENJEV_TOKENIZER), read before any hub look-up."""
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url = base_url.rstrip("/")
         self.startup_timeout = startup_timeout
@@ -216,6 +219,7 @@ class SGLangBackend(Backend):
         self._dp_size = data_parallel_size or 1
         self._vision: VisionSpec | None = None
         self._image_data = ImageData()
+        self._tokenizer = tokenizer
 
     # -- readout ----------------------------------------------------------------------------------
 
@@ -342,7 +346,9 @@ class SGLangBackend(Backend):
             )
         revision = self.server_info.get("revision")
         revision = revision if isinstance(revision, str) else None
-        self._vision = await asyncio.to_thread(read_vision, self.model_info, self.server_info, revision)
+        self._vision = await asyncio.to_thread(
+            read_vision, self.model_info, self.server_info, revision, self._tokenizer
+        )
         vocab = self._configured_vocab_size or self.model_info.get("vocab_size")
         self._vocab_size = vocab if _positive_int(vocab) else await self._read_vocab_size()
         if self._vocab_size is None:
