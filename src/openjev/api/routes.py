@@ -16,6 +16,7 @@ import json
 import math
 import time
 from collections.abc import Awaitable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -26,6 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import Receive
 
 from openjev import __version__, metrics
+from openjev.affinity import caller_key
 from openjev.answering.box_reading import BoxReader
 from openjev.api.docs import REFERENCE_PAGE, swagger_ui_page
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HEALTH_RESPONSES, retry_after_headers
@@ -106,8 +108,8 @@ def server_timing(prep: float, evaluation: Evaluation) -> str:
     )
 
 
-def answer_response(served_model_name: str, evaluation: Evaluation, prep_seconds: float) -> Response:
-    """The 200 answer with openjev's headers; the metrics of a finished evaluation are counted here."""
+def answer_headers(evaluation: Evaluation, prep_seconds: float) -> dict[str, str]:
+    """openjev's headers on a 200 answer; the metrics of a finished evaluation are counted here."""
     metrics.INPUT_TOKENS.inc(evaluation.input_tokens)
     for answer in evaluation.answers.values():
         metrics.QUESTIONS.labels(answer["type"]).inc()
@@ -126,16 +128,35 @@ def answer_response(served_model_name: str, evaluation: Evaluation, prep_seconds
         metrics.THINKING_FAILURES.inc(escalation.failed)
         metrics.REASONING_TOKENS.inc(escalation.reasoning_tokens)
         metrics.THINKING_SECONDS.inc(escalation.seconds)
-    payload = {
-        "model": served_model_name,
-        "answers": evaluation.answers,
-        "usage": {"input_tokens": evaluation.input_tokens, "output_tokens": evaluation.output_tokens},
-    }
+    return headers
+
+
+def json_response(payload: Any, headers: dict[str, str]) -> Response:
     return Response(
         json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")),
         media_type="application/json",
         headers=headers,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """A finished evaluation, the seconds its preparation took, and the model name it answers under."""
+
+    evaluation: Evaluation
+    prep_seconds: float
+    model: str
+
+
+def answer_response(answered: Answered) -> Response:
+    """The `/v1/systemone` 200 answer."""
+    evaluation = answered.evaluation
+    payload = {
+        "model": answered.model,
+        "answers": evaluation.answers,
+        "usage": {"input_tokens": evaluation.input_tokens, "output_tokens": evaluation.output_tokens},
+    }
+    return json_response(payload, answer_headers(evaluation, answered.prep_seconds))
 
 
 @router.post(
@@ -160,7 +181,25 @@ async def answer_request(
 ) -> Response:
     """`POST /v1/systemone` once its body is a valid request of `body_bytes` bytes (from the route,
     or from `api.fast_path`); `receive` reports a client that leaves; `parts`: a multipart body's
-    image parts by name. Images are decoded in the preparation slot, never on the event loop."""
+    image parts by name."""
+    answered = await evaluate_request(body, body_bytes, receive, service, runtime, parts)
+    return Response(status_code=499) if answered is None else answer_response(answered)
+
+
+async def evaluate_request(
+    body: SystemOneRequest,
+    body_bytes: int,
+    receive: Receive,
+    service: Service,
+    runtime: Runtime,
+    parts: dict[str, bytes] | None = None,
+    *,
+    conversation: str | None = None,
+) -> Answered | None:
+    """The one evaluation behind every answering route, for a valid Jev request of `body_bytes` bytes;
+    None when the client left first. `conversation`: the caller's name for its conversation, which
+    keys the data-parallel rank in place of the prompt's opening. Images are decoded in the
+    preparation slot, never on the event loop."""
     runtime.check_model(body.model)
     issues = check_request(body, service.settings, runtime.engine.boxes.accepted)
     if issues:
@@ -173,14 +212,16 @@ async def answer_request(
             work = functools.partial(runtime.engine.prepare, body, checked=True, lookup=lookup, images=images)
             inline = service.prepares_inline(new_bytes) and not images
             prepared = await service.prepare(work, inline=inline)
+            if conversation is not None:
+                prepared = replace(prepared, affinity_key=caller_key(conversation))
             prepared_at = time.perf_counter()
             evaluation = await run_while_connected(receive, runtime.engine.evaluate(prepared))
     except ClientDisconnected:
-        return Response(status_code=499)
+        return None
     metrics.REQUEST_SECONDS.observe(time.perf_counter() - started)
     # The thinking tier answers under its own name, so a client sees which tier answered.
     name = body.model if body.model == service.settings.think_model else runtime.served_model_name
-    return answer_response(name, evaluation, prepared_at - started)
+    return Answered(evaluation, prepared_at - started, name)
 
 
 @router.get(

@@ -1,0 +1,47 @@
+"""OpenRouter's decisions request (`POST /api/alpha/decisions`): the System One request, whose
+top-level `state` array may hold images as `{"type": "image_url", "image_url": {"url": DATA_URL}}`
+items (text items are plain strings).
+
+`with_image_assets` turns each such item into an image asset whose placeholder stands in its place,
+so the array reads as the official SDK sends a state that mixes text and images, and every image
+rule is the asset rules' (`assets.py`). A data URL of PNG or JPEG only; a remote URL is refused
+(422 naming the item's `url`), nothing is fetched.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from openjev.errors import Loc
+from openjev.request.decisions import data_url_image
+from openjev.request.schema import Asset, SystemOneRequest
+
+
+def _image_url(item: Any) -> tuple[Any, Loc] | None:
+    """An `image_url` item's URL and where it is below the item; None for any other item."""
+    if not isinstance(item, dict) or item.get("type") != "image_url":
+        return None
+    inner = item.get("image_url")
+    return (inner.get("url"), ("image_url", "url")) if isinstance(inner, dict) else (inner, ("image_url",))
+
+
+def with_image_assets(request: SystemOneRequest) -> SystemOneRequest:
+    """`request` with its state's `image_url` items as image assets (itself when it has none)."""
+    state = request.state
+    if not isinstance(state, list) or not any(_image_url(item) for item in state):
+        return request
+    nonce = secrets.token_hex(8)
+    assets: dict[str, Asset] = dict(request.assets or {})
+    items: list[Any] = []
+    for index, item in enumerate(state):
+        found = _image_url(item)
+        if found is None:
+            items.append(item)
+            continue
+        url, below = found
+        image_format, payload = data_url_image(url if isinstance(url, str) else "", ("state", index, *below))
+        key = f"<openjev-image-{nonce}-{index}>"
+        assets[key] = Asset(type="image", format=image_format, data_base64=payload)  # type: ignore[arg-type]
+        items.append(key)
+    return request.model_copy(update={"state": items, "assets": assets})
