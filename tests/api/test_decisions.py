@@ -393,3 +393,28 @@ def test_a_wrong_key_is_an_authentication_error(serve_openjev, fake_sglang, qwen
     with openai.OpenAI(base_url=f"{server.url}/v1", api_key="secret", max_retries=0) as sdk:
         assert len(sdk.decisions.create(**body).answers) == 1
     assert httpx.post(f"{server.url}/api/alpha/decisions", json={}).status_code == 401
+
+
+def test_prompt_cache_key_keeps_a_conversation_on_one_rank(serve_openjev, qwen_tokenizer_dir):
+    """Four data-parallel ranks: eight different inputs land on several ranks by their openings, and on
+    one rank when they share a `prompt_cache_key`."""
+    with FakeSGLang(dp_size=4) as fake:
+        server = serve_openjev("--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir))
+        with openai.OpenAI(base_url=f"{server.url}/v1", api_key="k", max_retries=0) as sdk:
+
+            def ranks(**extra):
+                seen = set()
+                for index in range(8):
+                    before = len(fake.generate_calls)
+                    sdk.decisions.create(
+                        model="gpt-6-luna",
+                        input=f"Ticket {index}: {'lorem ipsum ' * index} the printer is broken",
+                        questions=[{"type": "predicate", "instructions": "Is it urgent?"}],
+                        **extra,
+                    )
+                    seen |= {call["body"]["routed_dp_rank"] for call in fake.generate_calls[before:]}
+                return seen
+
+            assert len(ranks()) > 1
+            assert len(ranks(prompt_cache_key="customer-7")) == 1
+        assert fake.violations == []

@@ -28,7 +28,7 @@ from openjev.api.routes import (
 from openjev.api.strict_json import StrictJSONRoute
 from openjev.errors import RequestRejected
 from openjev.request.decisions import DecisionRequest, DecisionResponse, OpenAIError, translate
-from openjev.request.openrouter import with_image_assets
+from openjev.request.openrouter import ImageItems, with_image_assets
 from openjev.request.schema import SystemOneRequest, SystemOneResponse
 
 DECISIONS_PATH = "/v1/decisions"
@@ -94,5 +94,9 @@ async def decisions(body: DecisionRequest, request: Request, service: ServiceDep
 async def openrouter_decisions(
     body: SystemOneRequest, request: Request, service: ServiceDep, runtime: RuntimeDep
 ) -> Response:
-    jev = with_image_assets(body)
-    return await answer_request(jev, len(await request.body()), request.receive, service, runtime)
+    places = ImageItems()
+    jev = with_image_assets(body, places)
+    try:
+        return await answer_request(jev, len(await request.body()), request.receive, service, runtime)
+    except RequestRejected as error:
+        raise places.rejected(error) from None
