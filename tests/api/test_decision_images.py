@@ -23,6 +23,12 @@ def data_url(image: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(image).decode()
 
 
+def photo(image: bytes) -> list[dict]:
+    """One user message: a line of text, then the image."""
+    content = [{"type": "input_text", "text": "Photo:"}, {"type": "input_image", "image_url": data_url(image)}]
+    return [{"role": "user", "content": content}]
+
+
 def asset(image: bytes) -> dict:
     return {"type": "image", "format": "png", "data_base64": base64.b64encode(image).decode()}
 
@@ -53,12 +59,16 @@ def test_input_images_are_answered_as_the_same_assets_on_systemone(vision_stack,
     before = len(fake.generate_calls)
     decision = client.decisions.create(
         model="gpt-6-luna",
-        input=[{"role": "user", "content": [{"type": "input_text", "text": "Photo:"},
-                                            {"type": "input_image", "image_url": data_url(RED)}]}],  # fmt: skip
+        input=photo(RED),
         questions=[
             {"type": "predicate", "instructions": "Is the picture red?"},
-            {"type": "predicate", "instructions": [{"type": "input_text", "text": "Same as this?"},
-                                                   {"type": "input_image", "image_url": data_url(BLUE)}]},  # fmt: skip
+            {
+                "type": "predicate",
+                "instructions": [
+                    {"type": "input_text", "text": "Same as this?"},
+                    {"type": "input_image", "image_url": data_url(BLUE)},
+                ],
+            },
         ],
     )
     calls = [call["body"] for call in fake.generate_calls[before:] if "image_data" in call["body"]]
@@ -77,8 +87,7 @@ def test_input_images_are_answered_as_the_same_assets_on_systemone(vision_stack,
     )
     other = client.decisions.create(
         model="gpt-6-luna",
-        input=[{"role": "user", "content": [{"type": "input_text", "text": "Photo:"},
-                                            {"type": "input_image", "image_url": data_url(BLUE)}]}],  # fmt: skip
+        input=photo(BLUE),
         questions=[{"type": "predicate", "instructions": "Is the picture red?"}],
     )
     assert other.answers[0].probability != decision.answers[0].probability
