@@ -418,3 +418,24 @@ def test_prompt_cache_key_keeps_a_conversation_on_one_rank(serve_openjev, qwen_t
             assert len(ranks()) > 1
             assert len(ranks(prompt_cache_key="customer-7")) == 1
         assert fake.violations == []
+
+
+def test_the_thinking_tier_by_its_model_name_reports_reasoning_tokens(serve_openjev, fake_sglang, qwen_tokenizer_dir):
+    think_all = {"OPENJEV_THINK_MARGIN": "1000", "OPENJEV_THINK_MAX_SHARE": "1", "OPENJEV_THINK_BUDGET_TOKENS": "16"}
+    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env=think_all)
+    fake_sglang.generation_length = 5  # every thought ends after 5 ids
+    questions = [
+        {"type": "predicate", "instructions": "Is this urgent?"},
+        {"type": "choice", "instructions": "Which?", "choices": [{"value": "a"}, {"value": "b"}, {"value": True}]},
+    ]
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="k", max_retries=0) as sdk:
+        plain = sdk.decisions.create(model="gpt-6-luna", input="The server room is flooding.", questions=questions)
+        raw = sdk.decisions.with_raw_response.create(
+            model="openjev-think", input="The server room is flooding.", questions=questions
+        )
+    thought = raw.parse()
+    assert plain.usage.output_tokens_details.reasoning_tokens == 0
+    assert thought.model == "openjev-think" and raw.headers["x-openjev-escalated"] == "2"
+    assert thought.usage.output_tokens_details.reasoning_tokens == 10 == int(raw.headers["x-openjev-reasoning-tokens"])
+    assert thought.usage.output_tokens == plain.usage.output_tokens + 10 + 2
+    assert thought.answers[1].choice in ("a", "b", True)
