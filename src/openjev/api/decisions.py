@@ -5,6 +5,8 @@
   readout and answering), and the answers shaped as OpenAI's `Decision` (`answering/decisions.py`).
   A rejection names OpenAI's field; `openai_errors.py` writes every error in OpenAI's envelope.
   `prompt_cache_key` names the conversation for the data-parallel rank.
+- Both honour TypeSafe's long-context header (`TypeSafe-Danger-Zone-Long-Context: true`), as
+  `/v1/systemone` does.
 - `POST /api/alpha/decisions`: OpenRouter's route, the System One contract itself, whose `state`
   array may hold `image_url` items (`request/openrouter.py`); answers and errors as `/v1/systemone`'s.
 """
@@ -22,6 +24,7 @@ from openjev.api.routes import (
     ServiceDep,
     answer_headers,
     answer_request,
+    asks_long_context,
     evaluate_request,
     json_response,
 )
@@ -66,6 +69,7 @@ async def decisions(body: DecisionRequest, request: Request, service: ServiceDep
             request.receive,
             service,
             runtime,
+            long_context=asks_long_context(request.headers),
             conversation=body.prompt_cache_key,
         )
     except RequestRejected as error:
@@ -97,6 +101,9 @@ async def openrouter_decisions(
     places = ImageItems()
     jev = with_image_assets(body, places)
     try:
-        return await answer_request(jev, len(await request.body()), request.receive, service, runtime)
+        long_context = asks_long_context(request.headers)
+        return await answer_request(
+            jev, len(await request.body()), request.receive, service, runtime, long_context=long_context
+        )
     except RequestRejected as error:
         raise places.rejected(error) from None
