@@ -95,6 +95,11 @@ class Settings(BaseSettings):
     model_aliases: list[str] = Field(
         default_factory=list, description="Extra names accepted in the request's `model` field."
     )
+    openai_model_aliases: list[str] = Field(
+        default_factory=lambda: ["gpt-6-luna"],
+        description="Model names of OpenAI's Decisions API accepted for the served model (every route) and "
+        "listed by /v1/models.",
+    )
     tokenizer: Path | None = Field(
         None, description="Local directory with tokenizer.json and tokenizer_config.json (chat template)."
     )

@@ -81,6 +81,8 @@ class PreparedRequest:
     #: The images of the shared prefix's pads, in order, and the positions they add beyond their pads.
     prefix_images: tuple[ImageInput, ...] = ()
     prefix_image_tokens: int = 0
+    #: The request sent the long-context header: its calls are held to `Engine.long_budget`.
+    long_context: bool = False
 
     @property
     def questions(self) -> dict[str, AnyQuestion]:
@@ -124,7 +126,10 @@ class Engine:
         self.encoder = PromptEncoder(chat, settings.tokenize_cache_bytes)
         self.memo = ConversationMemo(chat, settings.conversation_memo_bytes, self.encoder.cuts_at_special_tokens)
         self.backend = backend
-        self.budget = TokenBudget.of(settings.max_input_tokens, settings.max_total_input_tokens, backend.context_length)
+        limits = settings.max_input_tokens, settings.max_total_input_tokens, backend.context_length
+        #: The budgets of a request without and with the long-context header (`budget.py`).
+        self.budget = TokenBudget.of(*limits, long_context=False)
+        self.long_budget = TokenBudget.of(*limits, long_context=True)
         self._backend_slots = asyncio.Semaphore(settings.max_concurrent_branches)
         self._ids_in_vocabulary = chat.ids_below(backend.vocab_size)
         #: Several data-parallel ranks: which one serves each evaluation (None: one rank, nothing routed).
@@ -140,6 +145,9 @@ class Engine:
         self.calibration_source: str | None = self.views.calibration.source if self.views.calibration else None
         #: The served model's images in prompts (`image_marks.py`); its `vision` is None for a text-only model.
         self.images = PromptImages(chat, backend.vision, settings)
+
+    def budget_for(self, long_context: bool) -> TokenBudget:
+        return self.long_budget if long_context else self.budget
 
     # -- 1. prepare -------------------------------------------------------------------------------
 
@@ -161,10 +169,13 @@ class Engine:
         checked: bool = False,
         lookup: Lookup | None = None,
         images: Mapping[str, bytes] | None = None,
+        long_context: bool = False,
     ) -> PreparedRequest:
         """`checked`: the caller has run `check_request` on this request already and found nothing;
         `lookup`: `look_up`'s, made just before (None: looked up here); `images`: the bytes of each
-        asset (`request.assets.asset_sources`), decoded here (`images.py`)."""
+        asset (`request.assets.asset_sources`), decoded here (`images.py`); `long_context`: the request
+        sent the long-context header."""
+        budget = self.budget_for(long_context)
         issues = [] if checked else check_request(request, self.settings, self.boxes.accepted)
         if issues:
             raise RequestRejected(issues)
@@ -178,7 +189,7 @@ class Engine:
         # Per prompt: its images in pad order, and the positions they add beyond their pads.
         prompts, shown, extra = self.images.place(marks, prompts, safe)
         question_ids = [question_id for question_id, *_ in planned]
-        new_prefix_ids, *suffixes = self.budget.encode_within(self.encoder, prompts, len(known), extra, question_ids)
+        new_prefix_ids, *suffixes = budget.encode_within(self.encoder, prompts, len(known), extra, question_ids)
         shared_prefix_ids = known + new_prefix_ids
         branches = [
             Branch(question_id, question, suffix_ids, ids, offset, images, more)
@@ -189,7 +200,7 @@ class Engine:
         # A question's own image is no content-free text: its prior is not read.
         wanted = [self.views.wants_content_free(branch.question) and not branch.images for branch in branches]
         content_free = self.content_free.plan(branches, wanted)
-        tokens_left = self.budget.check_first_pass(
+        tokens_left = budget.check_first_pass(
             len(shared_prefix_ids) + extra[0],
             [(branch.question_id, len(branch.suffix_ids) + branch.image_tokens) for branch in branches],
             [(branches[index].question_id, tokens) for index, tokens in content_free.readouts],
@@ -200,7 +211,7 @@ class Engine:
         key = self.images.affinity_key(shared_prefix_ids, self._template_header, shown[0])
         thinking = request.model == self.settings.think_model
         return PreparedRequest(
-            shared_prefix_ids, branches, content_free, tokens_left, key, thinking, shown[0], extra[0]
+            shared_prefix_ids, branches, content_free, tokens_left, key, thinking, shown[0], extra[0], long_context
         )
 
     # -- 2. evaluate ------------------------------------------------------------------------------
@@ -217,7 +228,7 @@ class Engine:
             if not prepared.thinking:
                 return evaluation
             read = partial(reading, self.views, prepared.questions, first_pass)
-            limits = Limits(deadline, self.budget.branch_limit, prepared.tokens_left)
+            limits = Limits(deadline, self.budget_for(prepared.long_context).branch_limit, prepared.tokens_left)
             escalation = await self.thinker.escalate(evaluation.answers, prepared.shared_prefix_ids, read, limits, pin)
             return evaluation.escalated(escalation)
 
