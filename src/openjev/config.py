@@ -184,6 +184,14 @@ class Settings(BaseSettings):
     max_image_source_pixels: int = Field(40_000_000, ge=1024, description="Pixels of an image as sent, at most.")
     image_cache_bytes: int = Field(64 * 1024 * 1024, ge=0, description="Prepared images kept, by sha256; 0: none.")
     max_concurrent_branches: int = Field(64, ge=1, description="Backend calls in flight, process-wide.")
+    warm_prefix_share: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="The shared prefix's warm-up readout is skipped while the prefix is certainly in SGLang's "
+        "prefix cache: sent to the same rank before, with at most this share of its KV pool (/server_info "
+        "max_total_num_tokens) sent since; 0: every request awaits its warm-up.",
+    )
     request_timeout: float = Field(120.0, gt=0, description="Seconds for the backend work of one request.")
     retry_after: int = Field(1, ge=0, description="Seconds suggested in Retry-After on 503 and 529.")
 

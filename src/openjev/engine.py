@@ -9,7 +9,8 @@
    Image assets (`image_marks.py`) become the model's vision spans where their placeholders stand,
    one pad per image in the ids, and every position an image takes counts in the budgets.
 2. `evaluate` (backend I/O): one warm-up readout of the shared prefix, awaited so the backend's
-   prefix cache holds it, then one readout per question, concurrently. Every backend call in the
+   prefix cache holds it, then one readout per question, concurrently. The warm-up is skipped while
+   the prefix is certainly cached already (`warm_prefixes.py`): its branches go out at once. Every backend call in the
    process shares `OPENJEV_MAX_CONCURRENT_BRANCHES` slots. The first failure cancels the siblings
    (each backend aborts its own cancelled work); the whole backend phase is bounded by
    OPENJEV_REQUEST_TIMEOUT.
@@ -61,6 +62,7 @@ from openjev.request.images import ImageInput
 from openjev.request.schema import BoxQuestion, NoulQuestion, SystemOneRequest
 from openjev.request.sizes import question_bytes
 from openjev.request.validation import check_request
+from openjev.warm_prefixes import WarmPrefixes
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +130,7 @@ class Engine:
         #: Several data-parallel ranks: which one serves each evaluation (None: one rank, nothing routed).
         self.router: RankRouter | None = RankRouter(ranks) if ranks > 1 else None
         self._template_header = template_header_length(chat)
+        self.warm_prefixes = WarmPrefixes(backend.prefix_cache_tokens, settings.warm_prefix_share)
         self.thinker = Thinker(
             settings, chat, backend, self._backend_slots, [ANSWER_CUES[cue] for cue in set(self.views.cues.values())]
         )
@@ -269,6 +272,15 @@ class Engine:
         with pinned(self.router, prepared.affinity_key, self._most_calls(prepared)) as rank:
             return await self._evaluate(prepared, rank)
 
+    def _cache_tokens(self, prepared: PreparedRequest) -> int:
+        """The most an evaluation's first pass adds to the backend's prefix cache: the shared prefix once,
+        each branch's suffix and output ids, the content-free readouts."""
+        branches = sum(
+            len(b.suffix_ids) + b.image_tokens + (self.boxes.max_tokens if isinstance(b.question, BoxQuestion) else 1)
+            for b in prepared.branches
+        )
+        return len(prepared.shared_prefix_ids) + prepared.prefix_image_tokens + branches + prepared.content_free.tokens
+
     def _most_calls(self, prepared: PreparedRequest) -> int:
         """The backend calls an evaluation may make, the rank's load while it runs: the warm-up, the
         branches, the content-free readouts and, in the thinking tier, two calls for each view of as
@@ -286,11 +298,12 @@ class Engine:
         try:
             async with asyncio.timeout(self.settings.request_timeout):
                 started = time.perf_counter()
-                # Any non-empty id list works: every call must carry one (SGLang #34719).
                 seen = prepared.prefix_images
-                warm = await self._call_backend(
+                use = self.warm_prefixes.begin(prefix, seen, rank, self._cache_tokens(prepared))
+                # Any non-empty id list works: every call must carry one (SGLang #34719).
+                warm = None if use.cached else await self._call_backend(
                     PromptIds(prefix, []), prepared.branches[0].label_token_ids[:1], rank, seen
-                )
+                )  # fmt: skip
                 warmed = time.perf_counter()
                 try:
                     async with asyncio.TaskGroup() as group:
@@ -309,6 +322,7 @@ class Engine:
             ) from error
 
         results = [task.result() for task in tasks]
+        self.warm_prefixes.settle(use, [result.cached_tokens for result in results])
         priors, prior_calls, prior_tokens = content_free.result()
         readouts: dict[str, list[Readout]] = {}
         boxes: dict[str, dict[str, Any]] = {}
@@ -327,8 +341,12 @@ class Engine:
         reported = [result.cached_tokens for result in results]
         evaluation = Evaluation(
             answers=answers,
-            input_tokens=warm.prompt_tokens + sum(result.prompt_tokens for result in results) + prior_tokens,
-            output_tokens=1 + prior_calls + sum(r.generated if isinstance(r, BoxReading) else 1 for r in results),
+            input_tokens=(warm.prompt_tokens if warm else 0)
+            + sum(result.prompt_tokens for result in results)
+            + prior_tokens,
+            output_tokens=(1 if warm else 0)
+            + prior_calls
+            + sum(r.generated if isinstance(r, BoxReading) else 1 for r in results),
             prefix_tokens=len(prefix.ids) + prepared.prefix_image_tokens,
             cached_tokens=None if any(value is None for value in reported) else sum(reported),  # type: ignore[misc]
             prefill_seconds=warmed - started,
@@ -336,7 +354,9 @@ class Engine:
         )
         if not prepared.thinking:
             return evaluation
-        return await self._think(prepared, evaluation, readouts, deadline, rank)
+        thought = await self._think(prepared, evaluation, readouts, deadline, rank)
+        self.warm_prefixes.spend(rank, thought.input_tokens - evaluation.input_tokens)
+        return thought
 
     async def _think(
         self,
