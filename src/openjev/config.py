@@ -17,6 +17,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: The SDKs' default model name; always accepted as an alias of the served model.
 COMPAT_MODEL_ALIAS = "jev-latest"
+#: The SGLang release openjev is verified on in production (a GPU); 0.5.23 runs the CPU test suites too.
+DEFAULT_SGLANG_VERSION = "0.5.19"
 #: Public model id on SGLang when OPENJEV_SERVED_MODEL_NAME is unset; the NVFP4 repository is only the weight source.
 DEFAULT_SERVED_MODEL_NAME = "Qwen/Qwen3.6-35B-A3B"
 
@@ -113,6 +115,13 @@ class Settings(BaseSettings):
     connect: str | None = Field(None, description="URL of a running SGLang server to use as the backend.")
     sglang_python: Path | None = Field(
         None, description="Python interpreter of an SGLang environment: launch and supervise SGLang."
+    )
+    sglang_version: str = Field(
+        DEFAULT_SGLANG_VERSION,
+        pattern=r"^\d+\.\d+\.\d+$",
+        description="The SGLang release openjev is run on (docs/sglang.md says what differs between them): "
+        "supervised mode refuses to launch an OPENJEV_SGLANG_PYTHON whose sglang is another; modal_app.py "
+        "builds its image from this release's official one.",
     )
     frontend: Frontend = Field(Frontend.rust, description="SGLang HTTP frontend in supervised mode.")
     sglang_args: str | None = Field(
