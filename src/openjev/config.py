@@ -17,6 +17,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: The SDKs' default model name; always accepted as an alias of the served model.
 COMPAT_MODEL_ALIAS = "jev-latest"
+#: The SGLang release openjev is verified on in production (a GPU); 0.5.23 runs the CPU test suites too.
+DEFAULT_SGLANG_VERSION = "0.5.19"
 #: Public model id on SGLang when OPENJEV_SERVED_MODEL_NAME is unset; the NVFP4 repository is only the weight source.
 DEFAULT_SERVED_MODEL_NAME = "Qwen/Qwen3.6-35B-A3B"
 
@@ -119,6 +121,13 @@ class Settings(BaseSettings):
     sglang_python: Path | None = Field(
         None, description="Python interpreter of an SGLang environment: launch and supervise SGLang."
     )
+    sglang_version: str = Field(
+        DEFAULT_SGLANG_VERSION,
+        pattern=r"^\d+\.\d+\.\d+$",
+        description="The SGLang release openjev is run on (docs/sglang.md says what differs between them): "
+        "supervised mode refuses to launch an OPENJEV_SGLANG_PYTHON whose sglang is another; modal_app.py "
+        "builds its image from this release's official one.",
+    )
     frontend: Frontend = Field(Frontend.rust, description="SGLang HTTP frontend in supervised mode.")
     sglang_args: str | None = Field(
         None,
@@ -190,6 +199,14 @@ class Settings(BaseSettings):
     max_image_source_pixels: int = Field(40_000_000, ge=1024, description="Pixels of an image as sent, at most.")
     image_cache_bytes: int = Field(64 * 1024 * 1024, ge=0, description="Prepared images kept, by sha256; 0: none.")
     max_concurrent_branches: int = Field(64, ge=1, description="Backend calls in flight, process-wide.")
+    warm_prefix_share: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="The shared prefix's warm-up readout is skipped while the prefix is certainly in SGLang's "
+        "prefix cache: sent to the same rank before, with at most this share of its KV pool (/server_info "
+        "max_total_num_tokens) sent since; 0: every request awaits its warm-up.",
+    )
     request_timeout: float = Field(120.0, gt=0, description="Seconds for the backend work of one request.")
     retry_after: int = Field(1, ge=0, description="Seconds suggested in Retry-After on 503 and 529.")
 

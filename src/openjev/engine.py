@@ -10,10 +10,11 @@
    model's vision spans where their placeholders stand, and every position they take counts.
 2. `evaluate` (backend I/O): one warm-up readout of the shared prefix, awaited so the backend's
    prefix cache holds it, then one readout per question view (a box question: one constrained
-   generation, `box_reading.py`) and the content-free readouts, concurrently. Every backend call in
-   the process shares `OPENJEV_MAX_CONCURRENT_BRANCHES` slots. The first failure cancels the siblings
-   (each backend aborts its own cancelled work); the whole backend phase is bounded by
-   OPENJEV_REQUEST_TIMEOUT. With a data-parallel backend every call of one evaluation carries one
+   generation, `box_reading.py`) and the content-free readouts, concurrently. The warm-up is skipped
+   while the prefix is certainly cached already (`warm_prefixes.py`): the branches go out at once.
+   Every backend call in the process shares `OPENJEV_MAX_CONCURRENT_BRANCHES` slots. The first
+   failure cancels the siblings (each backend aborts its own cancelled work); the whole backend phase
+   is bounded by OPENJEV_REQUEST_TIMEOUT. With a data-parallel backend every call of one evaluation carries one
    rank, chosen from the conversation's key (`affinity.py`).
 3. Answer: `readouts.py` turns each question's readouts into its typed answer (views combined,
    content-free priors divided out, the temperature applied). `usage.output_tokens` counts every
@@ -51,6 +52,7 @@ from openjev.request.images import ImageInput
 from openjev.request.schema import BoxQuestion, SystemOneRequest
 from openjev.request.sizes import question_bytes
 from openjev.request.validation import check_request
+from openjev.warm_prefixes import WarmPrefixes
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +137,7 @@ class Engine:
         #: Several data-parallel ranks: which one serves each evaluation (None: one rank, nothing routed).
         self.router = RankRouter.of(backend.data_parallel_size)
         self._template_header = template_header_length(chat)
+        self.warm_prefixes = WarmPrefixes(backend.prefix_cache_tokens, settings.warm_prefix_share)
         self.thinker = Thinker(
             settings, chat, backend, self._backend_slots, [ANSWER_CUES[cue] for cue in set(self.views.cues.values())]
         )
@@ -230,18 +233,30 @@ class Engine:
             read = partial(reading, self.views, prepared.questions, first_pass)
             limits = Limits(deadline, self.budget_for(prepared.long_context).branch_limit, prepared.tokens_left)
             escalation = await self.thinker.escalate(evaluation.answers, prepared.shared_prefix_ids, read, limits, pin)
+            self.warm_prefixes.spend(pin.rank, escalation.input_tokens + escalation.output_tokens)
             return evaluation.escalated(escalation)
 
+    def _cache_tokens(self, prepared: PreparedRequest) -> int:
+        """The most an evaluation's first pass adds to the backend's prefix cache: the shared prefix once,
+        each branch's suffix and output ids, the content-free readouts."""
+        branches = sum(
+            len(b.suffix_ids) + b.image_tokens + (self.boxes.max_tokens if isinstance(b.question, BoxQuestion) else 1)
+            for b in prepared.branches
+        )
+        return len(prepared.shared_prefix_ids) + prepared.prefix_image_tokens + branches + prepared.content_free.tokens
+
     async def _first_pass(self, prepared: PreparedRequest, pin: Pin) -> tuple[Evaluation, dict[str, list[Readout]]]:
-        """The warm-up, then every branch and content-free readout at once, answered; and the readouts."""
+        """The warm-up (unless the prefix is cached), then every branch and content-free readout at once,
+        answered; and the readouts."""
         prefix, seen = SharedIds(prepared.shared_prefix_ids), prepared.prefix_images
+        use = self.warm_prefixes.begin(prefix, seen, pin.rank, self._cache_tokens(prepared))
         try:
             async with asyncio.timeout(self.settings.request_timeout):
                 started = time.perf_counter()
                 # Any non-empty id list works: every call must carry one (SGLang #34719).
-                warm = await self._call_backend(
+                warm = None if use.cached else await self._call_backend(
                     PromptIds(prefix, []), prepared.branches[0].label_token_ids[:1], pin, seen
-                )
+                )  # fmt: skip
                 warmed = time.perf_counter()
                 try:
                     async with asyncio.TaskGroup() as group:
@@ -259,13 +274,18 @@ class Engine:
                 f"the backend did not finish within OPENJEV_REQUEST_TIMEOUT={self.settings.request_timeout:g}s"
             ) from error
         results = [task.result() for task in tasks]
+        self.warm_prefixes.settle(use, [result.cached_tokens for result in results])
         priors, prior_calls, prior_tokens = content_free.result()
         readouts, answers = self.views.answers(prepared.branches, results, priors)
         reported = [result.cached_tokens for result in results]
         evaluation = Evaluation(
             answers=answers,
-            input_tokens=warm.prompt_tokens + sum(result.prompt_tokens for result in results) + prior_tokens,
-            output_tokens=1 + prior_calls + sum(r.generated if isinstance(r, BoxReading) else 1 for r in results),
+            input_tokens=(warm.prompt_tokens if warm else 0)
+            + sum(result.prompt_tokens for result in results)
+            + prior_tokens,
+            output_tokens=(1 if warm else 0)
+            + prior_calls
+            + sum(r.generated if isinstance(r, BoxReading) else 1 for r in results),
             prefix_tokens=len(prefix.ids) + prepared.prefix_image_tokens,
             cached_tokens=None if any(value is None for value in reported) else sum(reported),  # type: ignore[misc]
             prefill_seconds=warmed - started,
