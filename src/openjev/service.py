@@ -12,7 +12,7 @@ Contract:
   `Overloaded` at once: work is refused, never queued. Their own limit keeps the CPU spent on
   preparations (a 2 MB state tokenizes for seconds) bounded whatever the evaluation limit.
 - `runtime().check_model(name)` accepts the compatibility alias, the served name, configured aliases
-  and the thinking tier's name (OPENJEV_THINK_MODEL).
+  (OPENJEV_MODEL_ALIASES, OPENJEV_OPENAI_MODEL_ALIASES) and the thinking tier's name (OPENJEV_THINK_MODEL).
 """
 
 from __future__ import annotations
@@ -81,8 +81,13 @@ class Service:
     def model_names(self) -> tuple[str | None, tuple[str, ...]]:
         """(served name if known yet, configured aliases)."""
         if self._runtime is not None:
-            return self._runtime.served_model_name, tuple(self.settings.model_aliases)
-        return self.settings.served_model_name or self.backend.model_name, tuple(self.settings.model_aliases)
+            return self._runtime.served_model_name, self.aliases
+        return self.settings.served_model_name or self.backend.model_name, self.aliases
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """Every configured alias of the served model: openjev's own, then OpenAI's model names."""
+        return tuple(dict.fromkeys([*self.settings.model_aliases, *self.settings.openai_model_aliases]))
 
     async def start(self) -> None:
         started = time.monotonic()
@@ -104,7 +109,7 @@ class Service:
                 self._on_fatal(error)
             return
         served = served_model_name(self.settings, self.backend.model_name)
-        accepted = frozenset({COMPAT_MODEL_ALIAS, served, *self.settings.model_aliases, self.settings.think_model})
+        accepted = frozenset({COMPAT_MODEL_ALIAS, served, *self.aliases, self.settings.think_model})
         self._runtime = Runtime(engine, served, accepted, time.monotonic() - started)
         log.info("openjev is ready: serving %s (startup %.1fs)", served, self._runtime.startup_seconds)
 

@@ -55,7 +55,7 @@ def client(qwen_tokenizer_dir: Path) -> Iterator[TestClient]:
 
 
 def count(status: str) -> float:
-    return metrics.REQUESTS.labels(status)._value.get()
+    return metrics.REQUESTS.labels("/v1/systemone", status)._value.get()
 
 
 def test_unforeseen_error_is_a_counted_500_with_request_id_and_no_internals(qwen_tokenizer_dir, caplog) -> None:

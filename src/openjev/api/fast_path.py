@@ -27,7 +27,7 @@ from openjev.api.body import replay
 from openjev.api.errors import handled_error_response
 from openjev.api.middleware import SYSTEM_ONE_PATH
 from openjev.api.multipart import split_body
-from openjev.api.routes import IMAGE_PARTS, answer_request
+from openjev.api.routes import IMAGE_PARTS, answer_request, asks_long_context
 from openjev.api.strict_json import loads_if_same
 from openjev.errors import OpenJevError
 from openjev.request.schema import SystemOneRequest
@@ -88,7 +88,10 @@ class SystemOneFastPath:
             return
         try:
             runtime = self.service.runtime()
-            response = await answer_request(request, len(body), receive, self.service, runtime, scope.get(IMAGE_PARTS))
+            long_context = asks_long_context(Headers(scope=scope))
+            response = await answer_request(
+                request, len(body), receive, self.service, runtime, scope.get(IMAGE_PARTS), long_context
+            )
         except OpenJevError as error:
             response = handled_error_response(error, scope, self.retry_after)
         await response(scope, receive, send)

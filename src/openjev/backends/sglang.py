@@ -282,6 +282,12 @@ class SGLangBackend(Backend):
         return self._dp_size
 
     @property
+    def prefix_cache_tokens(self) -> int | None:
+        # The scheduler's KV pool, which its radix cache fills (the Python frontend's /server_info).
+        pool = self.server_info.get("max_total_num_tokens")
+        return pool if _positive_int(pool) else None
+
+    @property
     def vocab_size(self) -> int | None:
         return self._vocab_size
 

@@ -81,15 +81,16 @@ def _walked_issues(value: Any, loc: Loc) -> list[Issue]:
 
 
 def _count_issues(loc: Loc, count: int, most: int, what: str, unit: str) -> list[Issue]:
-    """A question's criteria count outside [2, most], named at its criteria."""
-    if 2 <= count <= most:
+    """A question's criteria count outside [1, most], named at its criteria (the official schema's least is
+    one: its one option or level is answered with probability 1, `answers.py`)."""
+    if 1 <= count <= most:
         return []
     return [
         Issue(
             (*loc, "criteria"),
-            f"{what} needs 2 to {most} {unit}, got {count}",
-            "too_short" if count < 2 else "too_long",
-            {"min_length": 2, "max_length": most, "actual_length": count},
+            f"{what} needs 1 to {most} {unit}, got {count}",
+            "too_short" if count < 1 else "too_long",
+            {"min_length": 1, "max_length": most, "actual_length": count},
         )
     ]
 
