@@ -170,6 +170,8 @@ class SupervisedSGLangBackend(SGLangBackend):
         self._tokenizer_dir = await asyncio.to_thread(
             resolve_tokenizer_dir, self.settings.tokenizer, None, self.settings.model, self.settings.revision
         )
+        # The vision files are read from it too, before any hub look-up (`sglang_vision.read_vision`).
+        self._tokenizer = self._tokenizer_dir
         exited = await self._launch(sglang_command(self.settings, self.port, self._tokenizer_dir))
         ready = asyncio.ensure_future(super().start())
         try:
