@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import io
 import random
+import struct
+import zlib
 
 import pytest
 from PIL import Image
+from PIL.PngImagePlugin import PngInfo
 
 from openjev.backends.sglang_vision import ImageData, vision_spec
 from openjev.config import Settings
@@ -62,9 +65,22 @@ def test_exif_orientation_rgb_and_the_pixel_budget():
     assert big.height * big.width <= LIMITS["max_pixels"] and abs(big.width / big.height - 1.5) < 0.01
 
 
-def test_an_upright_rgb_png_within_the_budget_keeps_its_bytes():
-    data = encoded(Image.new("RGB", (30, 30), (4, 5, 6)))
-    assert make_safe(data, **LIMITS).png == data
+def private_chunk(png: bytes, size: int) -> bytes:
+    """`png` with an ancillary private chunk (`prVt`) of `size` zero bytes before its IEND."""
+    data = bytes(size)
+    chunk = struct.pack(">I", size) + b"prVt" + data + struct.pack(">I", zlib.crc32(b"prVt" + data))
+    return png[:-12] + chunk + png[-12:]
+
+
+def test_no_caller_byte_passes_an_upright_rgb_png_is_encoded_again_from_its_pixels():
+    picture = Image.new("RGB", (30, 30), (4, 5, 6))
+    padded = private_chunk(encoded(picture, pnginfo=PngInfo()), 1024 * 1024)
+    safe = make_safe(padded, **LIMITS)
+    assert len(safe.png) < 1024 and b"prVt" not in safe.png
+    assert Image.open(io.BytesIO(safe.png)).tobytes() == picture.tobytes()
+    text = PngInfo()
+    text.add_text("Comment", "x" * 100_000)
+    assert len(make_safe(encoded(picture, pnginfo=text), **LIMITS).png) < 1024
 
 
 def test_a_repeated_image_is_prepared_once_and_refusals_name_the_asset():
