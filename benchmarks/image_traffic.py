@@ -38,7 +38,9 @@ from image_preparation import picture
 from tests.conftest import fetch_qwen_tokenizer, launch_openjev, stop_openjev
 from tests.fake_sglang import FakeSGLang
 
-QUESTIONS = {f"q{i}": {"type": "noul", "instructions": f"Is detail number {i} visible in the photo?"} for i in range(10)}
+QUESTIONS = {
+    f"q{i}": {"type": "noul", "instructions": f"Is detail number {i} visible in the photo?"} for i in range(10)
+}
 
 
 def private_chunk_png(chunk_bytes: int) -> bytes:

@@ -5,9 +5,10 @@ model directory holds the files SGLang's processor reads (`config.json` with `vi
 vision token ids of the Qwen tokenizer the tests use; `preprocessor_config.json` with Qwen3-VL's patch
 16, merge 2 and pixel bounds). A `/generate` body with `image_data` is read as 0.5.19's Qwen-VL
 processor reads it (`sglang_vision.py` in openjev says where): one image per vision span of the
-ids, each a base64 string or a path to a file on this machine (`load_image`), each pad expanded to the image's positions, which `prompt_tokens` counts; the radix cache keys
-those positions by the image (a pad value from its bytes), so the same image is a cache hit and
-another is not; and the label logprobs depend on the image bytes, as a model's would.
+ids, each a base64 string or a path to a file on this machine (`load_image`), each pad expanded to
+the image's positions, which `prompt_tokens` counts; the radix cache keys those positions by the
+image (a pad value from its bytes), so the same image is a cache hit and another is not; and the
+label logprobs depend on the image bytes, as a model's would.
 
 openjev's contract, held as violations: `image_data` only to a model that sees, one PNG per pad
 (never JPEG: 0.5.19 may decode it on the GPU and re-tokenize), each pad inside a whole vision span,
