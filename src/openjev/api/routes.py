@@ -1,8 +1,9 @@
 """The routes. Each is a plain function; its dependencies (the service, readiness) are explicit.
 
 `POST /v1/systemone` runs one evaluation, cheapest checks first: model name and the request's
-counts, admission (529 when full), preparation in a slot of its own (529 when full; on a worker thread
-unless the body is small), then the backend work, cancelled (and aborted in the backend) if the client leaves. The API
+counts, its images decoded in image slots of their own (a short queue, then 529), admission (529 when
+full), preparation in a slot of its own (529 when full; on a worker thread unless the body is small),
+then the backend work, cancelled (and aborted in the backend) if the client leaves. The API
 key was checked on the headers, before the body was read (`ApiKeyMiddleware`); the bearer scheme
 here only documents it.
 """
@@ -160,7 +161,7 @@ async def answer_request(
 ) -> Response:
     """`POST /v1/systemone` once its body is a valid request of `body_bytes` bytes (from the route,
     or from `api.fast_path`); `receive` reports a client that leaves; `parts`: a multipart body's
-    image parts by name. Images are decoded in the preparation slot, never on the event loop."""
+    image parts by name. Images are decoded in an image slot, never on the event loop."""
     runtime.check_model(body.model)
     issues = check_request(body, service.settings, runtime.engine.boxes.accepted)
     if issues:
@@ -168,11 +169,14 @@ async def answer_request(
     images = asset_sources(body, parts, service.settings, vision=runtime.engine.images.vision is not None)
     started = time.perf_counter()
     try:
+        # Images first, in slots of their own: decoding them never holds a slot a text request needs.
+        decode = functools.partial(runtime.engine.images.prepare, body, images)
+        safe = await run_while_connected(receive, service.prepare_images(decode)) if images else {}
         with service.admit():
             lookup, new_bytes = runtime.engine.look_up(body, body_bytes)
-            work = functools.partial(runtime.engine.prepare, body, checked=True, lookup=lookup, images=images)
-            inline = service.prepares_inline(new_bytes) and not images
-            prepared = await service.prepare(work, inline=inline)
+            work = functools.partial(runtime.engine.prepare, body, checked=True, lookup=lookup, images=safe)
+            # The images are decoded already: what is left is text, prepared inline when small.
+            prepared = await service.prepare(work, inline=service.prepares_inline(new_bytes))
             prepared_at = time.perf_counter()
             evaluation = await run_while_connected(receive, runtime.engine.evaluate(prepared))
     except ClientDisconnected:

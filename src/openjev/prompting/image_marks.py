@@ -134,12 +134,10 @@ class PromptImages:
         self.think_model = settings.think_model
         self.max_positions = settings.max_image_positions
 
-    def marks(
-        self, request: SystemOneRequest, sources: Mapping[str, bytes]
-    ) -> tuple[ImageMarks | None, dict[str, ImageInput]]:
-        """The request's images made safe (`images.py`) and its placeholders' marks (None: no images)."""
+    def prepare(self, request: SystemOneRequest, sources: Mapping[str, bytes]) -> dict[str, ImageInput]:
+        """The request's images made safe (`images.py`), by asset key, after the checks that need no pixel."""
         if not sources:
-            return None, {}
+            return {}
         if self.vision is None:
             raise RequestRejected([TEXT_ONLY])
         if request.model == self.think_model:
@@ -148,7 +146,11 @@ class PromptImages:
         forged = self._forged_markup(request)
         if forged:
             raise RequestRejected(forged)
-        return ImageMarks(tuple(sources), self.span), self.preparer.prepare(sources)
+        return self.preparer.prepare(sources)
+
+    def marks(self, safe: Mapping[str, ImageInput]) -> ImageMarks | None:
+        """The placeholders' marks of a request's images made safe by `prepare` (None: no images)."""
+        return ImageMarks(tuple(safe), self.span) if safe else None
 
     def _forged_markup(self, request: SystemOneRequest) -> list[Issue]:
         """Caller text that spells a whole vision span. It stays text in the prompt ids, but SGLang
