@@ -229,6 +229,9 @@ def image_limits(settings: Settings, ready: bool, vision: VisionSpec | None) -> 
         "max_image_body_bytes": settings.max_image_body_bytes,
         "max_image_pixels": settings.max_image_pixels,
         "max_image_source_pixels": settings.max_image_source_pixels,
+        "max_image_positions": settings.max_image_positions,
+        "max_concurrent_image_preparations": settings.max_concurrent_image_preparations,
+        "image_preparation_queue": settings.image_preparation_queue,
         "square_image_tokens": vision.image_tokens(side, side) if vision is not None else None,
     }
 
@@ -282,7 +285,7 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
 #: What `/health` shows of a backend's own report: facts, never its URL, local paths or error text.
 PUBLIC_BACKEND_FACTS = frozenset(
     {"status", "state", "model", "runtime", "context_length", "dtype", "threads", "load_seconds", "readouts",
-     "batched_readouts", "in_flight", "prefix_cache"}
+     "batched_readouts", "in_flight", "prefix_cache", "image_transfer"}
 )  # fmt: skip
 
 
