@@ -91,20 +91,23 @@ def test_the_choice_is_the_first_rank_within_the_bound_and_one_always_is() -> No
 
 def test_router_counts_in_flight_calls_and_cached_share() -> None:
     router = RankRouter(2)
-    with pinned(router, 12345, 4) as rank:
+    with pinned(router, 12345, 4) as pin:
+        rank = pin.rank
         assert rank == rank_order(12345, 2)[0]
         assert router.ranks[rank].in_flight == 4
-        router.record(rank, 100, 75)
-        router.record(rank, 50, None)  # a backend that does not say adds nothing
+        pin.record(100, 75)
+        pin.record(50, None)  # a backend that does not say adds nothing
     assert router.ranks[rank].in_flight == 0
     snapshot = router.snapshot()
     assert snapshot["size"] == 2
     assert snapshot["ranks"][rank] == {"rank": rank, "in_flight_calls": 0, "cached_share": 0.75}
     assert snapshot["ranks"][1 - rank]["cached_share"] is None
     with pinned(None, 1, 4) as nothing:
-        assert nothing is None
+        assert nothing.rank is None
+        nothing.record(100, 75)  # nothing routed, nothing recorded
     with pytest.raises(ValueError, match="at least two"):
         RankRouter(1)
+    assert RankRouter.of(1) is None and RankRouter.of(3).size == 3
 
 
 def test_a_failed_evaluation_releases_its_rank() -> None:

@@ -21,8 +21,8 @@ def test_every_setting_has_a_serve_flag():
         assert f"OPENJEV_{name.upper()}" in help_text, name
 
 
-def test_every_setting_is_in_the_readme_table():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+def test_every_setting_is_in_the_settings_table():
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "settings.md").read_text()
     for name in Settings.model_fields:
         assert f"| `OPENJEV_{name.upper()}` | `--{name.replace('_', '-')}` |" in readme, name
 

@@ -24,7 +24,8 @@ Contract:
   rank of the key's order that does not is chosen. The least-loaded rank carries at most W / n <= m,
   so one always qualifies.
 - `RankRouter` keeps the in-flight work (backend calls) per rank and, per rank, the prompt and cached
-  tokens its calls reported; `assign` and `release` bracket one request.
+  tokens its calls reported; `pinned` brackets one request (`assign` and `release`) and its `Pin`
+  records each call's figures.
 
 ε = `EPSILON` = 0.25: the imbalance goal is max/mean in-flight <= 1.25, and the admission bound is
 exactly (1 + ε) x mean, so 0.25 is the loosest bound that still meets it; a looser one keeps more
@@ -114,6 +115,11 @@ class RankRouter:
     epsilon: float = EPSILON
     ranks: list[RankStats] = field(init=False)
 
+    @classmethod
+    def of(cls, size: int) -> RankRouter | None:
+        """A router over `size` ranks; None for one rank (nothing to route)."""
+        return cls(size) if size > 1 else None
+
     def __post_init__(self) -> None:
         if self.size < 2:
             raise ValueError("a rank router needs at least two ranks")
@@ -149,15 +155,28 @@ class RankRouter:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class Pin:
+    """One evaluation's rank: every backend call carries `rank` (None: one rank, nothing routed) and
+    records its figures on it."""
+
+    router: RankRouter | None = None
+    rank: int | None = None
+
+    def record(self, prompt_tokens: int, cached_tokens: int | None) -> None:
+        if self.router is not None and self.rank is not None:
+            self.router.record(self.rank, prompt_tokens, cached_tokens)
+
+
 @contextlib.contextmanager
-def pinned(router: RankRouter | None, key: int, calls: int) -> Iterator[int | None]:
-    """The rank for one evaluation of `calls` backend calls, in flight until the block ends; None
+def pinned(router: RankRouter | None, key: int, calls: int) -> Iterator[Pin]:
+    """The rank for one evaluation of `calls` backend calls, in flight until the block ends; no rank
     (nothing routed) without a router."""
     if router is None:
-        yield None
+        yield Pin()
         return
     rank = router.assign(key, calls)
     try:
-        yield rank
+        yield Pin(router, rank)
     finally:
         router.release(rank, calls)

@@ -329,7 +329,13 @@ class Settings(BaseSettings):
     embedded_precision: EmbeddedPrecision = Field(
         EmbeddedPrecision.auto,
         description="Embedded backend: the model's precision, float32, bfloat16, int8 (torch) or gguf (the GGUF's "
-        "own weights on llama.cpp); auto: bfloat16 on CPUs with AMX or AVX512-BF16, else gguf for a GGUF model.",
+        "own weights on llama.cpp); auto: gguf for a GGUF model wherever llama.cpp runs, else bfloat16 on CPUs "
+        "with AMX or AVX512-BF16, else float32.",
+    )
+    llama_lib: Path | None = Field(
+        None,
+        description="Embedded backend: a llama.cpp b11524 built from source (its libllama file, or the directory of "
+        "its libraries) used instead of the cpu extra's prebuilt one.",
     )
     prefix_cache_bytes: int = Field(
         1024**3, ge=0, description="Embedded backend: bytes of recent prefix KV caches kept for reuse."

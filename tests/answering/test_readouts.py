@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 import httpx
 import pytest
 
+from openjev.answering.box_reading import BoxReading
 from openjev.answering.debias import CONTENT_FREE_STATE, combine_log_space, debiased, divide_prior, mirrored
-from openjev.backends.base import LabelLogprobs, ReadoutCall
+from openjev.answering.readouts import QuestionViews
+from openjev.backends.base import BackendError, LabelLogprobs, ReadoutCall
 from openjev.config import Settings
 from openjev.engine import Engine
+from openjev.prompting.prompts import ANSWER_CUES, frame_conversation
 from openjev.prompting.tokenizer import ChatTokenizer
+from openjev.request.schema import ChoiceQuestion, NoulQuestion
 from tests.conftest import ServeOpenJev
 from tests.test_engine_shifts import PromptReadingModel, ask
 
@@ -155,3 +160,36 @@ def test_score_and_noul_settings_leave_choice_questions_untouched(chat) -> None:
     )
     tuned, _ = ask(Engine(tuned_settings, chat, tuned_backend), {"c": choice})
     assert tuned == plain and tuned_backend.prompts == plain_backend.prompts
+
+
+@dataclass(frozen=True)
+class Viewed:
+    question_id: str
+    question: object
+    offset: int = 0
+
+
+def test_views_plan_one_prompt_per_view_after_the_shared_prefix(chat) -> None:
+    views = QuestionViews(Settings(option_shifts=2), chat)
+    frame = frame_conversation(chat, [{"role": "user", "content": "The state."}], "")
+    choice = ChoiceQuestion(type="choice", instructions="Pick.", criteria={"x": None, "y": None})
+    planned, prompts = views.plan({"n": NoulQuestion(type="noul", instructions="Calm?"), "c": choice}, frame, None)
+    assert [(qid, view) for qid, _, view, _, _ in planned] == [("n", 0), ("c", 0), ("c", 1)]
+    assert [tuple(row[3:]) for row in planned[1:]] == [views.text(choice, 0), views.text(choice, 1)]
+    assert prompts[0] == frame.shared_prefix_segments
+    cue = ANSWER_CUES[views.cue(choice)]
+    assert prompts[2] == frame.with_cue(cue).question_suffix_segments(planned[1][3], False)
+
+
+def test_answers_gather_each_questions_readouts_and_pass_a_box_through(chat) -> None:
+    views = QuestionViews(Settings(option_shifts=2, contextual_calibration=""), chat)
+    choice = ChoiceQuestion(type="choice", instructions="Pick.", criteria={"x": None, "y": None})
+    box = {"type": "box", "box": [1, 2, 3, 4]}
+    branches = [Viewed("c", choice, 0), Viewed("b", None), Viewed("c", choice, 1)]
+    results = [LabelLogprobs((-0.2, -1.8), 9, None), BoxReading(box, 9, None, 5), LabelLogprobs((-1.5, -0.3), 9, None)]
+    readouts, answers = views.answers(branches, results, [None, None, None])
+    assert readouts == {"c": [(0, (-0.2, -1.8), None), (1, (-1.5, -0.3), None)]}
+    assert list(answers) == ["c", "b"] and answers["b"] is box
+    assert answers["c"] == views.answer(choice, readouts["c"])
+    with pytest.raises(BackendError, match="unusable label logprobs"):
+        views.answers(branches[:1], [LabelLogprobs((math.nan, -1.0), 9, None)], [None])

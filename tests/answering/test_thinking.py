@@ -5,10 +5,12 @@ import math
 
 import pytest
 
-from openjev.answering.thinking import EscalationPolicy, Thinker, margin, share_cap
+from openjev.answering.readouts import QuestionViews
+from openjev.answering.thinking import EscalationPolicy, Thinker, escalation_calls, margin, reading, share_cap
 from openjev.backends.base import Backend, LabelLogprobs, ReadoutCall
 from openjev.config import Settings
 from openjev.prompting.tokenizer import ChatTokenizer
+from openjev.request.schema import ChoiceQuestion
 
 
 def test_margin_is_the_top_two_log_gap():
@@ -101,3 +103,22 @@ def test_a_request_larger_than_the_window_leaves_it_within_the_share():
     # The window keeps the last four questions: they hold ceil(0.25 * 4) = 1 escalation, not 3.
     assert policy.escalated_share == pytest.approx(0.25)
     assert chosen[0] == "q11" and set(chosen[1:]) == {"q7", "q6"}
+
+
+def test_the_rank_counts_two_calls_per_view_of_the_questions_with_the_most_views():
+    # Three questions (a read in 3 views, b in 2, c in 1); a share of 0.5 lets ceil(1.5) = 2 escalate.
+    assert escalation_calls(["a", "a", "a", "b", "b", "c"], 0.5) == 2 * (3 + 2)
+    assert escalation_calls(["a", "b"], 0.0) == 0
+    assert escalation_calls(["a", "b", "b"], 1.0) == 2 * 3
+
+
+def test_an_escalated_question_is_read_again_in_every_view_of_its_first_pass(qwen_tokenizer_dir):
+    chat = ChatTokenizer(qwen_tokenizer_dir)
+    views = QuestionViews(Settings(option_shifts=2, answer_cue_choice="json"), chat)
+    question = ChoiceQuestion(type="choice", instructions="Pick.", criteria={"x": None, "y": None, "z": None})
+    first_pass = {"q": [(0, [-0.1, -2.0, -3.0], None), (1, [-2.0, -3.0, -0.1], [-1.0, -1.1, -1.2])]}
+    again = reading(views, {"q": question}, first_pass, "q")
+    assert [(view.offset, view.prior) for view in again.views] == [(0, None), (1, [-1.0, -1.1, -1.2])]
+    assert [(view.text, view.labels) for view in again.views] == [views.text(question, 0), views.text(question, 1)]
+    assert again.cue == '{"answer": "'
+    assert again.answer(first_pass["q"]) == views.answer(question, first_pass["q"])

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from openjev.errors import RequestRejected
 from openjev.prompting.budget import TokenBudget
+from openjev.prompting.encoding import PromptEncoder
+from openjev.prompting.tokenizer import ChatTokenizer
 
 BUDGET = TokenBudget(100, "OPENJEV_MAX_INPUT_TOKENS", 400)
 
@@ -67,3 +74,34 @@ def test_a_box_question_counts_every_id_its_generation_may_write() -> None:
     (issue,) = BUDGET.first_pass_issues(50, [("where", 27), ("q", 27)], generated={"where": 24})
     assert issue.loc == ("questions", "where") and issue.ctx == {"limit": 100, "tokens": 101}
     assert "+ 24 output" in issue.msg
+
+
+def test_a_first_pass_that_fits_leaves_the_rest_of_the_total_and_one_over_is_refused_whole() -> None:
+    branches, readouts = [("a", 10), ("b", 20)], [("a", 30)]
+    # Sent: warm-up 50 + (50 + 10) + (50 + 20) + a content-free readout of 30.
+    assert BUDGET.check_first_pass(50, branches, readouts, {}) == 400 - 210
+    with pytest.raises(RequestRejected) as refused:
+        BUDGET.check_first_pass(50, [("a", 60), ("b", 70)], [], {"b": 3})
+    assert list(refused.value.issues) == BUDGET.first_pass_issues(50, [("a", 60), ("b", 70)], generated={"b": 3})
+    assert [issue.loc for issue in refused.value.issues] == [("questions", "a"), ("questions", "b")]
+
+
+def test_encoding_within_the_budget_refuses_a_prompt_once_it_is_certainly_over(qwen_tokenizer_dir: Path) -> None:
+    chat = ChatTokenizer(qwen_tokenizer_dir)
+    encoder = PromptEncoder(chat, cache_bytes=1 << 24)
+    prompts = [[("a short state", False)], [("a short question", False)]]
+    assert BUDGET.encode_within(encoder, prompts, 0, [0, 0], ["q"]) == [chat.encode(text) for ((text, _),) in prompts]
+    # A question of far more text than any call may hold: refused after the first round, by its id.
+    text = "\n".join(f"record {i}: {'x' * (i % 50)} ✓" for i in range(4000))
+    with pytest.raises(RequestRejected) as refused:
+        BUDGET.encode_within(encoder, [prompts[0], [(text, False)]], 0, [0, 0], ["q"])
+    (issue,) = refused.value.issues
+    assert issue.loc == ("questions", "q") and "at least" in issue.msg
+    # A long state: the tokens known already and the positions its images take count in the early issue.
+    with pytest.raises(RequestRejected) as refused:
+        BUDGET.encode_within(encoder, [[(text, False)], prompts[1]], 7, [5, 0], ["q"])
+    (issue,) = refused.value.issues
+    counted = issue.ctx["tokens"]
+    with pytest.raises(RequestRejected) as refused:
+        BUDGET.encode_within(encoder, [[(text, False)], prompts[1]], 0, [0, 0], ["q"])
+    assert issue.loc == ("state",) and counted == refused.value.issues[0].ctx["tokens"] + 12

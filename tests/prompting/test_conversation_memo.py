@@ -227,3 +227,20 @@ def test_a_cut_inside_quoted_text_is_refused() -> None:
     assert split_segments(segments, 5) == ("abcde", (("f", False),))
     assert split_segments(segments, 4) == ("abcd", (("ef", False),))
     assert split_segments(segments, 7) is None
+
+
+def test_an_early_lookup_renders_nothing_and_says_how_much_text_is_new(qwen_chat: ChatTokenizer) -> None:
+    engine = Engine(Settings(), qwen_chat, Instant())
+    memo = engine.memo
+    json_state = {"ticket": 42}
+    assert memo.early_lookup(json_state) is None  # showing it as a message renders it: preparation's work
+    assert memo.lookup(json_state).found == ([{"role": "user", "content": '{"ticket": 42}'}], ("state",))
+    conversation = [{"role": "user", "content": "Hi."}, {"role": "assistant", "content": "Hello."}]
+    assert memo.early_lookup(conversation) == ((conversation, ("state",)), None, None)
+    engine.prepare(request(conversation))
+    grown = [*conversation, {"role": "user", "content": "Ça va?"}]
+    lookup = memo.early_lookup({"messages": grown})
+    assert lookup is not None and lookup.found == (grown, ("state", "messages"))
+    assert lookup.entry is not None and lookup.new_text_bytes == len("Ça va?".encode())
+    assert memo.frame({"messages": grown}, lookup).known_ids == engine.prepare(request(conversation)).shared_prefix_ids
+    assert memo.early_lookup("plain text") == (([{"role": "user", "content": "plain text"}], ("state",)), None, None)

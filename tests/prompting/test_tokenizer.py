@@ -113,3 +113,13 @@ def test_unsafe_reads_are_refused_every_time(qwen_tokenizer_dir: Path, tmp_path:
         with pytest.raises((TemplateError, jinja2.exceptions.SecurityError)):
             chat.render(MESSAGES)
     assert MESSAGES[0] == {"role": "system", "content": "Be brief."} and len(MESSAGES) == 4
+
+
+def test_ids_are_below_a_vocabulary_only_when_its_size_is_known_and_past_the_largest_id(
+    qwen_tokenizer_dir: Path,
+) -> None:
+    chat = ChatTokenizer(qwen_tokenizer_dir)
+    largest = max(chat.tokenizer.get_vocab(with_added_tokens=True).values())
+    assert chat.ids_below(largest + 1)
+    assert not chat.ids_below(largest)
+    assert not chat.ids_below(None)

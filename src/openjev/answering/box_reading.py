@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from openjev.affinity import Pin
 from openjev.answering.boxes import box_answer, edges_of
 from openjev.backends.base import Backend, BackendError, GenerationCall, new_rid
 from openjev.prompting.box_grammar import BoxFormatError, BoxGrammar
@@ -73,13 +74,14 @@ class BoxReader:
     def max_tokens(self) -> int:
         return self.grammar.max_tokens if self.grammar is not None else 0
 
-    async def read(self, input_ids: Sequence[int], images: tuple[ImageInput, ...], rank: int | None) -> BoxReading:
-        """The box of the prompt `input_ids` (which shows `images`, the request's one image first)."""
+    async def read(self, input_ids: Sequence[int], images: tuple[ImageInput, ...], pin: Pin) -> BoxReading:
+        """The box of the prompt `input_ids` (which shows `images`, the request's one image first), read on
+        the evaluation's data-parallel rank."""
         grammar, vision = self.grammar, self.vision
         if grammar is None or vision is None or not images:
             raise BackendError("a box question reached a deployment or a prompt that cannot answer it")
         call = GenerationCall(
-            new_rid(), input_ids, grammar.max_tokens, self.stop_ids, routed_dp_rank=rank, images=images,
+            new_rid(), input_ids, grammar.max_tokens, self.stop_ids, routed_dp_rank=pin.rank, images=images,
             constraint=grammar, read_ids=grammar.read_ids,
         )  # fmt: skip
         async with self.slots:
@@ -96,4 +98,5 @@ class BoxReader:
         distributions = [[read[place] for place in places] if read else [] for places in positions]
         image = images[0]
         answer = box_answer(edges_of(digits, distributions), vision.grounding_extent(image.height, image.width))
+        pin.record(generation.prompt_tokens, generation.cached_tokens)
         return BoxReading(answer, generation.prompt_tokens, generation.cached_tokens, len(output))

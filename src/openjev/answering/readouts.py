@@ -10,23 +10,31 @@ Contract:
   numbered 1, 2, ... instead. Nouls read Yes/No. Every label set is checked after the cue it is
   read after (`labels.build_label_set`), at start-up.
 - Cues. Each question type ends its turn with its own cue (`Settings.answer_cue_of`).
+- Plan. `plan` gives each question view its text, label ids and prompt: the frame's question turn
+  around the text, closed by the cue (`prompts.ConversationFrame`), after the frame's shared prefix.
 - Boxes. A box question has one view; its turn ends with the opening of the model's grounding format
   (`box_grammar.CUE`) and its read ids are the grammar's digits (`box_reading.py` answers it), and
   it has no content-free readout.
 - Contextual calibration (OPENJEV_CONTEXTUAL_CALIBRATION, per type): each view's label logprobs l
   and the same view's content-free logprobs c (content_free.py) give log(divide_prior(softmax l,
   softmax c)) (debias.py), which then goes where l went. A question type not listed is untouched.
-- Answer. Noul and choice answers are answers.py's; a score read in both views combines the forward
-  distribution and the mirrored reversed one in log space (debias.combine_log_space) before the
-  temperature and the confidence are applied.
+- Answer. `answers` gathers each question's readouts from its branches (a box's reading is its
+  answer; non-finite label logprobs are the backend's error). Noul and choice answers are
+  answers.py's (a choice read in several rotations: mapped back to its options and combined,
+  OPENJEV_LABEL_PRIOR); a score read in both views combines the forward distribution and the
+  mirrored reversed one in log space (debias.combine_log_space) before the temperature and the
+  confidence are applied.
+- Temperature. The calibration file's (OPENJEV_CALIBRATION_FILE, read once at start-up) for the
+  question's type and option count (2 for a noul), else OPENJEV_TEMPERATURE.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from openjev.answering.answers import (
+    NonFiniteLogprob,
     choice_answer,
     noul_answer,
     renormalise,
@@ -34,12 +42,24 @@ from openjev.answering.answers import (
     shift_offsets,
     shifted_choice_answer,
 )
+from openjev.answering.box_reading import BoxReading
 from openjev.answering.debias import combine_log_space, divide_prior, log_floor, mirrored
+from openjev.backends.base import BackendError, LabelLogprobs
+from openjev.calibration import Calibration, load_calibration
 from openjev.config import AnswerCue, ScoreLabels, Settings
 from openjev.prompting.box_grammar import CUE as BOX_CUE
+from openjev.prompting.image_marks import ImageMarks
 from openjev.prompting.labels import LabelSet, build_label_set
-from openjev.prompting.prompts import ANSWER_CUES, box_text, choice_text, frame_conversation, noul_text, score_text
-from openjev.prompting.tokenizer import ChatTokenizer
+from openjev.prompting.prompts import (
+    ANSWER_CUES,
+    ConversationFrame,
+    box_text,
+    choice_text,
+    frame_conversation,
+    noul_text,
+    score_text,
+)
+from openjev.prompting.tokenizer import ChatTokenizer, Segment
 from openjev.request.schema import BoxQuestion, ChoiceQuestion, NoulQuestion, ScoreQuestion
 
 AnswerableQuestion = NoulQuestion | ChoiceQuestion | ScoreQuestion
@@ -51,11 +71,19 @@ REVERSED = -1
 Readout = tuple[int, Sequence[float], Sequence[float] | None]
 
 
+class Viewed(Protocol):
+    """A branch: one view of one question."""
+
+    question_id: str
+    question: AnyQuestion
+    offset: int
+
+
 class QuestionViews:
     """The views, texts, labels and cues of questions under one server's settings; built once at start-up."""
 
     def __init__(self, settings: Settings, chat: ChatTokenizer) -> None:
-        self.settings = settings
+        self.settings, self.chat = settings, chat
         #: The ids a box generation reads (its grammar's digits, set by the engine; (): boxes refused).
         self.box_ids: tuple[int, ...] = ()
         self.cues = {kind: settings.answer_cue_of(kind) for kind in ("noul", "choice", "score")}
@@ -66,6 +94,9 @@ class QuestionViews:
             context = frame_conversation(chat, [{"role": "user", "content": "?"}], ANSWER_CUES[cue]).turn_close
             self.labels[cue] = build_label_set(chat, context, count)
         self.calibrated = frozenset(filter(None, settings.contextual_calibration.split(",")))
+        self.calibration: Calibration | None = (
+            load_calibration(settings.calibration_file) if settings.calibration_file is not None else None
+        )
 
     def cue(self, question: AnswerableQuestion) -> AnswerCue:
         return self.cues[question.type]
@@ -97,13 +128,65 @@ class QuestionViews:
             names, ids = labels.option_labels[:count], labels.option_label_ids[:count]
         return score_text(question, names, reverse=view == REVERSED), ids
 
+    def plan(
+        self, questions: Mapping[str, AnyQuestion], frame: ConversationFrame, marks: ImageMarks | None
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Segment, ...]]]:
+        """Each question view's (id, question, view, text, label ids), and every prompt's segments, the
+        shared prefix of `frame` first; `marks`: the texts show the request's images (the questions
+        stay as sent)."""
+        planned = [
+            (question_id, question, view, *self.text(marks.question(question) if marks else question, view))
+            for question_id, question in questions.items()
+            for view in self.views(question)
+        ]
+        # The frame carries no cue: each question type's closes its turn, right before the label.
+        suffixes = (
+            frame.with_cue(self.cue_text(question)).question_suffix_segments(text, self.chat.spells_added_token(text))
+            for _, question, _, text, _ in planned
+        )
+        return planned, [frame.shared_prefix_segments, *suffixes]
+
     def wants_content_free(self, question: AnyQuestion) -> bool:
         # The setting names readout types only (`config.QUESTION_TYPES`): never a box.
         return question.type in self.calibrated
 
-    def answer(self, question: AnswerableQuestion, readouts: Sequence[Readout], temperature: float) -> dict[str, Any]:
+    def answers(
+        self,
+        branches: Sequence[Viewed],
+        results: Sequence[LabelLogprobs | BoxReading],
+        priors: Sequence[Sequence[float] | None],
+    ) -> tuple[dict[str, list[Readout]], dict[str, dict[str, Any]]]:
+        """Each question's readouts from its branches' results and content-free priors, view 0 first,
+        and each question's typed answer (a box's is its reading's), in the order of `branches`."""
+        questions: dict[str, AnyQuestion] = {}
+        readouts: dict[str, list[Readout]] = {}
+        boxes: dict[str, dict[str, Any]] = {}
+        for branch, result, prior in zip(branches, results, priors, strict=True):
+            questions[branch.question_id] = branch.question
+            if isinstance(result, BoxReading):
+                boxes[branch.question_id] = result.answer
+            else:
+                readouts.setdefault(branch.question_id, []).append((branch.offset, result.logprobs, prior))
+        try:
+            answers = {
+                qid: boxes[qid] if qid in boxes else self.answer(question, readouts[qid])  # type: ignore[arg-type]
+                for qid, question in questions.items()
+            }
+        except NonFiniteLogprob as error:
+            raise BackendError(f"the backend returned unusable label logprobs: {error}") from error
+        return readouts, answers
+
+    def temperature(self, question: AnswerableQuestion) -> float:
+        if self.calibration is not None:
+            count = 2 if isinstance(question, NoulQuestion) else len(question.criteria)
+            fitted = self.calibration.temperature(question.type, count)
+            if fitted is not None:
+                return fitted
+        return self.settings.temperature
+
+    def answer(self, question: AnswerableQuestion, readouts: Sequence[Readout]) -> dict[str, Any]:
         """The typed answer from the question's readouts, its first view first (module doc)."""
-        mode = self.settings.confidence
+        mode, temperature = self.settings.confidence, self.temperature(question)
         logprobs = [calibrated(values, prior) for _, values, prior in readouts]
         views = [view for view, _, _ in readouts]
         if isinstance(question, NoulQuestion):

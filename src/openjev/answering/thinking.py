@@ -23,8 +23,9 @@ Then:
    if it is not there yet (thinking mode: the budget ran out) + the tail that follows the thinking
    block in the one-token prompt (`\n\n` and the answer cue); prompted mode appends `\n\n` + cue.
    The budget shrinks to keep call 2 within the branch limit; a question with no room keeps its answer.
-   An escalated question thinks once per view its first pass read (`Reading.views`), and each call 2
-   readout goes to the answer with that view's content-free prior: the same corrections as the first pass.
+   An escalated question thinks once per view its first pass read (`reading`: `Reading.views`), and
+   each call 2 readout goes to the answer with that view's content-free prior: the same corrections
+   as the first pass.
 3. Bounded. Both calls hold the engine's backend slots and run before the request's deadline
    (OPENJEV_REQUEST_TIMEOUT, counted from the start of its backend work). Every escalation is planned
    before any is sent (`Plan`) and made only while its worst-case prompt tokens
@@ -35,7 +36,8 @@ Then:
 
 Cost model: latency ~ first pass + (budget / decode speed) for the slowest escalated question, since
 escalated questions think concurrently; `usage.output_tokens` adds each generated id and each call 2.
-Every call is recorded on the evaluation's data-parallel rank (`Limits.router`).
+Every call is recorded on the evaluation's data-parallel rank (`affinity.Pin`); while it is pinned,
+the rank counts the most calls the tier may make (`escalation_calls`).
 """
 
 from __future__ import annotations
@@ -44,17 +46,18 @@ import asyncio
 import logging
 import math
 import time
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from openjev.affinity import RankRouter
+from openjev.affinity import Pin
 from openjev.answering.answers import PROBABILITY_FLOOR, NonFiniteLogprob
+from openjev.answering.readouts import AnswerableQuestion, AnyQuestion, QuestionViews, Readout
 from openjev.backends.base import Backend, BackendError, GenerationCall, ReadoutCall, new_rid
 from openjev.config import Settings
 from openjev.prompting.budget import TokenBudget
-from openjev.prompting.prompts import frame_conversation
+from openjev.prompting.prompts import ANSWER_CUES, frame_conversation
 from openjev.prompting.tokenizer import ChatTokenizer
 
 log = logging.getLogger("openjev.answering.thinking")
@@ -77,6 +80,14 @@ def margin(answer: dict[str, Any]) -> float:
 
 def share_cap(share: float, count: int) -> int:
     return math.ceil(share * count - _SHARE_EPSILON)
+
+
+def escalation_calls(question_ids: Sequence[str], max_share: float) -> int:
+    """The most backend calls the tier may make for a request whose first pass reads one branch per
+    entry of `question_ids`: two for each view of as many questions as may escalate, those with the
+    most views."""
+    views = Counter(question_ids)
+    return 2 * sum(sorted(views.values(), reverse=True)[: share_cap(max_share, len(views))])
 
 
 class EscalationPolicy:
@@ -186,15 +197,27 @@ class Reading:
     answer: Callable[[list[tuple[int, Sequence[float], Sequence[float] | None]]], dict[str, Any]]
 
 
+def reading(
+    views: QuestionViews,
+    questions: Mapping[str, AnyQuestion],
+    first_pass: Mapping[str, Sequence[Readout]],
+    question_id: str,
+) -> Reading:
+    """How a question is asked again: in every view of its first-pass readouts, each with its prior,
+    after its type's cue, answered as the first pass was (the tier never sees a box question)."""
+    question = cast(AnswerableQuestion, questions[question_id])
+    shown = tuple(View(offset, *views.text(question, offset), prior) for offset, _, prior in first_pass[question_id])
+    return Reading(shown, ANSWER_CUES[views.cue(question)], lambda readouts: views.answer(question, readouts))
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """An escalation's bounds: the deadline on the loop's clock, the branch token limit, the prompt
-    tokens the request may still send, and the rank router that counts every call (None: one rank)."""
+    """An escalation's bounds: the deadline on the loop's clock, the branch token limit, and the prompt
+    tokens the request may still send."""
 
     deadline: float
     branch_limit: int
     tokens_left: int
-    router: RankRouter | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,11 +298,11 @@ class Thinker:
         prefix: list[int],
         read: Callable[[str], Reading],
         limits: Limits,
-        rank: int | None = None,
+        pin: Pin,
     ) -> Escalation:
-        """`answers`: the first pass's; `read(question id)`: how to ask and answer it again; `rank`: the
-        evaluation's data-parallel rank. Escalations are planned least confident first and made while
-        their worst-case prompt tokens fit `limits.tokens_left`."""
+        """`answers`: the first pass's; `read(question id)`: how to ask and answer it again (`reading`);
+        `pin`: the evaluation's data-parallel rank. Escalations are planned least confident first and
+        made while their worst-case prompt tokens fit `limits.tokens_left`."""
         chosen = self.policy.select([(qid, margin(answer)) for qid, answer in answers.items()])
         started = time.perf_counter()
         planned = await asyncio.to_thread(
@@ -294,7 +317,7 @@ class Thinker:
             left -= cost
             runs.append(plan)
         async with asyncio.TaskGroup() as group:
-            tasks = {plan.question_id: group.create_task(self._think(plan, limits, rank)) for plan in runs}
+            tasks = {plan.question_id: group.create_task(self._think(plan, limits, pin)) for plan in runs}
         thoughts = {qid: task.result() for qid, task in tasks.items()}
         spent = [thought.spent for thought in thoughts.values()]
         cached = [item.cached_tokens for item in spent]
@@ -312,24 +335,25 @@ class Thinker:
             seconds=time.perf_counter() - started,
         )
 
-    async def _think(self, plan: Plan, limits: Limits, rank: int | None) -> Thought:
+    async def _think(self, plan: Plan, limits: Limits, pin: Pin) -> Thought:
         """Both calls for each view of one question; the answer is None (the first-pass answer stays)
         when any fails or time runs out, and whatever was spent is counted all the same."""
         spent = Spent()
 
         def record(prompt_tokens: int, cached_tokens: int | None, generated: int = 0, readout: bool = False) -> None:
             spent.add(prompt_tokens, cached_tokens, generated, readout)
-            if limits.router is not None and rank is not None:
-                limits.router.record(rank, prompt_tokens, cached_tokens)
+            pin.record(prompt_tokens, cached_tokens)
 
         async def view_readout(view: View, call_one: list[int], budget: int) -> tuple[int, Sequence[float], Any]:
             async with self.slots:
-                call = GenerationCall(new_rid(), call_one, budget, self.stop_ids, routed_dp_rank=rank)
+                call = GenerationCall(new_rid(), call_one, budget, self.stop_ids, routed_dp_rank=pin.rank)
                 generated = await self.backend.generate(call)
             record(generated.prompt_tokens, generated.cached_tokens, len(generated.output_ids))
             call_two = self.call_two_ids(call_one, generated.output_ids, plan.reading.cue)
             async with self.slots:
-                readout = await self.backend.readout(ReadoutCall(new_rid(), call_two, view.labels, routed_dp_rank=rank))
+                readout = await self.backend.readout(
+                    ReadoutCall(new_rid(), call_two, view.labels, routed_dp_rank=pin.rank)
+                )
             record(readout.prompt_tokens, readout.cached_tokens, readout=True)
             return view.offset, readout.logprobs, view.prior
 

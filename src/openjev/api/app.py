@@ -20,7 +20,7 @@ from fastapi.staticfiles import StaticFiles
 
 from openjev import __version__
 from openjev.api.body import BodyDecoder
-from openjev.api.docs import STATIC_DIR, STATIC_PATH
+from openjev.api.docs import GUIDES, STATIC_DIR, STATIC_PATH
 from openjev.api.errors import install_error_handlers
 from openjev.api.fast_path import SystemOneFastPath
 from openjev.api.middleware import ApiKeyMiddleware, RequestIdMiddleware, StatusMetricsMiddleware
@@ -52,8 +52,8 @@ def create_app(
         title="openjev",
         version=__version__,
         summary="A self-hosted, Jev-compatible System One API.",
-        description="Typed answers (noul, choice, score) about a state, read from a language model's first "
-        "output token. Compatible with TypeSafe's Jev API and its official SDKs.",
+        description="Typed answers (noul, choice, score, box) about a state, read from a language model's first "
+        "output token. Compatible with TypeSafe's Jev API and its official SDKs.\n\n" + GUIDES,
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,

@@ -21,6 +21,27 @@ ASSETS = {
     "swagger-ui/swagger-ui.css": "5ed08757e53da3e026d6cbecc61fe5d43585c9560b302d534ad56692519a273d",
 }
 
+#: The guide pages of the source tree (`docs/`), named in the reference's description so a reader of the
+#: served pages finds the rest: images, SGLang and Modal, settings, performance, answer quality.
+GUIDE_PAGES = {
+    "api.md": "routes, requests, answers, limits, errors and headers",
+    "images-and-boxes.md": "image assets and box questions",
+    "sglang-and-modal.md": "serving on SGLang and deploying on Modal",
+    "scaling.md": "past one GPU",
+    "thinking.md": "the thinking tier",
+    "how-it-works.md": "how a request is answered, and the code's layout",
+    "embedded.md": "the embedded CPU runtimes",
+    "settings.md": "every OPENJEV_* setting and its flag",
+    "performance.md": "speed, measured side by side",
+    "answer-quality.md": "answer quality with intervals",
+    "development.md": "tests, CI, benchmarks and evaluations",
+}
+GUIDES = (
+    "Guides in the project's `docs/` folder: "
+    + "; ".join(f"`docs/{page}` ({what})" for page, what in GUIDE_PAGES.items())
+    + "."
+)
+
 # Scalar fetches web fonts from its own servers unless told not to.
 REFERENCE_PAGE = f"""<!doctype html>
 <html>

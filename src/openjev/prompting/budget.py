@@ -10,10 +10,12 @@ Nothing is truncated: a prompt over a limit is a 422 naming the limit and the co
 - Per request: everything the request sends counts against `total_limit`
   (OPENJEV_MAX_TOTAL_INPUT_TOKENS): the warm-up (the prefix alone), every branch prompt, every
   content-free readout it must make (`content_free_tokens`) and, in the thinking tier, each
-  escalation's two calls. The first pass is checked before anything is sent (`first_pass_issues`);
-  an escalation is made only while its worst case fits what the first pass left (`escalation_cost`).
+  escalation's two calls. The first pass is checked before anything is sent (`check_first_pass`,
+  which refuses it with every issue of `first_pass_issues` and else says what it leaves); an
+  escalation is made only while its worst case fits what the first pass left (`escalation_cost`).
 
-Early refusal. Tokenizing stops as soon as a prompt is certainly over (`encode_limits`), so text far
+Early refusal. Tokenizing stops as soon as a prompt is certainly over (`encode_limits`,
+`encode_within`), so text far
 over a budget costs one encoding round; the 422 then gives the count reached ("at least"). With n
 branches, a prefix of p tokens makes the request send at least p (warm-up) + n (p + 1) tokens, so
 p > (total_limit - n) / (1 + n) is over whatever the suffixes are; a suffix over branch_limit - 2 is
@@ -25,9 +27,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from openjev.errors import Issue
+from openjev.errors import Issue, RequestRejected
+from openjev.prompting.encoding import PromptEncoder, PromptTooLong
+from openjev.prompting.tokenizer import Segment
 
 TOTAL_LIMIT_NAME = "OPENJEV_MAX_TOTAL_INPUT_TOKENS"
+#: (question id, tokens) pairs.
+Counts = Sequence[tuple[str, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +59,25 @@ class TokenBudget:
         total_share = (self.total_limit - branch_count) // (1 + branch_count)
         return [max(0, min(suffix_limit, total_share) - known), *[suffix_limit] * branch_count]
 
+    def encode_within(
+        self,
+        encoder: PromptEncoder,
+        prompts: Sequence[Sequence[Segment]],
+        known: int,
+        extra: Sequence[int],
+        question_ids: Sequence[str],
+    ) -> list[list[int]]:
+        """Each prompt's ids (the prefix first, then each branch's suffix, whose question is
+        `question_ids[i]`), encoding stopped and the request refused (`early_issue`) once one is
+        certainly over: `known` prefix tokens are known already, and `extra` says, per prompt, the
+        positions it takes beyond its ids (its images)."""
+        caps = self.encode_limits(len(question_ids), known)
+        try:
+            return encoder.encode_many(prompts, [max(0, cap - more) for cap, more in zip(caps, extra, strict=True)])
+        except PromptTooLong as over:
+            tokens = over.tokens + extra[over.index] + (known if over.index == 0 else 0)
+            raise RequestRejected([self.early_issue(over.index, tokens, question_ids)]) from None
+
     def early_issue(self, index: int, tokens: int, question_ids: Sequence[str]) -> Issue:
         """The issue for prompt `index` (0: the prefix, i: the suffix of branch i - 1, whose question is
         `question_ids[i - 1]`) found at `tokens` tokens, over its `encode_limits` entry."""
@@ -66,8 +91,8 @@ class TokenBudget:
     def first_pass_issues(
         self,
         prefix: int,
-        branches: Sequence[tuple[str, int]],
-        content_free: Sequence[tuple[str, int]] = (),
+        branches: Counts,
+        content_free: Counts = (),
         generated: Mapping[str, int] | None = None,
     ) -> list[Issue]:
         """Every limit a first pass breaks: `branches` are (question id, suffix tokens); `content_free`, the
@@ -100,6 +125,17 @@ class TokenBudget:
                 parts += f" + {len(content_free)} content-free readout{plural} of {content_free_tokens}"
             issues.append(self.total_issue(total, parts, bound=""))
         return issues
+
+    def check_first_pass(
+        self, prefix: int, branches: Counts, content_free: Counts, generated: Mapping[str, int]
+    ) -> int:
+        """The prompt tokens the request may still send after its first pass (the thinking tier's);
+        RequestRejected with every issue of `first_pass_issues` (same arguments) where there is one."""
+        issues = self.first_pass_issues(prefix, branches, content_free, generated)
+        if issues:
+            raise RequestRejected(issues)
+        sent = self.first_pass_tokens(prefix, [suffix for _, suffix in branches], sum(t for _, t in content_free))
+        return self.total_limit - sent
 
     @staticmethod
     def first_pass_tokens(prefix: int, suffixes: Sequence[int], content_free_tokens: int = 0) -> int:

@@ -1,7 +1,12 @@
 """Incremental preparation: a conversation that extends one prepared before renders and tokenizes
 only its new messages.
 
-Contract: `ConversationMemo.frame(state)` returns a `Framing` whose `known_ids` followed by the ids of
+Contract: the walk from a state to its frame is this module's, in two steps. `lookup(state)` finds
+the state's messages as sent (`prompts.sent_messages`), the longest remembered conversation they
+extend and how much text is new (`early_lookup`: only where that renders nothing); `frame(state,
+lookup)` renders that new text alone, or the whole conversation (`prompts.normalize_messages`,
+`prompts.frame_conversation`).
+`ConversationMemo.frame(state)` returns a `Framing` whose `known_ids` followed by the ids of
 `frame.shared_prefix_segments` are exactly the ids of the full render's shared prefix, and whose
 question turn (`turn_open`, `turn_close`) is the full render's, with no answer cue (the engine
 appends each question type's: `ConversationFrame.with_cue`). `remember(framing, prefix_ids)`
@@ -50,10 +55,10 @@ from openjev.errors import Loc
 from openjev.prompting.prompts import (
     CHAT_ROLES,
     ConversationFrame,
+    chat_messages,
     frame_conversation,
     normalize_messages,
     sent_messages,
-    state_messages,
 )
 from openjev.prompting.tokenizer import ChatTokenizer, Segment, TemplateError, chat_template_source
 from openjev.request.schema import FreeForm
@@ -107,9 +112,10 @@ class _Entry:
 
 
 class Lookup(NamedTuple):
-    """`ConversationMemo.lookup`'s answer."""
+    """`ConversationMemo.lookup`'s answer: the state's messages as sent and where they are, the
+    remembered conversation they extend (None: none), and how much of their text is new."""
 
-    found: tuple[list[Any], Loc] | None
+    found: tuple[list[Any], Loc]
     entry: _Entry | None
     #: UTF-8 bytes of the new messages' contents (None: the whole state would be rendered).
     new_text_bytes: int | None
@@ -246,13 +252,20 @@ class ConversationMemo:
         self._lengths: Counter[int] = Counter()
         self._lock = threading.Lock()
 
+    def early_lookup(self, state: FreeForm) -> Lookup | None:
+        """`lookup(state)` where it renders nothing: None for a state that is neither a chat nor a
+        string, whose text is rendered first to show it as a message, which is preparation's work."""
+        if not isinstance(state, str) and chat_messages(state) is None:
+            return None
+        return self.lookup(state)
+
     def lookup(self, state: FreeForm) -> Lookup:
         """Where `frame(state)` starts: the state's messages, the longest remembered conversation they
         extend, and how much message text is new (None: the whole state would be rendered, or which
         cannot be told without rendering: a shape not proven yet)."""
-        found = sent_messages(state) if self.capacity_bytes else None
-        entry = self._find(found[0]) if found is not None else None
-        if found is None or entry is None:
+        found = sent_messages(state)
+        entry = self._find(found[0]) if self.capacity_bytes else None
+        if entry is None:
             return Lookup(found, None, None)
         new = found[0][len(entry.raw) :]
         if not all(reusable(message) for message in new):
@@ -264,10 +277,7 @@ class ConversationMemo:
     def frame(self, state: FreeForm, lookup: Lookup | None = None) -> Framing:
         """The question frame of `state`, reusing the longest remembered conversation it extends;
         `lookup`: this memo's `lookup(state)`, made just before (None: looked up here)."""
-        found, entry, _ = lookup or self.lookup(state)
-        if found is None:
-            return Framing(frame_conversation(self.chat, state_messages(state), NO_CUE))
-        raw, loc = found
+        (raw, loc), entry, _ = lookup or self.lookup(state)
         if entry is not None and all(reusable(message) for message in raw[len(entry.raw) :]):
             new = normalize_messages(raw[len(entry.raw) :], loc, len(entry.raw))
             framing = self._extend(entry, raw, new)
@@ -277,7 +287,7 @@ class ConversationMemo:
                 return framing
         messages = normalize_messages(raw, loc)
         frame = frame_conversation(self.chat, messages, NO_CUE)
-        if not all(reusable(message) for message in raw):
+        if not self.capacity_bytes or not all(reusable(message) for message in raw):
             return Framing(frame)
         text_bytes = sum(len(message["content"]) for message in messages)
         return Framing(frame, [], list(raw), messages[0], tuple(messages[1:][-2:]), text_bytes)

@@ -209,6 +209,12 @@ class ChatTokenizer:
         unknown = getattr(self.tokenizer.model, "unk_token", None)
         return self.tokenizer.token_to_id(unknown) if unknown else None
 
+    def ids_below(self, vocab_size: int | None) -> bool:
+        """Whether every id this tokenizer can make is below `vocab_size` (None: unknown, so not known to
+        be): its largest id counts, since ids need not be contiguous."""
+        largest = max(self.tokenizer.get_vocab(with_added_tokens=True).values(), default=-1)
+        return vocab_size is not None and largest < vocab_size
+
     def render(
         self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True, thinking: bool = False
     ) -> str:
