@@ -9,7 +9,8 @@ Cases:
 - attack: a multipart zstd body of a 64x64 PNG carrying a 9 MiB private ancillary chunk, its
   placeholder written 25 times in the state, 2 questions.
 Printed per case and transfer: the body the client sent (bytes on the wire), the `/generate` calls
-and the bytes they carried (median of `--repeats` requests), and that total over the client's bytes.
+and the bytes they carried (median of `--repeats` requests), and that total over the client's bytes;
+and the size of the honest case's prepared PNG (what `file` transfer writes to disk, once).
 
     uv run python benchmarks/image_traffic.py [--repeats 3] [--transfers base64,file]
 """
@@ -35,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from image_preparation import picture
 
+from openjev.config import Settings
+from openjev.request.images import make_safe
 from tests.conftest import fetch_qwen_tokenizer, launch_openjev, stop_openjev
 from tests.fake_sglang import FakeSGLang
 
@@ -63,7 +66,8 @@ def honest(client: httpx.Client, seed: int) -> tuple[int, int]:
     }
     request = client.build_request("POST", "/v1/systemone", json=body)
     response = client.send(request)
-    response.raise_for_status()
+    if response.status_code != 200:
+        raise RuntimeError(f"{response.status_code}: {response.text}")
     return len(request.content), response.status_code
 
 
@@ -92,13 +96,23 @@ def main() -> None:
     parser.add_argument("--transfers", default="base64,file")
     options = parser.parse_args()
     tokenizer = fetch_qwen_tokenizer()
+    settings = Settings()
+    prepared = make_safe(
+        picture(1152, 864, "JPEG", 1),
+        max_pixels=settings.max_image_pixels,
+        max_source_pixels=settings.max_image_source_pixels,
+    )
+    print(f"the honest case's photo is a {len(prepared.png):,}-byte PNG once prepared (with `file` transfer, "
+          "written to disk once per photo)")  # fmt: skip
     print(f"{'case':8s} {'transfer':8s} {'client bytes':>13s} {'status':>6s} {'calls':>5s} "
           f"{'bytes to SGLang':>16s} {'x client':>9s}")  # fmt: skip
     for transfer in options.transfers.split(","):
         fake = FakeSGLang(vision=True, tokenizer_path=str(tokenizer)).start()
         with tempfile.TemporaryDirectory() as logs:
             env = {"OPENJEV_IMAGE_TRANSFER": transfer}
-            server = launch_openjev("--connect", fake.url, "--tokenizer", str(tokenizer), log_dir=Path(logs), env=env)
+            server = launch_openjev(
+                "--connect", fake.url, "--tokenizer", str(tokenizer), log_dir=Path(logs), env=env, timeout=240
+            )
             try:
                 with httpx.Client(base_url=server.url, timeout=300) as client:
                     for name, send in (("honest", honest), ("attack", attack)):
