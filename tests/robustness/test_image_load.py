@@ -37,6 +37,8 @@ from tests.robustness.conftest import rss_mib
 pytestmark = [pytest.mark.robustness, pytest.mark.timeout(300)]
 
 NOUL = {"type": "noul", "instructions": "Is anything broken?"}
+#: Seconds a server may take to start: these suites run beside other load.
+START = 240
 #: Polls `/health/live` every 10 ms for `seconds` in its own process (no GIL shared with the senders);
 #: prints the latencies in seconds as JSON.
 POLLER = """
@@ -135,7 +137,7 @@ def p99(latencies: list[float]) -> float:
 
 
 def test_liveness_stays_fast_while_zstd_bombs_and_9_mb_uploads_arrive(serve_openjev, vision_fake, tmp_path, figures):
-    server = serve_openjev("--connect", vision_fake.url, "--tokenizer", str(vision_fake.tokenizer_path))
+    server = serve_openjev("--connect", vision_fake.url, "--tokenizer", str(vision_fake.tokenizer_path), timeout=START)
     bomb, bomb_headers = zstd_multipart(image_request(["<image:b>"]), {"p0": bytes(39 * 1024 * 1024)})
     upload, upload_type = multipart(image_request(["<image:u>"]), {"p0": noise_png(1800, 1700, 3)})
     with httpx.Client(base_url=server.url, timeout=120) as http:  # warm: first-use imports and caches
@@ -184,7 +186,7 @@ def test_memory_returns_near_its_start_after_a_burst_of_padded_images(serve_open
         "OPENJEV_ENCODED_IMAGE_CACHE_BYTES": str(cache_mib << 20),
     }
     server = serve_openjev(
-        "--connect", vision_fake.url, "--tokenizer", str(vision_fake.tokenizer_path), env=caches
+        "--connect", vision_fake.url, "--tokenizer", str(vision_fake.tokenizer_path), env=caches, timeout=START
     )  # fmt: skip
     pid = server.process.pid
     bodies = [
@@ -223,7 +225,7 @@ def test_memory_returns_near_its_start_after_a_burst_of_padded_images(serve_open
 def test_image_work_never_makes_a_small_text_request_529(serve_openjev, vision_fake, figures):
     server = serve_openjev(
         "--connect", vision_fake.url, "--tokenizer", str(vision_fake.tokenizer_path),
-        env={"OPENJEV_MAX_CONCURRENT_IMAGE_PREPARATIONS": "2", "OPENJEV_IMAGE_PREPARATION_QUEUE": "1"},
+        env={"OPENJEV_MAX_CONCURRENT_IMAGE_PREPARATIONS": "2", "OPENJEV_IMAGE_PREPARATION_QUEUE": "1"}, timeout=START,
     )  # fmt: skip
     keys = [f"<image:{i}>" for i in range(4)]
     heavy = [
