@@ -4,9 +4,9 @@ over real HTTP against the fake SGLang's scheduler, counting `/generate` calls, 
 import httpx
 import pytest
 
+from openjev.backends.warm_prefixes import WarmPrefixes
 from openjev.prompting.prompt_ids import SharedIds
 from openjev.request.images import ImageInput
-from openjev.warm_prefixes import WarmPrefixes
 
 PREFIX = SharedIds(list(range(1000, 1100)))  # 100 tokens
 

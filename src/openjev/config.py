@@ -6,14 +6,23 @@ user passed as flags, so `OPENJEV_PORT=9000 openjev serve` and `openjev serve --
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
-from enum import StrEnum
 from pathlib import Path
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from openjev.options import (
+    QUESTION_TYPES,
+    SGLANG_FLAGS_SET_BY_OPENJEV,
+    AnswerCue,
+    ConfidenceMode,
+    EmbeddedPrecision,
+    Frontend,
+    ImageTransfer,
+    ScoreLabels,
+)
 
 #: The SDKs' default model name; always accepted as an alias of the served model.
 COMPAT_MODEL_ALIAS = "jev-latest"
@@ -21,68 +30,6 @@ COMPAT_MODEL_ALIAS = "jev-latest"
 DEFAULT_SGLANG_VERSION = "0.5.19"
 #: Public model id on SGLang when OPENJEV_SERVED_MODEL_NAME is unset; the NVFP4 repository is only the weight source.
 DEFAULT_SERVED_MODEL_NAME = "Qwen/Qwen3.6-35B-A3B"
-
-
-class EmbeddedPrecision(StrEnum):
-    """The embedded model's precision (`backends/embedded/precision.py`)."""
-
-    auto = "auto"
-    float32 = "float32"
-    bfloat16 = "bfloat16"
-    int8 = "int8"
-    gguf = "gguf"
-
-
-class ConfidenceMode(StrEnum):
-    typesafe = "typesafe"
-    entropy = "entropy"
-
-
-class AnswerCue(StrEnum):
-    plain = "plain"
-    json = "json"
-
-
-class ScoreLabels(StrEnum):
-    letters = "letters"
-    digits = "digits"
-
-
-#: The question types a per-type readout setting names.
-QUESTION_TYPES = ("noul", "choice", "score")
-
-
-class ImageTransfer(StrEnum):
-    """How a prepared image reaches SGLang (`backends/sglang_images.py`)."""
-
-    auto = "auto"
-    file = "file"
-    base64 = "base64"
-
-
-class Frontend(StrEnum):
-    rust = "rust"
-    python = "python"
-
-
-#: SGLang flags that carry openjev's own settings or its contract with SGLang (model, tokenizer, name,
-#: the private address, the prompt limit, the warm-up race, the key): OPENJEV_SGLANG_ARGS may not set them.
-SGLANG_FLAGS_SET_BY_OPENJEV = frozenset(
-    {
-        "--model-path",
-        "--model",
-        "--revision",
-        "--tokenizer-path",
-        "--served-model-name",
-        "--host",
-        "--port",
-        "--context-length",
-        "--skip-server-warmup",
-        "--api-key",
-        "--dp-size",
-        "--data-parallel-size",
-    }
-)
 
 
 class Settings(BaseSettings):
@@ -447,27 +394,3 @@ def default_cache_dir() -> Path:
         return Path(explicit).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "openjev"
-
-
-def answer_settings(settings: Settings) -> dict[str, object]:
-    """Every setting that changes an answer for the same request and backend, as `/v1/limits` shows it
-    and `evals/run.py` records it (a run resumed against other ones is refused). A new setting that
-    changes answers gets one line here. The calibration file counts by its content (sha256)."""
-    calibration = settings.calibration_file
-    return {
-        "answer_cue": settings.answer_cue.value,
-        **{f"answer_cue_{kind}": settings.answer_cue_of(kind).value for kind in QUESTION_TYPES},
-        "score_labels": settings.score_labels.value,
-        "score_reverse": settings.score_reverse,
-        "contextual_calibration": settings.contextual_calibration,
-        # The thinking tier's (they change only the answers of requests naming OPENJEV_THINK_MODEL).
-        "think_margin": settings.think_margin,
-        "think_max_share": settings.think_max_share,
-        "think_window": settings.think_window,
-        "think_budget_tokens": settings.think_budget_tokens,
-        "option_shifts": settings.option_shifts,
-        "label_prior": settings.label_prior,
-        "temperature": settings.temperature,
-        "confidence": settings.confidence.value,
-        "calibration_sha256": hashlib.sha256(calibration.read_bytes()).hexdigest() if calibration else None,
-    }

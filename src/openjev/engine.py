@@ -39,6 +39,7 @@ from openjev.answering.content_free import ContentFreePlan, ContentFreePriors
 from openjev.answering.readouts import AnyQuestion, QuestionViews, Readout
 from openjev.answering.thinking import Escalation, Limits, Thinker, escalation_calls, reading
 from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall, new_rid
+from openjev.backends.warm_prefixes import WarmPrefixes
 from openjev.config import Settings
 from openjev.errors import Issue, RequestRejected
 from openjev.prompting.budget import TokenBudget
@@ -52,7 +53,6 @@ from openjev.request.images import ImageInput
 from openjev.request.schema import BoxQuestion, SystemOneRequest
 from openjev.request.sizes import question_bytes
 from openjev.request.validation import check_request
-from openjev.warm_prefixes import WarmPrefixes
 
 
 @dataclass(frozen=True, slots=True)

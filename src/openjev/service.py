@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from openjev import metrics
+from openjev.answering.answer_settings import answer_settings
 from openjev.backends.base import Backend
-from openjev.config import COMPAT_MODEL_ALIAS, Settings, answer_settings, served_model_name
+from openjev.config import COMPAT_MODEL_ALIAS, Settings, served_model_name
 from openjev.engine import Engine
 from openjev.errors import ModelNotFound, NotReady, Overloaded
 from openjev.prompting.tokenizer import ChatTokenizer
@@ -140,7 +141,7 @@ class Service:
             ),
         )
         self.startup_error: str | None = None
-        #: Read once, as the engine reads the calibration file once (see `config.answer_settings`).
+        #: Read once, as the engine reads the calibration file once (see `answering.answer_settings`).
         self.answer_settings = answer_settings(settings)
         self._runtime: Runtime | None = None
         self._on_fatal = on_fatal
