@@ -11,8 +11,6 @@ import openai
 import pytest
 
 from tests.api.test_images import pixels, png
-from tests.conftest import running_stack
-from tests.fake_sglang import FakeSGLang
 from tests.fake_sglang.vision import IMAGE_PAD
 
 RED, BLUE = png(300, 200, (200, 30, 30)), png(120, 90, (20, 30, 200))
@@ -31,13 +29,6 @@ def photo(image: bytes) -> list[dict]:
 
 def asset(image: bytes) -> dict:
     return {"type": "image", "format": "png", "data_base64": base64.b64encode(image).decode()}
-
-
-@pytest.fixture(scope="module")
-def vision_stack(qwen_tokenizer_dir, tmp_path_factory):
-    fake = FakeSGLang(vision=True, tokenizer_path=str(qwen_tokenizer_dir))
-    with running_stack(fake, qwen_tokenizer_dir, tmp_path_factory.mktemp("logs")) as stack:
-        yield stack
 
 
 @pytest.fixture(scope="module")
