@@ -8,16 +8,19 @@ import io
 import random
 import struct
 import zlib
+from pathlib import Path
 
 import pytest
 from PIL import Image
+from PIL.PngImagePlugin import PngInfo
 
-from openjev.backends.sglang_vision import ImageData, vision_spec
+from openjev.backends.sglang_images import ENTRY_OVERHEAD, Base64Images, ImageFiles
+from openjev.backends.sglang_vision import vision_spec
 from openjev.config import Settings
 from openjev.errors import RequestRejected
 from openjev.prompting.image_marks import ImageMarks
 from openjev.prompting.vision import GroundingScale, VisionSpec
-from openjev.request.images import ImagePreparer, ImageRefused, as_rgb, fitted_size, make_safe
+from openjev.request.images import ImageInput, ImagePreparer, ImageRefused, as_rgb, fitted_size, make_safe
 from openjev.request.schema import ChoiceQuestion
 
 LIMITS = {"max_pixels": 1024 * 1024, "max_source_pixels": 40_000_000}
@@ -118,9 +121,22 @@ def test_an_aspect_ratio_past_the_processor_s_is_refused():
             make_safe(encoded(Image.new("RGB", size)), **LIMITS)
 
 
-def test_an_upright_rgb_png_within_the_budget_keeps_its_bytes():
-    data = encoded(Image.new("RGB", (30, 30), (4, 5, 6)))
-    assert make_safe(data, **LIMITS).png == data
+def private_chunk(png: bytes, size: int) -> bytes:
+    """`png` with an ancillary private chunk (`prVt`) of `size` zero bytes before its IEND."""
+    data = bytes(size)
+    chunk = struct.pack(">I", size) + b"prVt" + data + struct.pack(">I", zlib.crc32(b"prVt" + data))
+    return png[:-12] + chunk + png[-12:]
+
+
+def test_no_caller_byte_passes_an_upright_rgb_png_is_encoded_again_from_its_pixels():
+    picture = Image.new("RGB", (30, 30), (4, 5, 6))
+    padded = private_chunk(encoded(picture, pnginfo=PngInfo()), 1024 * 1024)
+    safe = make_safe(padded, **LIMITS)
+    assert len(safe.png) < 1024 and b"prVt" not in safe.png
+    assert Image.open(io.BytesIO(safe.png)).tobytes() == picture.tobytes()
+    text = PngInfo()
+    text.add_text("Comment", "x" * 100_000)
+    assert len(make_safe(encoded(picture, pnginfo=text), **LIMITS).png) < 1024
 
 
 def test_a_repeated_image_is_prepared_once_and_refusals_name_the_asset():
@@ -177,13 +193,39 @@ def test_the_sglang_vision_spec_comes_from_the_model_s_files():
     assert vision_spec(config, qwen3, {"added_tokens": []}) is None
 
 
-def test_image_data_is_base64_png_in_order_encoded_once():
-    from openjev.request.images import ImageInput
-
+def test_base64_images_are_in_order_encoded_once_and_bounded_in_bytes():
     images = [ImageInput(bytes([n]) * 5, f"sha{n}", 1, 1) for n in range(3)]
-    encode = ImageData(capacity=2)
-    first = encode([images[2], images[0]])
-    assert first == ["AgICAgI=", "AAAAAAA="] and encode([images[2]])[0] is first[0]
+    encode = Base64Images(capacity_bytes=2 * (8 + ENTRY_OVERHEAD))
+    first = encode.entries([images[2], images[0]])
+    assert first == ["AgICAgI=", "AAAAAAA="] and encode.entries([images[2]])[0] is first[0]
+    encode.entries([images[1]])  # a third image: the least recently used one goes
+    assert encode.bytes <= encode.capacity_bytes and encode.entries([images[0]])[0] is not first[1]
+
+
+def test_image_files_are_written_once_named_by_content_bounded_and_removed(tmp_path):
+    images = [ImageInput(bytes([n]) * 100, f"{n:064x}", 1, 1) for n in range(3)]
+    files = ImageFiles(tmp_path / "images", capacity_bytes=250)
+    with files.held(images[:2]):
+        paths = files.entries(images[:2])
+        assert [Path(path).read_bytes() for path in paths] == [image.png for image in images[:2]]
+        assert paths[0].endswith(".png") and Path(paths[0]).is_absolute()
+        assert files.entries(images[:1]) == paths[:1] and files.bytes == 200  # written once; now the most recent
+        with files.held(images[2:]):
+            # Over the bound, but every file is named by a call in flight: none goes.
+            (third,) = files.entries(images[2:])
+            assert files.bytes == 300 and all(Path(path).exists() for path in [*paths, third])
+        # That call ended: its file is the only one free to go, and goes.
+        assert files.bytes == 200 and not Path(third).exists() and all(Path(path).exists() for path in paths)
+    with files.held(images[2:]):
+        files.entries(images[2:])  # written again; the first two are free now: the least recently used goes
+    assert files.bytes == 200 and not Path(paths[1]).exists() and Path(paths[0]).exists()
+    own = ImageFiles(None, capacity_bytes=1000)
+    with own.held(images[:1]):
+        (path,) = own.entries(images[:1])
+    files.close()
+    own.close()
+    assert list((tmp_path / "images").iterdir()) == []  # a directory given: only its files go
+    assert not Path(path).parent.exists()
 
 
 def test_marks_put_each_image_where_its_placeholder_stands_and_keep_quoting():

@@ -171,18 +171,19 @@ class Engine:
         *,
         checked: bool = False,
         lookup: Lookup | None = None,
-        images: Mapping[str, bytes] | None = None,
+        images: Mapping[str, ImageInput] | None = None,
         long_context: bool = False,
     ) -> PreparedRequest:
         """`checked`: the caller has run `check_request` on this request already and found nothing;
-        `lookup`: `look_up`'s, made just before (None: looked up here); `images`: the bytes of each
-        asset (`request.assets.asset_sources`), decoded here (`images.py`); `long_context`: the request
+        `lookup`: `look_up`'s, made just before (None: looked up here); `images`: each asset's image,
+        made safe by `self.images.prepare` (in its own slot, before this); `long_context`: the request
         sent the long-context header."""
         budget = self.budget_for(long_context)
         issues = [] if checked else check_request(request, self.settings, self.boxes.accepted)
         if issues:
             raise RequestRejected(issues)
-        marks, safe = self.images.marks(request, images or {})
+        safe = images or {}
+        marks = self.images.marks(safe)
         try:
             framing = self.images.framing(request.state, marks) if marks else self.memo.frame(request.state, lookup)
         except TemplateError as error:

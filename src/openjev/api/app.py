@@ -21,12 +21,11 @@ from fastapi.staticfiles import StaticFiles
 
 from openjev import __version__
 from openjev.api.body import BodyDecoder
-from openjev.api.decisions import DECISIONS_PATH
 from openjev.api.decisions import router as decisions_router
 from openjev.api.docs import GUIDES, STATIC_DIR, STATIC_PATH
 from openjev.api.errors import install_error_handlers
 from openjev.api.fast_path import SystemOneFastPath
-from openjev.api.middleware import ApiKeyMiddleware, RequestIdMiddleware, StatusMetricsMiddleware
+from openjev.api.middleware import DECISIONS_PATH, ApiKeyMiddleware, RequestIdMiddleware, StatusMetricsMiddleware
 from openjev.api.openai_errors import OpenAIErrorEnvelope
 from openjev.api.routes import router
 from openjev.backends.base import Backend

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from starlette.types import Receive
 
 from openjev.answering.decisions import decision_payload, decision_usage
 from openjev.api.errors import ERROR_RESPONSES
+from openjev.api.middleware import DECISIONS_PATH
 from openjev.api.routes import (
     AUTHORIZED,
     RuntimeDep,
@@ -33,8 +35,8 @@ from openjev.errors import RequestRejected
 from openjev.request.decisions import DecisionRequest, DecisionResponse, OpenAIError, translate
 from openjev.request.openrouter import ImageItems, with_image_assets
 from openjev.request.schema import SystemOneRequest, SystemOneResponse
+from openjev.service import Runtime, Service
 
-DECISIONS_PATH = "/v1/decisions"
 OPENROUTER_PATH = "/api/alpha/decisions"
 
 router = APIRouter(route_class=StrictJSONRoute)
@@ -61,15 +63,24 @@ OPENAI_ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
     summary="OpenAI's Decisions API: predicate, choice and score questions about an input",
 )
 async def decisions(body: DecisionRequest, request: Request, service: ServiceDep, runtime: RuntimeDep) -> Response:
+    long_context = asks_long_context(request.headers)
+    return await answer_decisions(body, len(await request.body()), request.receive, service, runtime, long_context)
+
+
+async def answer_decisions(
+    body: DecisionRequest, body_bytes: int, receive: Receive, service: Service, runtime: Runtime, long_context: bool
+) -> Response:
+    """`POST /v1/decisions` once its body is a valid request of `body_bytes` bytes (from the route, or
+    from `api.fast_path`); a rejection names OpenAI's fields."""
     translation = translate(body)
     try:
         answered = await evaluate_request(
             translation.request,
-            len(await request.body()),
-            request.receive,
+            body_bytes,
+            receive,
             service,
             runtime,
-            long_context=asks_long_context(request.headers),
+            long_context=long_context,
             conversation=body.prompt_cache_key,
         )
     except RequestRejected as error:

@@ -147,7 +147,8 @@ class SupervisedSGLangBackend(SGLangBackend):
     def __init__(self, settings: Settings, *, on_fatal: Callable[[BaseException], None]) -> None:
         self.settings = settings
         self.port = free_port()
-        super().__init__(f"http://127.0.0.1:{self.port}", **client_options(settings))
+        # SGLang runs on this machine: it can read openjev's image files (`sglang_images.py`).
+        super().__init__(f"http://127.0.0.1:{self.port}", **client_options(settings, co_located=True))
         self._on_fatal = on_fatal
         self._tokenizer_dir: Path | None = None
         self._process: asyncio.subprocess.Process | None = None

@@ -23,13 +23,15 @@ Contract (`ImageMarks`, for one request whose assets are `keys`):
 `PromptImages` does it for a served model: each asset made safe (`request/images.py`), a state with
 images framed in full (never through the conversation memo), and per prompt its images in pad order
 with the positions they add beyond their pads, `VisionSpec.image_tokens - 1` each, which the token
-budgets count.
+budgets count. All prompts together may show images in at most OPENJEV_MAX_IMAGE_POSITIONS positions
+(a 422 naming `assets` past it): a placeholder repeated costs the backend its image each time.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -140,13 +142,12 @@ class PromptImages:
         self.span, self.pad_id = vision_span(chat, vision) if vision else ("", -1)
         self.preparer = ImagePreparer(settings)
         self.think_model = settings.think_model
+        self.max_positions = settings.max_image_positions
 
-    def marks(
-        self, request: SystemOneRequest, sources: Mapping[str, bytes]
-    ) -> tuple[ImageMarks | None, dict[str, ImageInput]]:
-        """The request's images made safe (`images.py`) and its placeholders' marks (None: no images)."""
+    def prepare(self, request: SystemOneRequest, sources: Mapping[str, bytes]) -> dict[str, ImageInput]:
+        """The request's images made safe (`images.py`), by asset key, after the checks that need no pixel."""
         if not sources:
-            return None, {}
+            return {}
         if self.vision is None:
             raise RequestRejected([TEXT_ONLY])
         if request.model == self.think_model:
@@ -155,7 +156,11 @@ class PromptImages:
         forged = self._forged_markup(request)
         if forged:
             raise RequestRejected(forged)
-        return ImageMarks(tuple(sources), self.span), self.preparer.prepare(sources)
+        return self.preparer.prepare(sources)
+
+    def marks(self, safe: Mapping[str, ImageInput]) -> ImageMarks | None:
+        """The placeholders' marks of a request's images made safe by `prepare` (None: no images)."""
+        return ImageMarks(tuple(safe), self.span) if safe else None
 
     def _forged_markup(self, request: SystemOneRequest) -> list[Issue]:
         """Caller text that spells a whole vision span. It stays text in the prompt ids, but SGLang
@@ -205,7 +210,26 @@ class PromptImages:
             )
         shown = [tuple(safe[key] for key in keys) for _, keys in split]
         extra = [sum(vision.image_tokens(image.height, image.width) - 1 for image in row) for row in shown]
+        self._check_positions([key for _, keys in split for key in keys], safe)
         return [segments for segments, _ in split], shown, extra
+
+    def _check_positions(self, shown_keys: Sequence[str], safe: Mapping[str, ImageInput]) -> None:
+        """OPENJEV_MAX_IMAGE_POSITIONS: every image each time a prompt shows it, at its full count. It
+        bounds what a few bytes of placeholders make the backend read (and openjev send), image by image."""
+        vision = self.vision
+        assert vision is not None
+        counts = Counter(shown_keys)
+        each = {key: vision.image_tokens(safe[key].height, safe[key].width) for key in counts}
+        positions = sum(counts[key] * each[key] for key in counts)
+        if positions <= self.max_positions:
+            return
+        shares = ", ".join(f"{key!r} {counts[key]} x {each[key]}" for key in counts)
+        message = (
+            f"the images take {positions} model positions in the request's prompts ({shares}: times shown x "
+            f"positions each), over OPENJEV_MAX_IMAGE_POSITIONS={self.max_positions}; show each image fewer times"
+        )
+        context = {"limit": self.max_positions, "positions": positions}
+        raise RequestRejected([Issue(("assets",), message, "too_long", context)])
 
     def affinity_key(self, prefix_ids: Sequence[int], header: int, images: tuple[ImageInput, ...]) -> int:
         """`affinity.conversation_key`, with the sha256 of each image whose pad lies in the key's window."""

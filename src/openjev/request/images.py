@@ -17,10 +17,12 @@ Contract, for the bytes of one image asset (`ImagePreparer.prepare`):
 - an image whose longer side is more than MAX_ASPECT_RATIO (200) times its shorter one, as resized,
   is refused: the Qwen-VL processors refuse it (`smart_resize`), and the official API states no
   padding that would change what its box fractions mean;
-- it is encoded once as PNG (an upright RGB PNG within the budget is its own bytes: it decoded in full),
-  which the backend's processor reads as is (SGLang 0.5.19 turns a JPEG
-  into ids by decoding and re-tokenizing the whole prompt; a PNG keeps openjev's ids), and named by
-  the PNG's sha256 in every cache downstream.
+- it is encoded once as PNG from its pixels, always: no byte the caller sent reaches a backend (a PNG's
+  ancillary chunks, a JPEG's metadata), so what a backend is sent per image is bounded by its pixels
+  (at most OPENJEV_MAX_IMAGE_PIXELS x 3 bytes and the PNG's framing), whatever the caller's file held.
+  The backend's processor reads the PNG as is (SGLang 0.5.19 turns a JPEG into ids by decoding and
+  re-tokenizing the whole prompt; a PNG keeps openjev's ids); it is named by its sha256 in every
+  cache downstream.
 Each refusal is an `ImageRefused` whose message says why; `ImagePreparer` reports it as a 422 naming
 `["assets", KEY]`. A repeated image (the same sha256 of its bytes as sent) is prepared once and kept
 in a byte-bounded LRU (OPENJEV_IMAGE_CACHE_BYTES), shared by the preparation threads.
@@ -100,9 +102,8 @@ def as_rgb(image: Image.Image) -> Image.Image:
 ORIENTATION = 0x0112
 
 
-def _decoded(data: bytes, kind: str, max_pixels: int, max_source_pixels: int) -> tuple[Image.Image, bool]:
-    """The upright RGB image within `max_pixels`, and whether it differs from the file's own pixels;
-    `ImageRefused` for anything that does not decode."""
+def _decoded(data: bytes, kind: str, max_pixels: int, max_source_pixels: int) -> Image.Image:
+    """The upright RGB image within `max_pixels`; `ImageRefused` for anything that does not decode."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
@@ -118,7 +119,6 @@ def _decoded(data: bytes, kind: str, max_pixels: int, max_source_pixels: int) ->
                 image.draft("RGB", (target_width, target_height))
             image.load()
             turned = image.getexif().get(ORIENTATION, 1) != 1
-            changed = turned or image.mode != "RGB"
             image = as_rgb(ImageOps.exif_transpose(image) if turned else image)
         except ImageRefused:
             raise
@@ -135,8 +135,7 @@ def _decoded(data: bytes, kind: str, max_pixels: int, max_source_pixels: int) ->
         )
     if (target_height, target_width) != (height, width):
         image = image.resize((target_width, target_height), Image.Resampling.BICUBIC)
-        changed = True
-    return image, changed
+    return image
 
 
 def make_safe(data: bytes, *, max_pixels: int, max_source_pixels: int) -> ImageInput:
@@ -144,14 +143,11 @@ def make_safe(data: bytes, *, max_pixels: int, max_source_pixels: int) -> ImageI
     kind = image_format(data)
     if kind is None:
         raise ImageRefused("the bytes are not a PNG or JPEG image (the format is detected from the bytes)")
-    image, changed = _decoded(data, kind, max_pixels, max_source_pixels)
-    if kind == "PNG" and not changed:
-        png = data  # an upright RGB PNG within the budget, decoded in full: its own bytes are that PNG
-    else:
-        out = io.BytesIO()
-        # Level 1: the PNG crosses a local connection only; higher levels cost more encoding time.
-        image.save(out, format="PNG", compress_level=1)
-        png = out.getvalue()
+    image = _decoded(data, kind, max_pixels, max_source_pixels)
+    out = io.BytesIO()
+    # Level 1: the PNG crosses a local connection only; higher levels cost more encoding time.
+    image.save(out, format="PNG", compress_level=1)
+    png = out.getvalue()
     return ImageInput(png, hashlib.sha256(png).hexdigest(), image.height, image.width)
 
 
