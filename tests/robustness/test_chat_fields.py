@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import RunningOpenJev
+from tests.fake_sglang import FakeSGLang
 
 pytestmark = [pytest.mark.robustness, pytest.mark.timeout(240)]
 
@@ -146,7 +147,7 @@ def test_each_malformed_field_is_named(openjev_on_fake: RunningOpenJev, message:
         assert [issue["loc"] for issue in response.json()["detail"]] == [["body", "state", *loc]]
 
 
-def test_null_fields_are_absent(openjev_on_fake: RunningOpenJev) -> None:
+def test_null_fields_are_absent(openjev_on_fake: RunningOpenJev, fake_sglang: FakeSGLang) -> None:
     """As OpenAI-style chat logs write them: `null` where a field does not apply."""
     call = {"id": "1", "type": "function", "function": {"name": "lookup", "arguments": {"q": "x"}}}
     messages = [
@@ -157,13 +158,13 @@ def test_null_fields_are_absent(openjev_on_fake: RunningOpenJev) -> None:
     ]
     absent = [{key: value for key, value in message.items() if value is not None} for message in messages]
     absent[1]["content"] = ""
-    answers = []
+    prompts = []
     for state in (messages, absent):
         body = {"model": "jev-latest", "state": state, "questions": {"q": {"type": "noul", "instructions": "?"}}}
         response = httpx.post(f"{openjev_on_fake.url}/v1/systemone", json=body, timeout=30)
         assert response.status_code == 200, response.text
-        answers.append(response.json())
-    assert answers[0] == answers[1]  # the same prompt: null is absent
+        prompts.append(fake_sglang.generate_calls[-1]["body"]["input_ids"])
+    assert prompts[0] == prompts[1]  # the question's readout sees the same prompt: null is absent
 
 
 @pytest.mark.parametrize("depth", [240, 600])
