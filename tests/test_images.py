@@ -20,7 +20,7 @@ from openjev.config import Settings
 from openjev.errors import RequestRejected
 from openjev.prompting.image_marks import ImageMarks
 from openjev.prompting.vision import GroundingScale, VisionSpec
-from openjev.request.images import ImageInput, ImagePreparer, ImageRefused, fitted_size, make_safe
+from openjev.request.images import ImageInput, ImagePreparer, ImageRefused, as_rgb, fitted_size, make_safe
 from openjev.request.schema import ChoiceQuestion
 
 LIMITS = {"max_pixels": 1024 * 1024, "max_source_pixels": 40_000_000}
@@ -65,6 +65,60 @@ def test_exif_orientation_rgb_and_the_pixel_budget():
     big = make_safe(encoded(Image.new("RGB", (3000, 2000), (9, 9, 9))), **LIMITS)
     assert (big.height, big.width) == fitted_size(2000, 3000, LIMITS["max_pixels"])
     assert big.height * big.width <= LIMITS["max_pixels"] and abs(big.width / big.height - 1.5) < 0.01
+
+
+def png16(color_type: int, rows: list[list[int]]) -> bytes:
+    """A 16-bit PNG (color type 0: gray, 2: RGB) of rows of samples, written by hand: Pillow writes
+    no 16-bit RGB PNG."""
+    channels = {0: 1, 2: 3}[color_type]
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", len(rows[0]) // channels, len(rows), 16, color_type, 0, 0, 0)
+    raw = b"".join(b"\0" + struct.pack(f">{len(row)}H", *row) for row in rows)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def rgb_pixels(data: bytes) -> list[tuple[int, int, int]]:
+    image = Image.open(io.BytesIO(data))
+    assert image.mode == "RGB"
+    return list(image.getdata())
+
+
+def test_high_depth_modes_are_scaled_not_clipped():
+    # 16-bit gray (Pillow's I;16): 25700 is 100 of 255, 32768 is 127.5; clipped, all but 0 were 255.
+    gray = make_safe(png16(0, [[0, 25700, 65535, 32768]]), **LIMITS)
+    assert rgb_pixels(gray.png) == [(0, 0, 0), (100, 100, 100), (255, 255, 255), (128, 128, 128)]
+    assert rgb_pixels(make_safe(encoded(Image.new("I;16", (2, 2), 25700)), **LIMITS).png) == [(100, 100, 100)] * 4
+    rgb16 = make_safe(png16(2, [[65535, 0, 25700, 0, 32768, 65535]]), **LIMITS)
+    assert rgb_pixels(rgb16.png) == [(255, 0, 100), (0, 128, 255)]
+    # Modes no PNG or JPEG decodes to today, converted by the same rule.
+    for mode in ("I;16B", "I;16L", "I", "F"):
+        wide = Image.new(mode, (3, 1))
+        for x, value in enumerate((0, 25700, 65535)):
+            wide.putpixel((x, 0), value)
+        assert list(as_rgb(wide).getdata()) == [(0, 0, 0), (100, 100, 100), (255, 255, 255)], mode
+    # Gray with alpha and a palette with a transparent entry: over white.
+    gray_alpha = Image.new("LA", (2, 1))
+    gray_alpha.putdata([(100, 0), (100, 255)])
+    assert rgb_pixels(make_safe(encoded(gray_alpha), **LIMITS).png) == [(255, 255, 255), (100, 100, 100)]
+    palette = Image.new("P", (2, 1))
+    palette.putpalette([255, 0, 0, 0, 0, 255])
+    palette.putdata([0, 1])
+    assert rgb_pixels(make_safe(encoded(palette, transparency=0), **LIMITS).png) == [(255, 255, 255), (0, 0, 255)]
+    # A CMYK JPEG (magenta ink): its colour, within JPEG's error.
+    cmyk = rgb_pixels(make_safe(encoded(Image.new("CMYK", (8, 8), (0, 255, 0, 0)), "JPEG", quality=95), **LIMITS).png)
+    assert all(abs(red - 255) < 6 and green < 6 and abs(blue - 255) < 6 for red, green, blue in cmyk)
+
+
+def test_an_aspect_ratio_past_the_processor_s_is_refused():
+    assert make_safe(encoded(Image.new("RGB", (200, 1))), **LIMITS).width == 200
+    for size in ((300, 1), (1, 300), (3000, 14)):
+        with pytest.raises(
+            ImageRefused, match=r"aspect ratio of \d+:1; the model's image processor takes at most 200:1"
+        ):
+            make_safe(encoded(Image.new("RGB", size)), **LIMITS)
 
 
 def private_chunk(png: bytes, size: int) -> bytes:

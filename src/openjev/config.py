@@ -17,6 +17,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: The SDKs' default model name; always accepted as an alias of the served model.
 COMPAT_MODEL_ALIAS = "jev-latest"
+#: The SGLang release openjev is verified on in production (a GPU); 0.5.23 runs the CPU test suites too.
+DEFAULT_SGLANG_VERSION = "0.5.19"
 #: Public model id on SGLang when OPENJEV_SERVED_MODEL_NAME is unset; the NVFP4 repository is only the weight source.
 DEFAULT_SERVED_MODEL_NAME = "Qwen/Qwen3.6-35B-A3B"
 
@@ -103,6 +105,11 @@ class Settings(BaseSettings):
     model_aliases: list[str] = Field(
         default_factory=list, description="Extra names accepted in the request's `model` field."
     )
+    openai_model_aliases: list[str] = Field(
+        default_factory=lambda: ["gpt-6-luna"],
+        description="Model names of OpenAI's Decisions API accepted for the served model (every route) and "
+        "listed by /v1/models.",
+    )
     tokenizer: Path | None = Field(
         None, description="Local directory with tokenizer.json and tokenizer_config.json (chat template)."
     )
@@ -121,6 +128,13 @@ class Settings(BaseSettings):
     connect: str | None = Field(None, description="URL of a running SGLang server to use as the backend.")
     sglang_python: Path | None = Field(
         None, description="Python interpreter of an SGLang environment: launch and supervise SGLang."
+    )
+    sglang_version: str = Field(
+        DEFAULT_SGLANG_VERSION,
+        pattern=r"^\d+\.\d+\.\d+$",
+        description="The SGLang release openjev is run on (docs/sglang.md says what differs between them): "
+        "supervised mode refuses to launch an OPENJEV_SGLANG_PYTHON whose sglang is another; modal_app.py "
+        "builds its image from this release's official one.",
     )
     frontend: Frontend = Field(Frontend.rust, description="SGLang HTTP frontend in supervised mode.")
     sglang_args: str | None = Field(
@@ -190,8 +204,9 @@ class Settings(BaseSettings):
         16 * 1024,
         ge=0,
         description="A request that brings at most this many bytes of new text (its decoded body; for a chat "
-        "or text state that extends or repeats one prepared before, its new messages and every question's texts) "
-        "is prepared on the event loop, in a preparation slot: handing it to a worker thread costs more than "
+        "or text state that extends or repeats one prepared before, its new messages with the template's markup "
+        "around each, and every question's texts) is prepared on the event loop, in a preparation slot: handing "
+        "it to a worker thread costs more than "
         "preparing it; 0: every request on a worker thread.",
     )
     # Image assets (a vision backend only; request/images.py).
@@ -229,6 +244,14 @@ class Settings(BaseSettings):
         32 * 1024 * 1024, ge=0, description="Bytes of base64 images kept for SGLang (`base64` transfer); 0: none."
     )
     max_concurrent_branches: int = Field(64, ge=1, description="Backend calls in flight, process-wide.")
+    warm_prefix_share: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="The shared prefix's warm-up readout is skipped while the prefix is certainly in SGLang's "
+        "prefix cache: sent to the same rank before, with at most this share of its KV pool (/server_info "
+        "max_total_num_tokens) sent since; 0: every request awaits its warm-up.",
+    )
     request_timeout: float = Field(120.0, gt=0, description="Seconds for the backend work of one request.")
     retry_after: int = Field(1, ge=0, description="Seconds suggested in Retry-After on 503 and 529.")
 

@@ -10,10 +10,11 @@
    model's vision spans where their placeholders stand, and every position they take counts.
 2. `evaluate` (backend I/O): one warm-up readout of the shared prefix, awaited so the backend's
    prefix cache holds it, then one readout per question view (a box question: one constrained
-   generation, `box_reading.py`) and the content-free readouts, concurrently. Every backend call in
-   the process shares `OPENJEV_MAX_CONCURRENT_BRANCHES` slots. The first failure cancels the siblings
-   (each backend aborts its own cancelled work); the whole backend phase is bounded by
-   OPENJEV_REQUEST_TIMEOUT. With a data-parallel backend every call of one evaluation carries one
+   generation, `box_reading.py`) and the content-free readouts, concurrently. The warm-up is skipped
+   while the prefix is certainly cached already (`warm_prefixes.py`): the branches go out at once.
+   Every backend call in the process shares `OPENJEV_MAX_CONCURRENT_BRANCHES` slots. The first
+   failure cancels the siblings (each backend aborts its own cancelled work); the whole backend phase
+   is bounded by OPENJEV_REQUEST_TIMEOUT. With a data-parallel backend every call of one evaluation carries one
    rank, chosen from the conversation's key (`affinity.py`).
 3. Answer: `readouts.py` turns each question's readouts into its typed answer (views combined,
    content-free priors divided out, the temperature applied). `usage.output_tokens` counts every
@@ -51,6 +52,7 @@ from openjev.request.images import ImageInput
 from openjev.request.schema import BoxQuestion, SystemOneRequest
 from openjev.request.sizes import question_bytes
 from openjev.request.validation import check_request
+from openjev.warm_prefixes import WarmPrefixes
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,8 @@ class PreparedRequest:
     #: The images of the shared prefix's pads, in order, and the positions they add beyond their pads.
     prefix_images: tuple[ImageInput, ...] = ()
     prefix_image_tokens: int = 0
+    #: The request sent the long-context header: its calls are held to `Engine.long_budget`.
+    long_context: bool = False
 
     @property
     def questions(self) -> dict[str, AnyQuestion]:
@@ -124,12 +128,16 @@ class Engine:
         self.encoder = PromptEncoder(chat, settings.tokenize_cache_bytes)
         self.memo = ConversationMemo(chat, settings.conversation_memo_bytes, self.encoder.cuts_at_special_tokens)
         self.backend = backend
-        self.budget = TokenBudget.of(settings.max_input_tokens, settings.max_total_input_tokens, backend.context_length)
+        limits = settings.max_input_tokens, settings.max_total_input_tokens, backend.context_length
+        #: The budgets of a request without and with the long-context header (`budget.py`).
+        self.budget = TokenBudget.of(*limits, long_context=False)
+        self.long_budget = TokenBudget.of(*limits, long_context=True)
         self._backend_slots = asyncio.Semaphore(settings.max_concurrent_branches)
         self._ids_in_vocabulary = chat.ids_below(backend.vocab_size)
         #: Several data-parallel ranks: which one serves each evaluation (None: one rank, nothing routed).
         self.router = RankRouter.of(backend.data_parallel_size)
         self._template_header = template_header_length(chat)
+        self.warm_prefixes = WarmPrefixes(backend.prefix_cache_tokens, settings.warm_prefix_share)
         self.thinker = Thinker(
             settings, chat, backend, self._backend_slots, [ANSWER_CUES[cue] for cue in set(self.views.cues.values())]
         )
@@ -141,13 +149,16 @@ class Engine:
         #: The served model's images in prompts (`image_marks.py`); its `vision` is None for a text-only model.
         self.images = PromptImages(chat, backend.vision, settings)
 
+    def budget_for(self, long_context: bool) -> TokenBudget:
+        return self.long_budget if long_context else self.budget
+
     # -- 1. prepare -------------------------------------------------------------------------------
 
     def look_up(self, request: SystemOneRequest, body_bytes: int) -> tuple[Lookup | None, int]:
         """The memo's lookup for `prepare` (`ConversationMemo.early_lookup`), and about how many bytes of
         text `prepare` will render and tokenize: for a conversation that extends one remembered, its new
-        messages and every question's texts (counted to just past OPENJEV_INLINE_PREPARATION_BYTES);
-        anything else, its whole body of `body_bytes`."""
+        messages (with the template's markup around each) and every question's texts (counted to just
+        past OPENJEV_INLINE_PREPARATION_BYTES); anything else, its whole body of `body_bytes`."""
         lookup = self.memo.early_lookup(request.state)
         if lookup is None or lookup.new_text_bytes is None:
             return lookup, body_bytes
@@ -161,10 +172,13 @@ class Engine:
         checked: bool = False,
         lookup: Lookup | None = None,
         images: Mapping[str, ImageInput] | None = None,
+        long_context: bool = False,
     ) -> PreparedRequest:
         """`checked`: the caller has run `check_request` on this request already and found nothing;
         `lookup`: `look_up`'s, made just before (None: looked up here); `images`: each asset's image,
-        made safe by `self.images.prepare` (in its own slot, before this)."""
+        made safe by `self.images.prepare` (in its own slot, before this); `long_context`: the request
+        sent the long-context header."""
+        budget = self.budget_for(long_context)
         issues = [] if checked else check_request(request, self.settings, self.boxes.accepted)
         if issues:
             raise RequestRejected(issues)
@@ -179,7 +193,7 @@ class Engine:
         # Per prompt: its images in pad order, and the positions they add beyond their pads.
         prompts, shown, extra = self.images.place(marks, prompts, safe)
         question_ids = [question_id for question_id, *_ in planned]
-        new_prefix_ids, *suffixes = self.budget.encode_within(self.encoder, prompts, len(known), extra, question_ids)
+        new_prefix_ids, *suffixes = budget.encode_within(self.encoder, prompts, len(known), extra, question_ids)
         shared_prefix_ids = known + new_prefix_ids
         branches = [
             Branch(question_id, question, suffix_ids, ids, offset, images, more)
@@ -190,7 +204,7 @@ class Engine:
         # A question's own image is no content-free text: its prior is not read.
         wanted = [self.views.wants_content_free(branch.question) and not branch.images for branch in branches]
         content_free = self.content_free.plan(branches, wanted)
-        tokens_left = self.budget.check_first_pass(
+        tokens_left = budget.check_first_pass(
             len(shared_prefix_ids) + extra[0],
             [(branch.question_id, len(branch.suffix_ids) + branch.image_tokens) for branch in branches],
             [(branches[index].question_id, tokens) for index, tokens in content_free.readouts],
@@ -201,7 +215,7 @@ class Engine:
         key = self.images.affinity_key(shared_prefix_ids, self._template_header, shown[0])
         thinking = request.model == self.settings.think_model
         return PreparedRequest(
-            shared_prefix_ids, branches, content_free, tokens_left, key, thinking, shown[0], extra[0]
+            shared_prefix_ids, branches, content_free, tokens_left, key, thinking, shown[0], extra[0], long_context
         )
 
     # -- 2. evaluate ------------------------------------------------------------------------------
@@ -218,20 +232,32 @@ class Engine:
             if not prepared.thinking:
                 return evaluation
             read = partial(reading, self.views, prepared.questions, first_pass)
-            limits = Limits(deadline, self.budget.branch_limit, prepared.tokens_left)
+            limits = Limits(deadline, self.budget_for(prepared.long_context).branch_limit, prepared.tokens_left)
             escalation = await self.thinker.escalate(evaluation.answers, prepared.shared_prefix_ids, read, limits, pin)
+            self.warm_prefixes.spend(pin.rank, escalation.input_tokens + escalation.output_tokens)
             return evaluation.escalated(escalation)
 
+    def _cache_tokens(self, prepared: PreparedRequest) -> int:
+        """The most an evaluation's first pass adds to the backend's prefix cache: the shared prefix once,
+        each branch's suffix and output ids, the content-free readouts."""
+        branches = sum(
+            len(b.suffix_ids) + b.image_tokens + (self.boxes.max_tokens if isinstance(b.question, BoxQuestion) else 1)
+            for b in prepared.branches
+        )
+        return len(prepared.shared_prefix_ids) + prepared.prefix_image_tokens + branches + prepared.content_free.tokens
+
     async def _first_pass(self, prepared: PreparedRequest, pin: Pin) -> tuple[Evaluation, dict[str, list[Readout]]]:
-        """The warm-up, then every branch and content-free readout at once, answered; and the readouts."""
+        """The warm-up (unless the prefix is cached), then every branch and content-free readout at once,
+        answered; and the readouts."""
         prefix, seen = SharedIds(prepared.shared_prefix_ids), prepared.prefix_images
+        use = self.warm_prefixes.begin(prefix, seen, pin.rank, self._cache_tokens(prepared))
         try:
             async with asyncio.timeout(self.settings.request_timeout):
                 started = time.perf_counter()
                 # Any non-empty id list works: every call must carry one (SGLang #34719).
-                warm = await self._call_backend(
+                warm = None if use.cached else await self._call_backend(
                     PromptIds(prefix, []), prepared.branches[0].label_token_ids[:1], pin, seen
-                )
+                )  # fmt: skip
                 warmed = time.perf_counter()
                 try:
                     async with asyncio.TaskGroup() as group:
@@ -249,13 +275,18 @@ class Engine:
                 f"the backend did not finish within OPENJEV_REQUEST_TIMEOUT={self.settings.request_timeout:g}s"
             ) from error
         results = [task.result() for task in tasks]
+        self.warm_prefixes.settle(use, [result.cached_tokens for result in results])
         priors, prior_calls, prior_tokens = content_free.result()
         readouts, answers = self.views.answers(prepared.branches, results, priors)
         reported = [result.cached_tokens for result in results]
         evaluation = Evaluation(
             answers=answers,
-            input_tokens=warm.prompt_tokens + sum(result.prompt_tokens for result in results) + prior_tokens,
-            output_tokens=1 + prior_calls + sum(r.generated if isinstance(r, BoxReading) else 1 for r in results),
+            input_tokens=(warm.prompt_tokens if warm else 0)
+            + sum(result.prompt_tokens for result in results)
+            + prior_tokens,
+            output_tokens=(1 if warm else 0)
+            + prior_calls
+            + sum(r.generated if isinstance(r, BoxReading) else 1 for r in results),
             prefix_tokens=len(prefix.ids) + prepared.prefix_image_tokens,
             cached_tokens=None if any(value is None for value in reported) else sum(reported),  # type: ignore[misc]
             prefill_seconds=warmed - started,

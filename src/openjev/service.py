@@ -16,7 +16,7 @@ Contract:
   queue (OPENJEV_IMAGE_PREPARATION_QUEUE, first come first served) and `Overloaded` past it: seconds
   of image decoding never hold a slot a text request needs, and each kind is refused on its own.
 - `runtime().check_model(name)` accepts the compatibility alias, the served name, configured aliases
-  and the thinking tier's name (OPENJEV_THINK_MODEL).
+  (OPENJEV_MODEL_ALIASES, OPENJEV_OPENAI_MODEL_ALIASES) and the thinking tier's name (OPENJEV_THINK_MODEL).
 """
 
 from __future__ import annotations
@@ -157,8 +157,13 @@ class Service:
     def model_names(self) -> tuple[str | None, tuple[str, ...]]:
         """(served name if known yet, configured aliases)."""
         if self._runtime is not None:
-            return self._runtime.served_model_name, tuple(self.settings.model_aliases)
-        return self.settings.served_model_name or self.backend.model_name, tuple(self.settings.model_aliases)
+            return self._runtime.served_model_name, self.aliases
+        return self.settings.served_model_name or self.backend.model_name, self.aliases
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """Every configured alias of the served model: openjev's own, then OpenAI's model names."""
+        return tuple(dict.fromkeys([*self.settings.model_aliases, *self.settings.openai_model_aliases]))
 
     async def start(self) -> None:
         started = time.monotonic()
@@ -180,7 +185,7 @@ class Service:
                 self._on_fatal(error)
             return
         served = served_model_name(self.settings, self.backend.model_name)
-        accepted = frozenset({COMPAT_MODEL_ALIAS, served, *self.settings.model_aliases, self.settings.think_model})
+        accepted = frozenset({COMPAT_MODEL_ALIAS, served, *self.aliases, self.settings.think_model})
         self._runtime = Runtime(engine, served, accepted, time.monotonic() - started)
         log.info("openjev is ready: serving %s (startup %.1fs)", served, self._runtime.startup_seconds)
 

@@ -89,6 +89,7 @@ def client_options(settings: Settings, *, co_located: bool = False) -> dict[str,
         "max_connections": settings.max_concurrent_branches,
         "vocab_size": settings.backend_vocab_size,
         "data_parallel_size": settings.data_parallel_size,
+        "tokenizer": settings.tokenizer,
     }
 
 
@@ -188,8 +189,10 @@ class SGLangBackend(Backend):
         max_connections: int = 64,
         vocab_size: int | None = None,
         data_parallel_size: int | None = None,
+        tokenizer: Path | None = None,
         images: ImageTransport | None = None,
     ) -> None:
+        """`tokenizer`: openjev's own tokenizer directory (OPENJEV_TOKENIZER), read before any hub look-up."""
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url = base_url.rstrip("/")
         self.startup_timeout = startup_timeout
@@ -224,6 +227,7 @@ class SGLangBackend(Backend):
         self._vision: VisionSpec | None = None
         #: How images reach SGLang (`sglang_images.py`); base64 unless the settings say otherwise.
         self.images = images or Base64Images(Settings.model_fields["encoded_image_cache_bytes"].default)
+        self._tokenizer = tokenizer
 
     # -- readout ----------------------------------------------------------------------------------
 
@@ -295,6 +299,12 @@ class SGLangBackend(Backend):
         return self._dp_size
 
     @property
+    def prefix_cache_tokens(self) -> int | None:
+        # The scheduler's KV pool, which its radix cache fills (the Python frontend's /server_info).
+        pool = self.server_info.get("max_total_num_tokens")
+        return pool if _positive_int(pool) else None
+
+    @property
     def vocab_size(self) -> int | None:
         return self._vocab_size
 
@@ -359,7 +369,9 @@ class SGLangBackend(Backend):
             )
         revision = self.server_info.get("revision")
         revision = revision if isinstance(revision, str) else None
-        self._vision = await asyncio.to_thread(read_vision, self.model_info, self.server_info, revision)
+        self._vision = await asyncio.to_thread(
+            read_vision, self.model_info, self.server_info, revision, self._tokenizer
+        )
         vocab = self._configured_vocab_size or self.model_info.get("vocab_size")
         self._vocab_size = vocab if _positive_int(vocab) else await self._read_vocab_size()
         if self._vocab_size is None:

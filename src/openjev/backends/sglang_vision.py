@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from openjev.backends.sglang_vocab import model_json
@@ -69,8 +70,12 @@ def vision_spec(
     return VisionSpec(start, pad, end, patch, merge, low, high, grounding_of(config.get("model_type")))
 
 
-def read_vision(model_info: dict[str, Any], server_info: dict[str, Any], revision: str | None) -> VisionSpec | None:
-    """The served model's spec, from `/model_info`, `/server_info` and the model's files (blocking reads)."""
+def read_vision(
+    model_info: dict[str, Any], server_info: dict[str, Any], revision: str | None, tokenizer: Path | None = None
+) -> VisionSpec | None:
+    """The served model's spec, from `/model_info`, `/server_info` and the model's files (blocking reads):
+    each file from this machine's directories first (the model's or SGLang's tokenizer's, then
+    `tokenizer`, openjev's own tokenizer directory), before any hub look-up (`sglang_vocab.model_file`)."""
     if model_info.get("has_image_understanding") is not True or server_info.get("language_model_only"):
         return None
     model = model_info.get("model_path")
@@ -78,10 +83,11 @@ def read_vision(model_info: dict[str, Any], server_info: dict[str, Any], revisio
         return None
     tokenizer_path = model_info.get("tokenizer_path")
     tokenizer_source = tokenizer_path if isinstance(tokenizer_path, str) and tokenizer_path else model
+    mine = [tokenizer] if tokenizer is not None else []
     spec = vision_spec(
-        model_json(model, "config.json", revision),
-        model_json(model, "preprocessor_config.json", revision),
-        model_json(tokenizer_source, "tokenizer.json", revision),
+        model_json(model, "config.json", revision, [*mine, tokenizer_source]),
+        model_json(model, "preprocessor_config.json", revision, [*mine, tokenizer_source]),
+        model_json(tokenizer_source, "tokenizer.json", revision, [*mine, model]),
     )
     if spec is None:
         log.warning("SGLang's model %s sees images, but its files do not give its vision tokens and "

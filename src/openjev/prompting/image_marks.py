@@ -12,6 +12,10 @@ Contract (`ImageMarks`, for one request whose assets are `keys`):
   of their pads. Caller text around it keeps its quoting: text that spells a vision token itself
   (`<|image_pad|>` typed by a caller) is quoted like every added token and stays text, so the only
   pads in a prompt are the images', one per image (the backend's processor expands each).
+- `image_part(part)`: a chat message's content part of an image type (`prompts.IMAGE_PART_TYPES`:
+  `{"type": "image_url", "image_url": {"url": PLACEHOLDER}}` and the like) whose strings hold
+  placeholders is a text part of their markers, so it shows those images where it stands; any other
+  part stays as sent (an image part without a placeholder is then refused, naming it).
 - `question(q)` is the question with its instructions and criteria descriptions marked, for its
   text only: answers, option names and legends stay as sent. An asset none of whose placeholders
   reaches a prompt (an option name that has a description is not shown) is a 422 naming it.
@@ -36,7 +40,7 @@ from openjev.affinity import KEY_TOKENS, conversation_key, with_images
 from openjev.config import Settings
 from openjev.errors import Issue, Loc, RequestRejected
 from openjev.prompting.conversation_memo import NO_CUE, Framing
-from openjev.prompting.prompts import frame_conversation, state_messages
+from openjev.prompting.prompts import IMAGE_PART_TYPES, chat_messages, frame_conversation, state_messages
 from openjev.prompting.tokenizer import ChatTokenizer, Segment
 from openjev.prompting.vision import VisionSpec
 from openjev.request.assets import TEXT_ONLY, strings_in
@@ -95,6 +99,12 @@ class ImageMarks:
         if isinstance(value, list):
             return [self.mark(item) for item in value]
         return value
+
+    def image_part(self, part: Any) -> Any:
+        if not isinstance(part, Mapping) or part.get("type") not in IMAGE_PART_TYPES:
+            return part
+        markers = self._markers.findall("\0".join(strings_in(part)))  # type: ignore[attr-defined]
+        return {"type": "text", "text": "".join(map(self.marker, map(int, markers)))} if markers else part
 
     def question(self, question: Question) -> Question:
         criteria: Any = question.criteria
@@ -171,7 +181,11 @@ class PromptImages:
     def framing(self, state: FreeForm, marks: ImageMarks) -> Framing:
         """The question frame of a state with images, rendered in full with its placeholders marked and
         no answer cue (never through the conversation memo: an image is never another's remembered text)."""
-        return Framing(frame_conversation(self.chat, state_messages(marks.mark(state)), NO_CUE))
+        marked = marks.mark(state)  # a copy: its content lists may be changed here
+        for message in (chat_messages(marked) or ([], ()))[0]:
+            if isinstance(message.get("content"), list):
+                message["content"] = [marks.image_part(part) for part in message["content"]]
+        return Framing(frame_conversation(self.chat, state_messages(marked), NO_CUE))
 
     def place(
         self, marks: ImageMarks | None, prompts: Sequence[Sequence[Segment]], safe: Mapping[str, ImageInput]
