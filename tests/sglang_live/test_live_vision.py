@@ -8,6 +8,8 @@ which reports `cached_tokens`), with the live tests' CPU flags and two more for 
   its torchvision image processor, whose first call (`pil_to_tensor`) the stand-in cannot serve.
 - `TORCHDYNAMO_DISABLE=1`: SGLang's `@torch.compile` helpers run eager. Compiling them made the first
   image request take 37 s on a 2-core machine; eager took 5 s, with identical logprobs.
+Supervised, SGLang gets each image as a path to the PNG openjev wrote (`OPENJEV_IMAGE_TRANSFER=auto`):
+the radix-cache hit and the probabilities below hold for images read from files.
 One SGLang start and four requests: about 2 minutes on 2 cores.
 """
 
@@ -75,6 +77,8 @@ def test_the_sdk_asks_sglang_about_a_state_image(
     wait_for(f"{server.url}/health", timeout=START_TIMEOUT, process=server.process)
     images = httpx.get(f"{server.url}/v1/limits").json()["images"]
     assert images["accepted"] is True, server.log()
+    # Supervised, SGLang runs on this machine: each image reaches it as a file openjev wrote once.
+    assert httpx.get(f"{server.url}/health").json()["backend"]["image_transfer"] == "file"
     assert images["square_image_tokens"] == spec.image_tokens(1024, 1024)
 
     # The SDK's response holds no headers: an event hook on its HTTP client keeps them.

@@ -225,9 +225,9 @@ class SGLangBackend(Backend):
         self._configured_dp_size = data_parallel_size
         self._dp_size = data_parallel_size or 1
         self._vision: VisionSpec | None = None
-        self._tokenizer = tokenizer
         #: How images reach SGLang (`sglang_images.py`); base64 unless the settings say otherwise.
         self.images = images or Base64Images(Settings.model_fields["encoded_image_cache_bytes"].default)
+        self._tokenizer = tokenizer
 
     # -- readout ----------------------------------------------------------------------------------
 
