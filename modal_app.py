@@ -1,9 +1,10 @@
-"""openjev on Modal: one B200 per container (OPENJEV_GPUS for more), SGLang 0.5.19 supervised by the API.
+"""openjev on Modal: one B200 per container (OPENJEV_GPUS for more), SGLang supervised by the API.
 
     uv run modal run modal_app.py      # a temporary Server: smoke checks -> smoke-result.json, then shut down
     uv run modal deploy modal_app.py   # a stable public URL (https://...us-west.modal.direct)
 
-The image is the official SGLang image plus the API, installed with uv from uv.lock into its own
+The image is the official SGLang image of OPENJEV_SGLANG_VERSION (default the production pin, 0.5.19;
+docs/sglang.md) plus the API, installed with uv from uv.lock into its own
 virtual environment; SGLang keeps the image's Python, which the API only executes. `OpenJev.start`
 (`@modal.enter`) runs `openjev serve --sglang-python ...` on port 8000 and returns once `/health` is
 200; from then on a watchdog takes the container down if the API process dies (the API itself exits
@@ -17,7 +18,8 @@ the compilation (CUDA graphs are still captured).
 Read from the local environment when this file is loaded: OPENJEV_GPUS (default 1) B200s per
 container, served as that many SGLang data-parallel ranks (`--dp-size`, the Python frontend) with each
 conversation pinned to one rank's cache, and the container's request limits scaled with them;
-OPENJEV_PROFILE, OPENJEV_FRONTEND and OPENJEV_SERVED_MODEL_NAME are forwarded to the container;
+OPENJEV_PROFILE, OPENJEV_FRONTEND, OPENJEV_SERVED_MODEL_NAME and OPENJEV_SGLANG_VERSION are forwarded
+to the container (where the supervised launch checks the image's sglang against the last);
 OPENJEV_API_KEY, OPENJEV_BACKEND_API_KEY and HF_TOKEN travel in a Modal Secret; OPENJEV_MODAL_SECRET
 names a stored Modal Secret to add. Unset variables are not sent: by default the endpoint has no auth.
 Modal loads this file again in the container, whose environment differs (the Secrets' values are set,
@@ -33,6 +35,7 @@ Only the standard library and modal are imported here, so the file loads offline
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -70,8 +73,9 @@ API_STOP_SECONDS = REQUEST_TIMEOUT_SECONDS + SGLANG_GRACE_SECONDS + 10
 VOLUME_COMMIT_SECONDS = 30
 EXIT_GRACE_SECONDS = API_STOP_SECONDS + VOLUME_COMMIT_SECONDS
 
-# v0.5.19-cu129 is the last CUDA 12 build of the release; the CUDA 13 images need r580+ drivers.
-SGLANG_IMAGE = "lmsysorg/sglang:v0.5.19-cu129"
+SGLANG_VERSION_ENV = "OPENJEV_SGLANG_VERSION"
+#: openjev's `config.DEFAULT_SGLANG_VERSION` (this file imports only the standard library and modal).
+DEFAULT_SGLANG_VERSION = "0.5.19"
 UV_IMAGE = "ghcr.io/astral-sh/uv:0.13.9"
 PROJECT_DIR = "/opt/openjev"
 API_VENV = "/opt/openjev-venv"
@@ -79,7 +83,7 @@ SGLANG_PYTHON = "/usr/local/bin/sglang-python"
 CACHE_DIR = "/cache"
 VOLUME_NAME = "openjev-huggingface"
 
-FORWARDED_ENV = ("OPENJEV_PROFILE", "OPENJEV_FRONTEND", "OPENJEV_SERVED_MODEL_NAME")
+FORWARDED_ENV = ("OPENJEV_PROFILE", "OPENJEV_FRONTEND", "OPENJEV_SERVED_MODEL_NAME", SGLANG_VERSION_ENV)
 GPUS_ENV = "OPENJEV_GPUS"
 #: GPUs of one kind on one Modal machine (B200 machines have 8; modal 1.6's client passes any count on).
 MAX_GPUS = 8
@@ -127,13 +131,27 @@ def data_parallel_env(local: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def image_check(sglang_python: str, api_venv: str) -> str:
-    """The image's last build step: SGLang's interpreter imports SGLang 0.5.19's server arguments (what
-    the launch parses), and the API's own environment runs its command. A broken image fails the build,
-    not the first container start."""
+def sglang_version(local: Mapping[str, str]) -> str:
+    """OPENJEV_SGLANG_VERSION, a release number (default DEFAULT_SGLANG_VERSION)."""
+    version = local.get(SGLANG_VERSION_ENV) or DEFAULT_SGLANG_VERSION
+    if not re.fullmatch(r"\d+\.\d+\.\d+", version):
+        raise ValueError(f"{SGLANG_VERSION_ENV} must be a release number such as 0.5.19, got {version!r}")
+    return version
+
+
+def sglang_image(local: Mapping[str, str]) -> str:
+    """The official image of the release: its last CUDA 12 build (`-cu129`; the CUDA 13 images need
+    r580+ drivers)."""
+    return f"lmsysorg/sglang:v{sglang_version(local)}-cu129"
+
+
+def image_check(sglang_python: str, api_venv: str, version: str) -> str:
+    """The image's last build step: SGLang's interpreter is `version` and imports its server arguments
+    (what the launch parses), and the API's own environment runs its command. A broken image fails the
+    build, not the first container start."""
     sglang = (
         "from importlib.metadata import version; import sglang.srt.server_args; "
-        "assert version('sglang') == '0.5.19', version('sglang')"
+        f"assert version('sglang') == '{version}', version('sglang')"
     )
     return f'{sglang_python} -c "{sglang}" && {api_venv}/bin/openjev --help > /dev/null'
 
@@ -170,7 +188,7 @@ def deployment_secrets(local: Mapping[str, str]) -> list[modal.Secret]:
 
 
 image = (
-    modal.Image.from_registry(SGLANG_IMAGE)
+    modal.Image.from_registry(sglang_image(os.environ))
     .entrypoint([])  # the CUDA base image's banner script would wrap Modal's own entrypoint
     .dockerfile_commands(f"COPY --from={UV_IMAGE} /uv /usr/local/bin/uv")
     # SGLang's interpreter, pinned by path now; the build fails here if it cannot find sglang.
@@ -188,7 +206,7 @@ image = (
         f"UV_PROJECT_ENVIRONMENT={API_VENV} uv sync --project {PROJECT_DIR} "
         "--frozen --no-dev --no-editable --compile-bytecode"
     )
-    .run_commands(image_check(SGLANG_PYTHON, API_VENV))
+    .run_commands(image_check(SGLANG_PYTHON, API_VENV, sglang_version(os.environ)))
 )
 
 cache_volume = modal.Volume.from_name(VOLUME_NAME, create_if_missing=True)

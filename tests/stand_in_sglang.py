@@ -1,6 +1,7 @@
 """A stand-in SGLang interpreter for the supervised-backend tests.
 
-Run as `python stand_in_sglang.py -m sglang.launch_server FLAGS`.
+Run as `python stand_in_sglang.py -m sglang.launch_server FLAGS` (or with openjev's `-c` probe of the
+installed sglang release).
 
 It accepts exactly the `launch_server` flags openjev may pass (anything else exits 2, as SGLang's
 argparse would), records how it was started, and serves `tests.fake_sglang.FakeSGLang` on
@@ -20,6 +21,7 @@ Environment:
   `crash`: exits with code 3 after STAND_IN_DELAY seconds, never ready; `hang`: never ready and
   ignores SIGTERM.
 - STAND_IN_GENERATE_DELAY: seconds every /generate takes.
+- STAND_IN_SGLANG_VERSION: the sglang release `-c` reports to openjev's version check (default 0.5.19).
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ import sys
 import threading
 from pathlib import Path
 from typing import Any
+
+if __name__ == "__main__" and sys.argv[1:2] == ["-c"] and "version('sglang')" in sys.argv[2]:
+    # openjev's check of the installed release, answered before the fake's imports, as fast as SGLang's.
+    print(os.environ.get("STAND_IN_SGLANG_VERSION", "0.5.19"))
+    sys.exit(0)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

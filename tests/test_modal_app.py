@@ -178,7 +178,19 @@ def test_image_is_sglang_plus_the_api_in_its_own_environment() -> None:
 
 def test_the_image_checks_itself_as_its_last_build_step() -> None:
     lines = _dockerfile_lines(modal_app.image)
-    assert lines[-1] == f"RUN {modal_app.image_check(modal_app.SGLANG_PYTHON, modal_app.API_VENV)}"
+    check = modal_app.image_check(modal_app.SGLANG_PYTHON, modal_app.API_VENV, modal_app.DEFAULT_SGLANG_VERSION)
+    assert lines[-1] == f"RUN {check}"
+
+
+def test_the_sglang_release_is_a_setting_whose_default_is_openjevs() -> None:
+    from openjev.config import DEFAULT_SGLANG_VERSION, Settings
+
+    assert modal_app.DEFAULT_SGLANG_VERSION == DEFAULT_SGLANG_VERSION == Settings().sglang_version
+    assert modal_app.sglang_image({}) == "lmsysorg/sglang:v0.5.19-cu129"
+    assert modal_app.sglang_image({"OPENJEV_SGLANG_VERSION": "0.5.23"}) == "lmsysorg/sglang:v0.5.23-cu129"
+    assert modal_app.container_env({"OPENJEV_SGLANG_VERSION": "0.5.23"})["OPENJEV_SGLANG_VERSION"] == "0.5.23"
+    with pytest.raises(ValueError, match="OPENJEV_SGLANG_VERSION"):
+        modal_app.sglang_image({"OPENJEV_SGLANG_VERSION": "latest"})
 
 
 def test_the_image_check_passes_with_both_interpreters_and_fails_without_sglang() -> None:
@@ -186,15 +198,19 @@ def test_the_image_check_passes_with_both_interpreters_and_fails_without_sglang(
     from tests.sglang_live.environment import install_cpu_stand_ins
 
     api_venv = str(Path(sys.prefix))
-    without_sglang = subprocess.run(["bash", "-c", modal_app.image_check(sys.executable, api_venv)], check=False)
+    without_sglang = subprocess.run(["bash", "-c", modal_app.image_check(sys.executable, api_venv, "0.5.19")],
+                                    check=False)  # fmt: skip
     assert without_sglang.returncode != 0
     try:
         python = contract_python()
     except PinnedEnvironmentError as error:
         pytest.fail(str(error))
     install_cpu_stand_ins(python)  # this CPU machine lacks the image's CUDA torchvision
-    check = subprocess.run(["bash", "-c", modal_app.image_check(str(python), api_venv)], check=False, timeout=300)
-    assert check.returncode == 0
+    checks = [
+        subprocess.run(["bash", "-c", modal_app.image_check(str(python), api_venv, version)], check=False, timeout=300)
+        for version in ("0.5.19", "0.5.23")
+    ]
+    assert [check.returncode == 0 for check in checks] == [True, False]  # the 0.5.19 environment is not 0.5.23
 
 
 def test_lifecycle_and_entrypoint() -> None:

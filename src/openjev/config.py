@@ -6,73 +6,30 @@ user passed as flags, so `OPENJEV_PORT=9000 openjev serve` and `openjev serve --
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
-from enum import StrEnum
 from pathlib import Path
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from openjev.options import (
+    QUESTION_TYPES,
+    SGLANG_FLAGS_SET_BY_OPENJEV,
+    AnswerCue,
+    ConfidenceMode,
+    EmbeddedPrecision,
+    Frontend,
+    ImageTransfer,
+    ScoreLabels,
+)
+
 #: The SDKs' default model name; always accepted as an alias of the served model.
 COMPAT_MODEL_ALIAS = "jev-latest"
+#: The SGLang release openjev is verified on in production (a GPU); 0.5.23 runs the CPU test suites too.
+DEFAULT_SGLANG_VERSION = "0.5.19"
 #: Public model id on SGLang when OPENJEV_SERVED_MODEL_NAME is unset; the NVFP4 repository is only the weight source.
 DEFAULT_SERVED_MODEL_NAME = "Qwen/Qwen3.6-35B-A3B"
-
-
-class EmbeddedPrecision(StrEnum):
-    """The embedded model's precision (`backends/embedded/precision.py`)."""
-
-    auto = "auto"
-    float32 = "float32"
-    bfloat16 = "bfloat16"
-    int8 = "int8"
-    gguf = "gguf"
-
-
-class ConfidenceMode(StrEnum):
-    typesafe = "typesafe"
-    entropy = "entropy"
-
-
-class AnswerCue(StrEnum):
-    plain = "plain"
-    json = "json"
-
-
-class ScoreLabels(StrEnum):
-    letters = "letters"
-    digits = "digits"
-
-
-#: The question types a per-type readout setting names.
-QUESTION_TYPES = ("noul", "choice", "score")
-
-
-class Frontend(StrEnum):
-    rust = "rust"
-    python = "python"
-
-
-#: SGLang flags that carry openjev's own settings or its contract with SGLang (model, tokenizer, name,
-#: the private address, the prompt limit, the warm-up race, the key): OPENJEV_SGLANG_ARGS may not set them.
-SGLANG_FLAGS_SET_BY_OPENJEV = frozenset(
-    {
-        "--model-path",
-        "--model",
-        "--revision",
-        "--tokenizer-path",
-        "--served-model-name",
-        "--host",
-        "--port",
-        "--context-length",
-        "--skip-server-warmup",
-        "--api-key",
-        "--dp-size",
-        "--data-parallel-size",
-    }
-)
 
 
 class Settings(BaseSettings):
@@ -118,6 +75,13 @@ class Settings(BaseSettings):
     connect: str | None = Field(None, description="URL of a running SGLang server to use as the backend.")
     sglang_python: Path | None = Field(
         None, description="Python interpreter of an SGLang environment: launch and supervise SGLang."
+    )
+    sglang_version: str = Field(
+        DEFAULT_SGLANG_VERSION,
+        pattern=r"^\d+\.\d+\.\d+$",
+        description="The SGLang release openjev is run on (docs/sglang.md says what differs between them): "
+        "supervised mode refuses to launch an OPENJEV_SGLANG_PYTHON whose sglang is another; modal_app.py "
+        "builds its image from this release's official one.",
     )
     frontend: Frontend = Field(Frontend.rust, description="SGLang HTTP frontend in supervised mode.")
     sglang_args: str | None = Field(
@@ -172,12 +136,24 @@ class Settings(BaseSettings):
     max_concurrent_preparations: int = Field(
         2, ge=1, description="Requests being rendered and tokenized at once (worker threads); more get 529."
     )
+    max_concurrent_image_preparations: int = Field(
+        2,
+        ge=1,
+        description="Requests whose images are being decoded and resized at once (worker threads, slots of their "
+        "own: image work never takes a text request's preparation slot).",
+    )
+    image_preparation_queue: int = Field(
+        8,
+        ge=0,
+        description="Requests with images that wait for an image preparation slot; more get 529.",
+    )
     inline_preparation_bytes: int = Field(
         16 * 1024,
         ge=0,
         description="A request that brings at most this many bytes of new text (its decoded body; for a chat "
-        "or text state that extends or repeats one prepared before, its new messages and every question's texts) "
-        "is prepared on the event loop, in a preparation slot: handing it to a worker thread costs more than "
+        "or text state that extends or repeats one prepared before, its new messages with the template's markup "
+        "around each, and every question's texts) is prepared on the event loop, in a preparation slot: handing "
+        "it to a worker thread costs more than "
         "preparing it; 0: every request on a worker thread.",
     )
     # Image assets (a vision backend only; request/images.py).
@@ -188,7 +164,41 @@ class Settings(BaseSettings):
     max_image_pixels: int = Field(1024 * 1024, ge=1024, description="Pixels a larger image is resized to fit.")
     max_image_source_pixels: int = Field(40_000_000, ge=1024, description="Pixels of an image as sent, at most.")
     image_cache_bytes: int = Field(64 * 1024 * 1024, ge=0, description="Prepared images kept, by sha256; 0: none.")
+    max_image_positions: int = Field(
+        16384,
+        ge=1,
+        description="Model positions a request's images take, over all its prompts: each placeholder that a prompt "
+        "shows (the state once, each question's text once per view) counts its image's positions; more get 422.",
+    )
+    image_transfer: ImageTransfer = Field(
+        ImageTransfer.auto,
+        description="How SGLang gets a prepared image: `file` (written once as a content-addressed PNG under "
+        "OPENJEV_IMAGE_DIR, its path sent; SGLang must read this machine's files), `base64` (in every call that "
+        "shows it), `auto` (`file` for a supervised SGLang, `base64` for --connect).",
+    )
+    image_dir: Path | None = Field(
+        None,
+        description="Where `file` transfer writes images (default: a new private directory, removed at shutdown; "
+        "a directory given here is shared with SGLang and only openjev's own files in it are removed).",
+    )
+    image_file_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=0,
+        description="Bytes of image files kept for SGLang (`file` transfer), least recently used removed past it; "
+        "a file a call in flight names stays until the call ends.",
+    )
+    encoded_image_cache_bytes: int = Field(
+        32 * 1024 * 1024, ge=0, description="Bytes of base64 images kept for SGLang (`base64` transfer); 0: none."
+    )
     max_concurrent_branches: int = Field(64, ge=1, description="Backend calls in flight, process-wide.")
+    warm_prefix_share: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="The shared prefix's warm-up readout is skipped while the prefix is certainly in SGLang's "
+        "prefix cache: sent to the same rank before, with at most this share of its KV pool (/server_info "
+        "max_total_num_tokens) sent since; 0: every request awaits its warm-up.",
+    )
     request_timeout: float = Field(120.0, gt=0, description="Seconds for the backend work of one request.")
     retry_after: int = Field(1, ge=0, description="Seconds suggested in Retry-After on 503 and 529.")
 
@@ -289,7 +299,13 @@ class Settings(BaseSettings):
     embedded_precision: EmbeddedPrecision = Field(
         EmbeddedPrecision.auto,
         description="Embedded backend: the model's precision, float32, bfloat16, int8 (torch) or gguf (the GGUF's "
-        "own weights on llama.cpp); auto: bfloat16 on CPUs with AMX or AVX512-BF16, else gguf for a GGUF model.",
+        "own weights on llama.cpp); auto: gguf for a GGUF model wherever llama.cpp runs, else bfloat16 on CPUs "
+        "with AMX or AVX512-BF16, else float32.",
+    )
+    llama_lib: Path | None = Field(
+        None,
+        description="Embedded backend: a llama.cpp b11524 built from source (its libllama file, or the directory of "
+        "its libraries) used instead of the cpu extra's prebuilt one.",
     )
     prefix_cache_bytes: int = Field(
         1024**3, ge=0, description="Embedded backend: bytes of recent prefix KV caches kept for reuse."
@@ -378,27 +394,3 @@ def default_cache_dir() -> Path:
         return Path(explicit).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "openjev"
-
-
-def answer_settings(settings: Settings) -> dict[str, object]:
-    """Every setting that changes an answer for the same request and backend, as `/v1/limits` shows it
-    and `evals/run.py` records it (a run resumed against other ones is refused). A new setting that
-    changes answers gets one line here. The calibration file counts by its content (sha256)."""
-    calibration = settings.calibration_file
-    return {
-        "answer_cue": settings.answer_cue.value,
-        **{f"answer_cue_{kind}": settings.answer_cue_of(kind).value for kind in QUESTION_TYPES},
-        "score_labels": settings.score_labels.value,
-        "score_reverse": settings.score_reverse,
-        "contextual_calibration": settings.contextual_calibration,
-        # The thinking tier's (they change only the answers of requests naming OPENJEV_THINK_MODEL).
-        "think_margin": settings.think_margin,
-        "think_max_share": settings.think_max_share,
-        "think_window": settings.think_window,
-        "think_budget_tokens": settings.think_budget_tokens,
-        "option_shifts": settings.option_shifts,
-        "label_prior": settings.label_prior,
-        "temperature": settings.temperature,
-        "confidence": settings.confidence.value,
-        "calibration_sha256": hashlib.sha256(calibration.read_bytes()).hexdigest() if calibration else None,
-    }

@@ -10,10 +10,11 @@
    model's vision spans where their placeholders stand, and every position they take counts.
 2. `evaluate` (backend I/O): one warm-up readout of the shared prefix, awaited so the backend's
    prefix cache holds it, then one readout per question view (a box question: one constrained
-   generation, `box_reading.py`) and the content-free readouts, concurrently. Every backend call in
-   the process shares `OPENJEV_MAX_CONCURRENT_BRANCHES` slots. The first failure cancels the siblings
-   (each backend aborts its own cancelled work); the whole backend phase is bounded by
-   OPENJEV_REQUEST_TIMEOUT. With a data-parallel backend every call of one evaluation carries one
+   generation, `box_reading.py`) and the content-free readouts, concurrently. The warm-up is skipped
+   while the prefix is certainly cached already (`warm_prefixes.py`): the branches go out at once.
+   Every backend call in the process shares `OPENJEV_MAX_CONCURRENT_BRANCHES` slots. The first
+   failure cancels the siblings (each backend aborts its own cancelled work); the whole backend phase
+   is bounded by OPENJEV_REQUEST_TIMEOUT. With a data-parallel backend every call of one evaluation carries one
    rank, chosen from the conversation's key (`affinity.py`).
 3. Answer: `readouts.py` turns each question's readouts into its typed answer (views combined,
    content-free priors divided out, the temperature applied). `usage.output_tokens` counts every
@@ -38,6 +39,7 @@ from openjev.answering.content_free import ContentFreePlan, ContentFreePriors
 from openjev.answering.readouts import AnyQuestion, QuestionViews, Readout
 from openjev.answering.thinking import Escalation, Limits, Thinker, escalation_calls, reading
 from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall, new_rid
+from openjev.backends.warm_prefixes import WarmPrefixes
 from openjev.config import Settings
 from openjev.errors import Issue, RequestRejected
 from openjev.prompting.budget import TokenBudget
@@ -135,6 +137,7 @@ class Engine:
         #: Several data-parallel ranks: which one serves each evaluation (None: one rank, nothing routed).
         self.router = RankRouter.of(backend.data_parallel_size)
         self._template_header = template_header_length(chat)
+        self.warm_prefixes = WarmPrefixes(backend.prefix_cache_tokens, settings.warm_prefix_share)
         self.thinker = Thinker(
             settings, chat, backend, self._backend_slots, [ANSWER_CUES[cue] for cue in set(self.views.cues.values())]
         )
@@ -154,8 +157,8 @@ class Engine:
     def look_up(self, request: SystemOneRequest, body_bytes: int) -> tuple[Lookup | None, int]:
         """The memo's lookup for `prepare` (`ConversationMemo.early_lookup`), and about how many bytes of
         text `prepare` will render and tokenize: for a conversation that extends one remembered, its new
-        messages and every question's texts (counted to just past OPENJEV_INLINE_PREPARATION_BYTES);
-        anything else, its whole body of `body_bytes`."""
+        messages (with the template's markup around each) and every question's texts (counted to just
+        past OPENJEV_INLINE_PREPARATION_BYTES); anything else, its whole body of `body_bytes`."""
         lookup = self.memo.early_lookup(request.state)
         if lookup is None or lookup.new_text_bytes is None:
             return lookup, body_bytes
@@ -168,18 +171,19 @@ class Engine:
         *,
         checked: bool = False,
         lookup: Lookup | None = None,
-        images: Mapping[str, bytes] | None = None,
+        images: Mapping[str, ImageInput] | None = None,
         long_context: bool = False,
     ) -> PreparedRequest:
         """`checked`: the caller has run `check_request` on this request already and found nothing;
-        `lookup`: `look_up`'s, made just before (None: looked up here); `images`: the bytes of each
-        asset (`request.assets.asset_sources`), decoded here (`images.py`); `long_context`: the request
+        `lookup`: `look_up`'s, made just before (None: looked up here); `images`: each asset's image,
+        made safe by `self.images.prepare` (in its own slot, before this); `long_context`: the request
         sent the long-context header."""
         budget = self.budget_for(long_context)
         issues = [] if checked else check_request(request, self.settings, self.boxes.accepted)
         if issues:
             raise RequestRejected(issues)
-        marks, safe = self.images.marks(request, images or {})
+        safe = images or {}
+        marks = self.images.marks(safe)
         try:
             framing = self.images.framing(request.state, marks) if marks else self.memo.frame(request.state, lookup)
         except TemplateError as error:
@@ -230,18 +234,30 @@ class Engine:
             read = partial(reading, self.views, prepared.questions, first_pass)
             limits = Limits(deadline, self.budget_for(prepared.long_context).branch_limit, prepared.tokens_left)
             escalation = await self.thinker.escalate(evaluation.answers, prepared.shared_prefix_ids, read, limits, pin)
+            self.warm_prefixes.spend(pin.rank, escalation.input_tokens + escalation.output_tokens)
             return evaluation.escalated(escalation)
 
+    def _cache_tokens(self, prepared: PreparedRequest) -> int:
+        """The most an evaluation's first pass adds to the backend's prefix cache: the shared prefix once,
+        each branch's suffix and output ids, the content-free readouts."""
+        branches = sum(
+            len(b.suffix_ids) + b.image_tokens + (self.boxes.max_tokens if isinstance(b.question, BoxQuestion) else 1)
+            for b in prepared.branches
+        )
+        return len(prepared.shared_prefix_ids) + prepared.prefix_image_tokens + branches + prepared.content_free.tokens
+
     async def _first_pass(self, prepared: PreparedRequest, pin: Pin) -> tuple[Evaluation, dict[str, list[Readout]]]:
-        """The warm-up, then every branch and content-free readout at once, answered; and the readouts."""
+        """The warm-up (unless the prefix is cached), then every branch and content-free readout at once,
+        answered; and the readouts."""
         prefix, seen = SharedIds(prepared.shared_prefix_ids), prepared.prefix_images
+        use = self.warm_prefixes.begin(prefix, seen, pin.rank, self._cache_tokens(prepared))
         try:
             async with asyncio.timeout(self.settings.request_timeout):
                 started = time.perf_counter()
                 # Any non-empty id list works: every call must carry one (SGLang #34719).
-                warm = await self._call_backend(
+                warm = None if use.cached else await self._call_backend(
                     PromptIds(prefix, []), prepared.branches[0].label_token_ids[:1], pin, seen
-                )
+                )  # fmt: skip
                 warmed = time.perf_counter()
                 try:
                     async with asyncio.TaskGroup() as group:
@@ -259,13 +275,18 @@ class Engine:
                 f"the backend did not finish within OPENJEV_REQUEST_TIMEOUT={self.settings.request_timeout:g}s"
             ) from error
         results = [task.result() for task in tasks]
+        self.warm_prefixes.settle(use, [result.cached_tokens for result in results])
         priors, prior_calls, prior_tokens = content_free.result()
         readouts, answers = self.views.answers(prepared.branches, results, priors)
         reported = [result.cached_tokens for result in results]
         evaluation = Evaluation(
             answers=answers,
-            input_tokens=warm.prompt_tokens + sum(result.prompt_tokens for result in results) + prior_tokens,
-            output_tokens=1 + prior_calls + sum(r.generated if isinstance(r, BoxReading) else 1 for r in results),
+            input_tokens=(warm.prompt_tokens if warm else 0)
+            + sum(result.prompt_tokens for result in results)
+            + prior_tokens,
+            output_tokens=(1 if warm else 0)
+            + prior_calls
+            + sum(r.generated if isinstance(r, BoxReading) else 1 for r in results),
             prefix_tokens=len(prefix.ids) + prepared.prefix_image_tokens,
             cached_tokens=None if any(value is None for value in reported) else sum(reported),  # type: ignore[misc]
             prefill_seconds=warmed - started,

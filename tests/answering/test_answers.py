@@ -76,6 +76,19 @@ def test_entropy_confidence_bounds():
     assert entropy_confidence([1.0, 0.0]) == 1.0
 
 
+def test_one_option_or_level_is_certain_in_every_confidence_mode():
+    # Each formula is 0/0 at n = 1; its limit is 1 (the choice formula is 1 for m = 1 at every n).
+    assert [choice_confidence([1.0]), score_confidence([1.0]), entropy_confidence([1.0])] == [1.0, 1.0, 1.0]
+    assert [choice_confidence([1.0] + [0.0] * n) for n in (1, 2, 254)] == [1.0, 1.0, 1.0]
+    for mode in ConfidenceMode:
+        assert choice_answer(["only"], [-7.5], 1.0, mode) == {
+            "type": "choice", "choice": "only", "probabilities": {"only": 1.0}, "confidence": 1.0
+        }  # fmt: skip
+        assert score_answer(["Calm"], [-3.0], 0.5, mode) == {
+            "type": "score", "score": 0.0, "legend": {"0": "Calm"}, "probabilities": {"0": 1.0}, "confidence": 1.0
+        }  # fmt: skip
+
+
 def test_noul_reads_probability_of_yes():
     answer = noul_answer([math.log(0.9), math.log(0.1)], 1.0)
     assert answer == {"type": "noul", "noul": pytest.approx(0.9)}

@@ -125,7 +125,8 @@ def test_255_options_and_64_questions(client):
     many = {f"q{i}": NOUL for i in range(64)}
     response = post(client, request_with(many))
     assert response.status_code == 200 and len(response.json()["answers"]) == 64
-    assert response.json()["usage"]["output_tokens"] == 65
+    # The state of the choice before: its prefix is still cached, so the branches go without a warm-up.
+    assert response.json()["usage"]["output_tokens"] == 64
 
 
 def test_states_of_every_shape(client):
@@ -154,6 +155,23 @@ def test_instructions_and_criteria_accept_json_values(client):
     assert response.json()["answers"]["s"]["legend"] == {"0": {"level": "low"}, "1": ["mid"], "2": "high"}
 
 
+def test_one_option_and_one_level_are_answered_with_certainty(stack, client):
+    _, fake = stack
+    questions = {"c": {"type": "choice", "criteria": {"the only team": "all tickets"}}, "s": {"type": "score",
+                 "criteria": [{"level": "any"}]}, "n": NOUL}  # fmt: skip
+    before = len(fake.generate_calls)
+    response = post(client, request_with(questions, state="A one-option request."))
+    assert response.status_code == 200, response.text
+    answers = response.json()["answers"]
+    assert answers["c"] == {"type": "choice", "choice": "the only team", "probabilities": {"the only team": 1.0},
+                            "confidence": 1.0}  # fmt: skip
+    assert answers["s"] == {"type": "score", "score": 0.0, "legend": {"0": {"level": "any"}},
+                            "probabilities": {"0": 1.0}, "confidence": 1.0}  # fmt: skip
+    # One readout each (one label, no rotations, no content-free prior), beside the warm-up and the noul.
+    calls = [entry["body"] for entry in fake.generate_calls[before:]]
+    assert len(calls) == 4 and sorted(len(call["token_ids_logprob"]) for call in calls[1:]) == [1, 1, 2]
+
+
 def test_model_aliases_and_unknown_model(client):
     assert post(client, request_with({"q": NOUL}, model="Qwen/Qwen3.6-35B-A3B")).status_code == 200
     response = post(client, request_with({"q": NOUL}, model="gpt-5"))
@@ -173,13 +191,13 @@ def test_unknown_top_level_fields_are_ignored(client):
 @pytest.mark.parametrize(
     ("question", "loc"),
     [
-        ({"type": "choice", "criteria": {"only": None}}, ["body", "questions", "q", "criteria"]),
+        ({"type": "choice", "criteria": {}}, ["body", "questions", "q", "criteria"]),
         ({"type": "choice", "criteria": {f"o{i}": None for i in range(256)}}, ["body", "questions", "q", "criteria"]),
         (
             {"type": "choice", "criteria": {"": "empty name", "b": None}},
             ["body", "questions", "q", "criteria", "", "[key]"],
         ),
-        ({"type": "score", "criteria": ["one"]}, ["body", "questions", "q", "criteria"]),
+        ({"type": "score", "criteria": []}, ["body", "questions", "q", "criteria"]),
         ({"type": "score", "criteria": [f"l{i}" for i in range(65)]}, ["body", "questions", "q", "criteria"]),
         ({"type": "score", "criteria": {"0": "low", "1": "high"}}, ["body", "questions", "q", "criteria"]),
         ({"type": "noul"}, ["body", "questions", "q"]),
@@ -310,8 +328,10 @@ def test_official_sdk_surfaces_validation_and_model_errors(stack):
     server, _ = stack
     with TypeSafeClient(base_url=server.url, api_key="k", compression="zstd", retry=RetryPolicy(max_retries=0)) as sdk:
         with pytest.raises(typesafe_sdk.TypeSafeUnprocessableEntityError) as invalid:
-            sdk.system_one(state="x", questions={"team": Choice(criteria={"only": None})})
+            sdk.system_one(state="x", questions={"team": Choice(criteria={})})
         assert "questions.team.criteria" in str(invalid.value)
+        one = sdk.system_one(state="x", questions={"team": Choice(criteria={"only": None})})  # the SDK's least
+        assert one.choices["team"].choice == "only" and one.choices["team"].confidence == 1.0
         assert invalid.value.request_id
         with pytest.raises(typesafe_sdk.TypeSafeNotFoundError, match="not served here"):
             sdk.system_one(state="x", questions={"q": Noul(instructions="?")}, model="other-model")

@@ -224,6 +224,16 @@ def test_crash_during_startup_exits_nonzero(supervised: Any) -> None:
     assert "SGLang exited with code 3 before it was ready" in server.log()
 
 
+def test_another_sglang_release_than_the_setting_is_not_launched(supervised: Any, stand_in: StandIn) -> None:
+    server = supervised(env={"STAND_IN_SGLANG_VERSION": "0.5.23"}, ready=False)
+    assert exit_code(server, 15) == 1
+    assert "runs sglang 0.5.23, but OPENJEV_SGLANG_VERSION is 0.5.19" in server.log()
+    assert not stand_in.record_path.exists()  # never launched
+    newer = supervised(env={"STAND_IN_SGLANG_VERSION": "0.5.23", "OPENJEV_SGLANG_VERSION": "0.5.23"})
+    with newer.client() as client:
+        assert client.post("/v1/systemone", json=EXAMPLE).status_code == 200
+
+
 def test_sglang_dying_after_ready_stops_the_api(supervised: Any, stand_in: StandIn) -> None:
     server = supervised()
     pid = stand_in.record()["pid"]

@@ -53,12 +53,9 @@ class RankCaches:
         rank = requested_rank(body)
         return rank if self.ranks > 1 and rank is not None else next(self._turn)
 
-    def cached_tokens(self, rank: int, prompt: list[int], page_size: int) -> int:
-        """The prompt's longest prefix this rank has seen (never the last token, whole pages only)."""
-        best = max((common_prefix_length(earlier, prompt) for earlier in self._seen[rank]), default=0)
-        self.remember(rank, prompt)
-        best = min(best, len(prompt) - 1)
-        return best - best % page_size
+    def match(self, rank: int, prompt: list[int]) -> int:
+        """The prompt's longest prefix this rank has seen."""
+        return max((common_prefix_length(earlier, prompt) for earlier in self._seen[rank]), default=0)
 
     def remember(self, rank: int, ids: list[int]) -> None:
         """Ids this rank has computed (a prompt, or a prompt and its generated output)."""

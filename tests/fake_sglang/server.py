@@ -50,6 +50,7 @@ from tests.fake_sglang.generation import (
 from tests.fake_sglang.meta import Readout, readout_answer
 from tests.fake_sglang.ranks import RankCaches
 from tests.fake_sglang.rules import VOCAB_SIZE, Outcome, contract_violation, judge, max_req_input_len
+from tests.fake_sglang.scheduler import Scheduler
 from tests.fake_sglang.vision import SeenPrompt, seen_prompt, vision_model_dir
 
 FLOAT32_MIN = -3.4028234663852886e38
@@ -118,8 +119,12 @@ class FakeSGLang:
     call_log: str | None = None
     #: A model that sees (`vision.py`): its own model files, `has_image_understanding`, `image_data`.
     vision: bool = False
+    #: How long one scheduler step takes (`scheduler.py`): requests arriving meanwhile share the next one.
+    step_seconds: float = 0.0
 
     requests: list[dict[str, Any]] = field(default_factory=list)
+    #: Bytes of each `/generate` body as received, in order (what openjev sent over the wire).
+    generate_bytes: list[int] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     aborted: list[str] = field(default_factory=list)
     #: In-flight rids whose client closed the connection (also listed in `aborted`).
@@ -141,6 +146,7 @@ class FakeSGLang:
             self.model_path = vision_model_dir()
         self._in_flight: dict[str, asyncio.Event] = {}
         self._caches = RankCaches(self.dp_size)
+        self.scheduler = Scheduler(self._caches, self._violate, self.step_seconds)
         self._calls = 0
         self._ready_at = 0.0
         self._server: uvicorn.Server | None = None
@@ -256,8 +262,11 @@ class FakeSGLang:
         denied = self._unauthorized(request)
         if denied:
             return denied
-        body = await request.json()
+        raw = await request.body()
+        body = json.loads(raw)
         self.requests.append({"path": request.url.path, "body": body})
+        if request.url.path == "/generate":
+            self.generate_bytes.append(len(raw))
         return body
 
     async def _abort(self, request: Request) -> Response:
@@ -336,7 +345,10 @@ class FakeSGLang:
             aborted = False
             if self.generate_delay and call_number >= self.delay_from_call:
                 aborted = await self._wait(request, rid, event, self.generate_delay)
-            answer = self._result(rid, body, seen, aborted)
+            rank = self.served_by[rid] = self._caches.route(body)
+            if not aborted:
+                cached = await self.scheduler.prefill(rank, list(seen.key), body, self.page_size)
+            answer = self._result(rid, body, seen, aborted, cached if not aborted else 0)
             if is_generation(body) and not aborted:
                 self._generated(rid, answer, body)
             return JSONResponse(self.mangle(answer) if self.mangle else answer)
@@ -375,7 +387,7 @@ class FakeSGLang:
         answer["meta_info"] |= generation_meta(output, stops, asked, read)
         self._caches.remember(self.served_by[rid], prompt + output)
 
-    def _result(self, rid: str, body: dict[str, Any], seen: SeenPrompt, aborted: bool) -> dict[str, Any]:
+    def _result(self, rid: str, body: dict[str, Any], seen: SeenPrompt, aborted: bool, cached: int) -> dict[str, Any]:
         # The prompt as the model sees it (vision.py): its images' positions keyed by their bytes.
         prompt, ids = seen.key, body["token_ids_logprob"]
         values = self.logprobs(prompt, ids)
@@ -387,8 +399,8 @@ class FakeSGLang:
             if aborted
             else {"type": "length", "length": 1}
         )
-        rank = self.served_by[rid] = self._caches.route(body)
-        cached = self.cached_tokens[rid] = self._caches.cached_tokens(rank, prompt, self.page_size)
+        rank = self.served_by[rid]
+        self.cached_tokens[rid] = cached
         if self.call_log:
             call = {"rid": rid, "input_ids": prompt, "routed_dp_rank": body.get("routed_dp_rank"), "rank": rank,
                     "cached_tokens": cached}  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -33,3 +34,18 @@ def install_cpu_stand_ins(python: Path) -> None:
     wanted = f"{SITE}\nimport openjev_sglang_cpu\n"
     if not pth.is_file() or pth.read_text() != wanted:
         pth.write_text(wanted)
+
+
+def packaged_model_directory(directory: Path) -> Path:
+    """The packaged test model (Qwen2.5-Coder-0.5B, float32) as a Hugging Face directory SGLang loads:
+    its converted weights and tokenizer, and a config naming its architecture; `directory` is returned."""
+    from openjev.backends.embedded.model_source import resolve_model
+    from tests.backends.embedded.conftest import TEST_MODEL
+
+    source = resolve_model(TEST_MODEL).path
+    for name in ("model.safetensors", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        (directory / name).symlink_to(source / name)
+    config = json.loads((source / "config.json").read_text())
+    config.update(architectures=["Qwen2ForCausalLM"], torch_dtype="float32")
+    (directory / "config.json").write_text(json.dumps(config, indent=1))
+    return directory

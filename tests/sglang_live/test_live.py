@@ -1,14 +1,16 @@
-"""openjev on a real SGLang 0.5.19: its CPU engine serving the 0.5B test model, both frontends, both modes.
+"""openjev on a real SGLang: its CPU engine serving the 0.5B test model, both frontends, both modes.
 
-Two SGLang starts cover it all (each about a minute or two on a 2-core machine):
-1. Python frontend, supervised: readiness only once SGLang is ready, its log forwarded; a real
-   answer equal to the embedded backend's on the same weights; `cached_tokens` on a repeat; the
+Four SGLang starts cover it all (each about a minute or two on a 2-core machine):
+1. Python frontend, supervised, on each pinned release (0.5.19, the production pin, and 0.5.23, whose
+   own `/v1/systemone` benchmarks/systemone_side_by_side.py measures against openjev): readiness only
+   once SGLang is ready, its log forwarded; a real answer equal to the embedded backend's on the same
+   weights; `cached_tokens` on a repeat; the
    thinking tier through both calls (generation, then the readout on the cached prefix); a prompt
    exactly at the length limit answered, one token more refused with 422; a client that leaves
    aborts its readout, and SGLang is free at once; a second openjev `--connect`s to the same SGLang;
    then SGLang is killed and openjev exits non-zero, leaving no SGLang process behind.
-2. Rust frontend, supervised: the same answer, `--connect` too; on SIGTERM openjev stops taking
-   requests, then stops SGLang, then exits 0.
+2. Rust frontend, supervised (0.5.19, as the rest of the file): the same answer, `--connect` too; on
+   SIGTERM openjev stops taking requests, then stops SGLang, then exits 0.
 3. Python frontend, supervised, `OPENJEV_DATA_PARALLEL_SIZE=2` (`--dp-size 2`, each rank on its own
    cores): the same answer, and every branch finds the warm-up's prefix in its rank's cache.
 """
@@ -203,10 +205,14 @@ def check_thinking(server: RunningOpenJev) -> None:
 
 
 def test_python_frontend_supervised_and_connected(
-    serve_openjev: ServeOpenJev, sglang_python: Path, sglang_model_dir: Path, cpu_environment, embedded_answer
-) -> None:
-    server = serve_supervised(serve_openjev, sglang_python, sglang_model_dir, cpu_environment, "python")
+    serve_openjev: ServeOpenJev, sglang_release: tuple[str, Path], sglang_model_dir: Path, cpu_environment,
+    embedded_answer,
+) -> None:  # fmt: skip
+    version, python = sglang_release
+    environment = {**cpu_environment, "OPENJEV_SGLANG_VERSION": version}
+    server = serve_supervised(serve_openjev, python, sglang_model_dir, environment, "python")
     pid, port = sglang_started(server)
+    assert httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=30).json()["version"] == version
     first = httpx.post(f"{server.url}/v1/systemone", json=request(STATE), timeout=300)
     assert_like_embedded(answers(first), embedded_answer)
     repeat = httpx.post(f"{server.url}/v1/systemone", json=request(STATE), timeout=300)

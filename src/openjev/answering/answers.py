@@ -13,7 +13,9 @@ Confidence, `typesafe` (the official definition), for n options and probabilitie
 - score, most likely level k: max(0, 1 - sum_i p_i |i - k| / D), D = (1/n) sum_i |i - (n-1)/2|,
   the mean distance of a uniform distribution from its centre.
 Confidence, `entropy`: 1 - H(p) / log n with H(p) = -sum_i p_i log p_i.
-Both are clamped to [0, 1]; every returned number is finite.
+Both are clamped to [0, 1]; every returned number is finite. With one option or level (n = 1) every
+formula is 0/0 and its value is its limit, 1: the one outcome has probability 1, no spread and no
+entropy, so it is certain (the choice formula is 1 for m = 1 at every n > 1 too).
 
 Option-order debiasing (choice questions, `OPENJEV_OPTION_SHIFTS=K`): the options are shown in K
 cyclic rotations, spread evenly over the n positions (`shift_offsets`: s_j = floor(j n / K),
@@ -111,17 +113,23 @@ def argmax_first(probabilities: Sequence[float]) -> int:
 
 def entropy_confidence(probabilities: Sequence[float]) -> float:
     n = len(probabilities)
+    if n == 1:
+        return 1.0  # the limit (module doc)
     entropy = -math.fsum(p * math.log(p) for p in probabilities if p > 0)
     return _clamp_unit(1.0 - entropy / math.log(n))
 
 
 def choice_confidence(probabilities: Sequence[float]) -> float:
     n = len(probabilities)
+    if n == 1:
+        return 1.0
     return _clamp_unit((max(probabilities) - 1.0 / n) / (1.0 - 1.0 / n))
 
 
 def score_confidence(probabilities: Sequence[float]) -> float:
     n = len(probabilities)
+    if n == 1:
+        return 1.0
     k = argmax_first(probabilities)
     centre = (n - 1) / 2
     uniform_spread = math.fsum(abs(i - centre) for i in range(n)) / n

@@ -106,6 +106,8 @@ class QuestionViews:
         return BOX_CUE if isinstance(question, BoxQuestion) else ANSWER_CUES[self.cue(question)]
 
     def views(self, question: AnyQuestion) -> list[int]:
+        if _single(question):
+            return [0]  # one option or level reads the same in every view
         if isinstance(question, ChoiceQuestion):
             return shift_offsets(len(question.criteria), self.settings.option_shifts)
         if isinstance(question, ScoreQuestion) and self.settings.score_reverse:
@@ -147,8 +149,9 @@ class QuestionViews:
         return planned, [frame.shared_prefix_segments, *suffixes]
 
     def wants_content_free(self, question: AnyQuestion) -> bool:
-        # The setting names readout types only (`config.QUESTION_TYPES`): never a box.
-        return question.type in self.calibrated
+        # The setting names readout types only (`config.QUESTION_TYPES`): never a box. One option or
+        # level has probability 1 whatever its prior.
+        return question.type in self.calibrated and not _single(question)
 
     def answers(
         self,
@@ -208,3 +211,8 @@ def calibrated(logprobs: Sequence[float], prior: Sequence[float] | None) -> Sequ
     if prior is None:
         return logprobs
     return log_floor(divide_prior(renormalise(logprobs), renormalise(prior)))
+
+
+def _single(question: AnyQuestion) -> bool:
+    """A choice of one option or a score of one level: answered with probability 1 (`answers.py`)."""
+    return isinstance(question, ChoiceQuestion | ScoreQuestion) and len(question.criteria) == 1

@@ -15,20 +15,22 @@ its route's own code, the same way (errors then get OpenAI's envelope outside, a
 A `multipart/form-data` body (image assets, as the SDK sends them) is split here (`multipart.py`):
 its `request` part goes on as the JSON body would, answered here or by the route, and its other parts
 travel in the scope (`IMAGE_PARTS`), where both read them. A body that does not split is answered
-with its error here.
+with its error here. A body over `body.INLINE_BYTES` is split on a worker thread.
 
 This layer sits behind `BodyDecoder`, which hands on every POST body whole, in one message.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from typing import Any
 
 from pydantic import ValidationError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from openjev.api.body import replay
+from openjev.api.body import INLINE_BYTES, replay
 from openjev.api.decisions import answer_decisions
 from openjev.api.errors import handled_error_response
 from openjev.api.middleware import DECISIONS_PATH, SYSTEM_ONE_PATH
@@ -89,7 +91,16 @@ class SystemOneFastPath:
         if path == SYSTEM_ONE_PATH and is_multipart(content_type):
             try:
                 settings = self.service.settings
-                body, parts = split_body(body, content_type or "", settings.max_body_bytes, settings.max_images + 1)
+                split = functools.partial(
+                    split_body,
+                    body,
+                    content_type or "",
+                    settings.max_body_bytes,
+                    settings.max_images + 1,
+                    settings.max_image_bytes,
+                )
+                # A body of megabytes of images is split off the event loop.
+                body, parts = split() if len(body) <= INLINE_BYTES else await asyncio.to_thread(split)
             except OpenJevError as error:
                 await handled_error_response(error, scope, self.retry_after)(scope, receive, send)
                 return

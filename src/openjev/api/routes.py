@@ -1,8 +1,9 @@
 """The routes. Each is a plain function; its dependencies (the service, readiness) are explicit.
 
 `POST /v1/systemone` runs one evaluation, cheapest checks first: model name and the request's
-counts, admission (529 when full), preparation in a slot of its own (529 when full; on a worker thread
-unless the body is small), then the backend work, cancelled (and aborted in the backend) if the client leaves. The API
+counts, its images decoded in image slots of their own (a short queue, then 529), admission (529 when
+full), preparation in a slot of its own (529 when full; on a worker thread unless the body is small),
+then the backend work, cancelled (and aborted in the backend) if the client leaves. The API
 key was checked on the headers, before the body was read (`ApiKeyMiddleware`); the bearer scheme
 here only documents it.
 """
@@ -208,7 +209,7 @@ async def evaluate_request(
     """The one evaluation behind every answering route, for a valid Jev request of `body_bytes` bytes;
     None when the client left first. `long_context`: the request sent the long-context header;
     `conversation`: the caller's name for its conversation, which keys the data-parallel rank in place
-    of the prompt's opening. Images are decoded in the preparation slot, never on the event loop."""
+    of the prompt's opening. Images are decoded in an image slot, never on the event loop."""
     runtime.check_model(body.model)
     issues = check_request(body, service.settings, runtime.engine.boxes.accepted)
     if issues:
@@ -216,13 +217,16 @@ async def evaluate_request(
     images = asset_sources(body, parts, service.settings, vision=runtime.engine.images.vision is not None)
     started = time.perf_counter()
     try:
+        # Images first, in slots of their own: decoding them never holds a slot a text request needs.
+        decode = functools.partial(runtime.engine.images.prepare, body, images)
+        safe = await run_while_connected(receive, service.prepare_images(decode)) if images else {}
         with service.admit():
             lookup, new_bytes = runtime.engine.look_up(body, body_bytes)
             work = functools.partial(
-                runtime.engine.prepare, body, checked=True, lookup=lookup, images=images, long_context=long_context
+                runtime.engine.prepare, body, checked=True, lookup=lookup, images=safe, long_context=long_context
             )
-            inline = service.prepares_inline(new_bytes) and not images
-            prepared = await service.prepare(work, inline=inline)
+            # The images are decoded already: what is left is text, prepared inline when small.
+            prepared = await service.prepare(work, inline=service.prepares_inline(new_bytes))
             if conversation is not None:
                 prepared = replace(prepared, affinity_key=caller_key(conversation))
             prepared_at = time.perf_counter()
@@ -277,6 +281,9 @@ def image_limits(settings: Settings, ready: bool, vision: VisionSpec | None) -> 
         "max_image_body_bytes": settings.max_image_body_bytes,
         "max_image_pixels": settings.max_image_pixels,
         "max_image_source_pixels": settings.max_image_source_pixels,
+        "max_image_positions": settings.max_image_positions,
+        "max_concurrent_image_preparations": settings.max_concurrent_image_preparations,
+        "image_preparation_queue": settings.image_preparation_queue,
         "square_image_tokens": vision.image_tokens(side, side) if vision is not None else None,
     }
 
@@ -337,7 +344,7 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
 #: What `/health` shows of a backend's own report: facts, never its URL, local paths or error text.
 PUBLIC_BACKEND_FACTS = frozenset(
     {"status", "state", "model", "runtime", "context_length", "dtype", "threads", "load_seconds", "readouts",
-     "batched_readouts", "in_flight", "prefix_cache"}
+     "batched_readouts", "in_flight", "prefix_cache", "image_transfer"}
 )  # fmt: skip
 
 
@@ -356,6 +363,8 @@ async def health(service: ServiceDep) -> JSONResponse:
         "status": status,
         "ready": ready,
         "model": current.served_model_name if current else None,
+        # Whether image assets (and box questions) are served: the model sees (null until it is ready).
+        "images": service.backend.vision is not None if current else None,
         "backend": {
             "kind": service.backend.kind,
             **{

@@ -167,6 +167,12 @@ class Backend(abc.ABC):
         return None
 
     @property
+    def prefix_cache_tokens(self) -> int | None:
+        """Tokens one rank's prefix cache holds (evicting least recently used first), when known; None
+        where the backend keeps no shared prefix cache or does not say (`warm_prefixes.py`)."""
+        return None
+
+    @property
     def data_parallel_size(self) -> int:
         """Data-parallel ranks, each with its own prefix cache, that calls can be pinned to."""
         return 1

@@ -48,6 +48,8 @@ LOG_PREFIX = "[sglang] "
 _MAX_LOG_LINE = 1 << 20
 _LOG_DRAIN_SECONDS = 5.0
 _GROUP_POLL_SECONDS = 0.1
+# Reads the installed release without importing sglang (seconds of imports on a GPU image).
+_VERSION_PROBE = "from importlib.metadata import version; print(version('sglang'))"
 
 
 def sglang_command(settings: Settings, port: int, tokenizer_dir: Path) -> list[str]:
@@ -145,7 +147,8 @@ class SupervisedSGLangBackend(SGLangBackend):
     def __init__(self, settings: Settings, *, on_fatal: Callable[[BaseException], None]) -> None:
         self.settings = settings
         self.port = free_port()
-        super().__init__(f"http://127.0.0.1:{self.port}", **client_options(settings))
+        # SGLang runs on this machine: it can read openjev's image files (`sglang_images.py`).
+        super().__init__(f"http://127.0.0.1:{self.port}", **client_options(settings, co_located=True))
         self._on_fatal = on_fatal
         self._tokenizer_dir: Path | None = None
         self._process: asyncio.subprocess.Process | None = None
@@ -163,10 +166,13 @@ class SupervisedSGLangBackend(SGLangBackend):
         return served_model_name(self.settings, None)
 
     async def start(self) -> None:
+        await self._check_version()
         # SGLang has no tokenizer of its own to offer yet: explicit directory, else the hub's files.
         self._tokenizer_dir = await asyncio.to_thread(
             resolve_tokenizer_dir, self.settings.tokenizer, None, self.settings.model, self.settings.revision
         )
+        # The vision files are read from it too, before any hub look-up (`sglang_vision.read_vision`).
+        self._tokenizer = self._tokenizer_dir
         exited = await self._launch(sglang_command(self.settings, self.port, self._tokenizer_dir))
         ready = asyncio.ensure_future(super().start())
         try:
@@ -183,6 +189,24 @@ class SupervisedSGLangBackend(SGLangBackend):
             )
         ready.result()
         self._watch_task = asyncio.create_task(self._watch(exited))
+
+    async def _check_version(self) -> None:
+        """The interpreter's sglang must be OPENJEV_SGLANG_VERSION: the limits and flags openjev relies on
+        are those of the release it was verified on."""
+        wanted = self.settings.sglang_version
+        process = await asyncio.create_subprocess_exec(
+            str(self.settings.sglang_python), "-c", _VERSION_PROBE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await process.communicate()
+        found, python = out.decode(errors="replace").strip(), self.settings.sglang_python
+        if process.returncode != 0:
+            raise BackendError(f"OPENJEV_SGLANG_PYTHON={python} has no sglang: {err.decode(errors='replace')[-300:]}")
+        if found != wanted:
+            raise BackendError(
+                f"OPENJEV_SGLANG_PYTHON={python} runs sglang {found}, but OPENJEV_SGLANG_VERSION "
+                f"is {wanted}: install {wanted} there, or set the version that is installed"
+            )
 
     async def _launch(self, command: list[str]) -> asyncio.Task[int]:
         log.info("launching SGLang: %s", shlex.join(redacted(command)))

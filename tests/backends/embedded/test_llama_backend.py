@@ -21,6 +21,7 @@ import pytest
 from openjev.backends.base import BackendError, BackendUnavailable, GenerationCall, ReadoutCall
 from openjev.backends.embedded import LlamaCppBackend, llama_backend
 from openjev.backends.embedded.conversion import ModelSourceError
+from openjev.backends.embedded.llama_abi import find_library
 from openjev.backends.embedded.model_source import ResolvedModel, resolve_gguf
 from tests.backends.embedded.conftest import TEST_MODEL, backends_on
 from tests.backends.embedded.test_backend import (
@@ -45,7 +46,8 @@ FLOAT32_TOLERANCE = 0.1
 
 @pytest.fixture(scope="session")
 def gguf_model() -> ResolvedModel:
-    pytest.importorskip("llama_cpp")
+    if find_library() is None:
+        pytest.skip("llama.cpp's library is not installed (the cpu extra)")
     pytest.importorskip("transformers")
     try:
         return resolve_gguf(TEST_MODEL)

@@ -37,23 +37,26 @@ def test_auto_precision_follows_the_kernels_the_cpu_runs(flags, capability, expe
     assert auto_precision(flags, capability) == expected
 
 
-AVX2_X86 = AVX2 | {"f16c"}
+AVX2_X86 = AVX2 | {"f16c", "bmi2"}
 
 
 @pytest.mark.parametrize(
     ("flags", "capability", "model", "installed", "expected"),
     [
-        # Without native bf16, a GGUF runs on llama.cpp where it is installed and its build runs here.
+        # A GGUF runs on llama.cpp wherever it is installed and its build runs here, whatever else the CPU has.
         (AVX2_X86, "AVX2", None, True, "gguf"),
         (AVX2_X86, "AVX2", "packaged:qwen2.5-coder-0.5b", True, "gguf"),
-        (AVX512 | {"fma", "f16c"}, "AVX512", None, True, "gguf"),
+        (AVX512 | {"fma", "f16c", "bmi2"}, "AVX512", None, True, "gguf"),
+        (AMX | {"fma", "f16c", "bmi2"}, "AVX512", None, True, "gguf"),  # native bf16 too: no conversion
         ({"asimd"}, "DEFAULT", None, True, "gguf"),
-        (AVX2_X86, "AVX2", None, False, "float32"),  # llama-cpp-python not installed
-        (AVX2, "AVX2", None, True, "float32"),  # no F16C: the cpu extra's build would not run
-        (AVX2_X86, "AVX2", "/models/qwen-dir", True, "float32"),  # a safetensors directory: torch's
-        (AVX2_X86, "AVX2", "Qwen/Qwen2.5-0.5B-Instruct", True, "float32"),  # a Hub id: torch's
-        # Native bf16 stays on torch.
-        (AMX | {"fma", "f16c"}, "AVX512", None, True, "bfloat16"),
+        (AVX2_X86, "AVX2", None, False, "float32"),  # llama.cpp not installed
+        (AMX | {"fma", "f16c", "bmi2"}, "AVX512", None, False, "bfloat16"),
+        (AVX2 | {"f16c"}, "AVX2", None, True, "float32"),  # no BMI2: the prebuilt kernels would not run
+        (AVX2 | {"bmi2"}, "AVX2", None, True, "float32"),  # no F16C
+        # Not a GGUF: torch's.
+        (AVX2_X86, "AVX2", "/models/qwen-dir", True, "float32"),
+        (AVX2_X86, "AVX2", "Qwen/Qwen2.5-0.5B-Instruct", True, "float32"),
+        (AMX | {"fma", "f16c", "bmi2"}, "AVX512", "Qwen/Qwen2.5-0.5B-Instruct", True, "bfloat16"),
     ],
 )
 def test_auto_resolves_to_a_runtime_per_cpu_and_model(flags, capability, model, installed, expected) -> None:
@@ -63,11 +66,22 @@ def test_auto_resolves_to_a_runtime_per_cpu_and_model(flags, capability, model, 
 def test_a_named_precision_is_kept_and_a_gguf_file_counts_as_gguf(tmp_path) -> None:
     assert resolve_precision("int8", None, flags=AVX2_X86, capability="AVX2", llama_installed=True) == "int8"
     assert resolve_precision("GGUF", "/nowhere", flags=set(), capability="DEFAULT", llama_installed=False) == "gguf"
+    # torch's precisions stay selectable for the packaged GGUF on any CPU.
+    for name in ("float32", "bfloat16"):
+        assert resolve_precision(name, None, flags=AMX | AVX2_X86, capability="AVX512", llama_installed=True) == name
     gguf = tmp_path / "model.gguf"
     gguf.write_bytes(b"GGUF")
     assert resolve_precision("auto", str(gguf), flags=AVX2_X86, capability="AVX2", llama_installed=True) == "gguf"
     assert resolve_precision("auto", str(tmp_path / "gone.gguf"), flags=AVX2_X86, capability="AVX2",
                              llama_installed=True) == "float32"  # fmt: skip
+
+
+def test_a_self_built_llama_cpp_is_taken_to_run_on_its_cpu(tmp_path) -> None:
+    """OPENJEV_LLAMA_LIB: built for this machine, so the prebuilt kernels' flags do not decide."""
+    built = tmp_path / "libllama.so"
+    assert resolve_precision("auto", None, flags=AVX2, capability="AVX2", llama_lib=built) == "float32"  # not there
+    built.write_bytes(b"")
+    assert resolve_precision("auto", None, flags=AVX2, capability="AVX2", llama_lib=built) == "gguf"
 
 
 def test_onednn_limited_below_bf16_means_no_bfloat16(monkeypatch) -> None:

@@ -19,6 +19,7 @@ def embedded_backend(settings: Settings) -> Backend:
     """llama.cpp for the `gguf` precision, torch for the others."""
     from openjev.backends.embedded.precision import resolve_precision
 
-    if resolve_precision(settings.embedded_precision, settings.local_model) == "gguf":
+    precision = resolve_precision(settings.embedded_precision, settings.local_model, llama_lib=settings.llama_lib)
+    if precision == "gguf":
         return LlamaCppBackend.from_settings(settings)
     return EmbeddedBackend.from_settings(settings)

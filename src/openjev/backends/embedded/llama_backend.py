@@ -62,7 +62,7 @@ class LlamaCppBackend(LocalModelBackend):
     """Label readout with llama.cpp on the CPU over a GGUF (`local_model`: packaged:<key> or a .gguf).
 
     `context` caps the KV memory in tokens (0: the model's trained context); `threads` defaults to the
-    physical cores this process may use.
+    physical cores this process may use; `library`: a self-built llama.cpp (None: the `cpu` extra's).
     """
 
     def __init__(
@@ -72,9 +72,11 @@ class LlamaCppBackend(LocalModelBackend):
         cache_dir: Path | None = None,
         threads: int | None = None,
         context: int = 0,
+        library: Path | None = None,
     ) -> None:
         super().__init__(local_model, cache_dir, threads, "openjev-llama")
         self.context = context
+        self.library = library
         self.dtype = "gguf"
         self.runtime: LlamaRuntime | None = None
         self.sequences = SequenceCache(SEQUENCES)
@@ -83,7 +85,7 @@ class LlamaCppBackend(LocalModelBackend):
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LlamaCppBackend:
-        return cls(settings.local_model, cache_dir=settings.cache_dir)
+        return cls(settings.local_model, cache_dir=settings.cache_dir, library=settings.llama_lib)
 
     @property
     def context_length(self) -> int | None:
@@ -125,7 +127,9 @@ class LlamaCppBackend(LocalModelBackend):
         started = time.monotonic()
         assert model.gguf is not None
         logger.info("loading %s with llama.cpp from %s", model.name, model.gguf)
-        self.runtime = LlamaRuntime(model.gguf, threads=self.threads, context=self.context, sequences=SEQUENCES)
+        self.runtime = LlamaRuntime(
+            model.gguf, threads=self.threads, context=self.context, sequences=SEQUENCES, library=self.library
+        )
         self._load_seconds = round(time.monotonic() - started, 2)
         logger.info(
             "loaded %s in %.1f s (llama.cpp, %d threads, context %d)",

@@ -1,4 +1,4 @@
-"""llama.cpp (llama-cpp-python's bindings) running a GGUF as it is: one context, many sequences.
+"""llama.cpp (its C API through `llama_abi.py`) running a GGUF as it is: one context, many sequences.
 
 `LlamaRuntime.run(pieces)` evaluates several token runs in one `llama_decode`: each `Piece` appends
 `tokens` to sequence `seq` at positions `start..start+len-1` and gets the log-softmax over the whole
@@ -13,8 +13,6 @@ caller drops its sequences).
 
 from __future__ import annotations
 
-import ctypes
-import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,12 +21,18 @@ from typing import Any
 
 import numpy as np
 
-logger = logging.getLogger(__name__)
+from openjev.backends.embedded.llama_abi import (
+    FLASH_ATTENTION_DISABLED,
+    GGML_TYPE_F16,
+    GGML_TYPE_Q8_0,
+    LOAD_MODE_MMAP,
+    LlamaLibraryError,
+    find_library,
+    load,
+)
 
 #: `llama_decode`'s return values that are not failures of the input (llama.h).
 NO_KV_SLOT, ABORTED = 1, 2
-#: llama.h's LLAMA_FLASH_ATTN_TYPE_DISABLED, ggml.h's GGML_TYPE_F16 and GGML_TYPE_Q8_0.
-FLASH_ATTENTION_DISABLED, GGML_TYPE_F16, GGML_TYPE_Q8_0 = 0, 1, 8
 
 
 class LlamaError(RuntimeError):
@@ -63,16 +67,28 @@ class ModelShape:
 class LlamaRuntime:
     """One llama.cpp model and context on the CPU (`threads` threads, `context` KV cells, `sequences` ids)."""
 
-    def __init__(self, gguf: Path, *, threads: int, context: int, sequences: int, ubatch: int = 512) -> None:
+    def __init__(
+        self,
+        gguf: Path,
+        *,
+        threads: int,
+        context: int,
+        sequences: int,
+        ubatch: int = 512,
+        library: Path | None = None,
+    ) -> None:
+        found = find_library(library)
+        if found is None:  # the caller words the install hint
+            where = f"at {library}" if library is not None else "(the `cpu` extra brings it)"
+            raise LlamaError(f"llama.cpp's library is not installed {where}")
         try:
-            import llama_cpp
-        except ImportError as exc:  # the caller words the install hint
-            raise LlamaError(f"llama-cpp-python is not installed; the `cpu` extra brings it ({exc})") from exc
-        self._ll = ll = llama_cpp
-        _silence_logging(ll)
+            self._ffi, self._ll = ffi, ll = load(found)
+        except LlamaLibraryError as exc:
+            raise LlamaError(str(exc)) from exc
         ll.llama_backend_init()
         model_params = ll.llama_model_default_params()
-        model_params.use_mmap = True
+        model_params.n_gpu_layers = 0
+        model_params.load_mode = LOAD_MODE_MMAP
         self._model = ll.llama_model_load_from_file(str(gguf).encode(), model_params)
         if not self._model:
             raise LlamaError(f"llama.cpp could not load {gguf}")
@@ -96,15 +112,16 @@ class LlamaRuntime:
         params.no_perf = True
         self.abort = threading.Event()
         # Kept referenced: llama.cpp calls it during every decode.
-        self._abort_callback = ll.ggml_abort_callback(lambda _data: self.abort.is_set())
+        self._abort_callback = ffi.callback("bool(void *)", lambda _data: self.abort.is_set())
         params.abort_callback = self._abort_callback
         self._ctx = ll.llama_init_from_model(self._model, params)
         if not self._ctx:
             ll.llama_model_free(self._model)
+            self._model = None
             raise LlamaError(f"llama.cpp could not make a context of {self.shape.context_length} tokens")
         self._memory = ll.llama_get_memory(self._ctx)
         self.batch_tokens = params.n_batch
-        self._batch: Any = None
+        self._batch = _Batch(ffi, self.batch_tokens)
 
     def run(self, pieces: list[Piece]) -> list[np.ndarray]:
         """Evaluate `pieces` (at most `batch_tokens` tokens in all); the distribution after each.
@@ -112,31 +129,25 @@ class LlamaRuntime:
         NoRoom when the KV memory has no room for them (the memory is as before), Aborted when `abort`
         was set (what was evaluated stays in the pieces' sequences).
         """
-        ll, total = self._ll, sum(len(piece.tokens) for piece in pieces)
-        batch = self._batch_for(total)
-        index, rows = 0, []
-        for piece in pieces:
-            for offset, token in enumerate(piece.tokens):
-                batch.token[index] = token
-                batch.pos[index] = piece.start + offset
-                batch.n_seq_id[index] = 1
-                batch.seq_id[index][0] = piece.seq
-                batch.logits[index] = 0
-                index += 1
-            batch.logits[index - 1] = 1
-            rows.append(index - 1)
-        batch.n_tokens = total
-        status = ll.llama_decode(self._ctx, batch)
+        total = sum(len(piece.tokens) for piece in pieces)
+        if total > self.batch_tokens:
+            raise LlamaError(f"{total} tokens in one batch; at most {self.batch_tokens}")
+        rows = self._batch.fill(pieces)
+        status = self._ll.llama_decode(self._ctx, self._batch.struct[0])
         if status == NO_KV_SLOT:
             raise NoRoom(f"no room for {total} tokens in the KV memory")
         if status == ABORTED:
             raise Aborted("aborted")
         if status != 0:
             raise LlamaError(f"llama_decode failed ({status})")
-        vocab = self.shape.vocab_size
-        return [
-            _log_softmax(np.ctypeslib.as_array(ll.llama_get_logits_ith(self._ctx, row), shape=(vocab,))) for row in rows
-        ]
+        return [_log_softmax(self._logits(row)) for row in rows]
+
+    def _logits(self, row: int) -> np.ndarray:
+        """The logits llama.cpp holds for batch row `row` (a view of its buffer, valid until the next decode)."""
+        pointer = self._ll.llama_get_logits_ith(self._ctx, row)
+        if pointer == self._ffi.NULL:
+            raise LlamaError(f"llama.cpp has no logits for batch row {row}")
+        return np.frombuffer(self._ffi.buffer(pointer, 4 * self.shape.vocab_size), dtype=np.float32)
 
     def check(self, prompt: Sequence[int], named: Sequence[int]) -> None:
         """LlamaError unless the prompt fits the context and every id is in the vocabulary: llama.cpp
@@ -162,9 +173,6 @@ class LlamaRuntime:
 
     def close(self) -> None:
         ll = self._ll
-        if self._batch is not None:
-            ll.llama_batch_free(self._batch)
-            self._batch = None
         if self._ctx:
             ll.llama_free(self._ctx)
             self._ctx = None
@@ -172,12 +180,47 @@ class LlamaRuntime:
             ll.llama_model_free(self._model)
             self._model = None
 
-    def _batch_for(self, tokens: int) -> Any:
-        if tokens > self.batch_tokens:
-            raise LlamaError(f"{tokens} tokens in one batch; at most {self.batch_tokens}")
-        if self._batch is None:
-            self._batch = self._ll.llama_batch_init(self.batch_tokens, 0, 1)
-        return self._batch
+
+class _Batch:
+    """A `llama_batch` over numpy arrays of `capacity` tokens, each in one sequence, filled a run at a time
+    (whole arrays at once rather than a Python loop per token)."""
+
+    def __init__(self, ffi: Any, capacity: int) -> None:
+        self.token = np.zeros(capacity, dtype=np.int32)
+        self.pos = np.zeros(capacity, dtype=np.int32)
+        self.seq = np.zeros(capacity, dtype=np.int32)
+        self.logits = np.zeros(capacity, dtype=np.int8)
+        self.n_seq_id = np.ones(capacity, dtype=np.int32)
+        # seq_id[i] points at seq[i]: one sequence per token.
+        self.seq_id = (self.seq.ctypes.data + self.seq.itemsize * np.arange(capacity)).astype(np.uintp)
+        # The cdata views keep the arrays' memory referenced for as long as the batch lives.
+        self._views = [
+            ffi.from_buffer("int32_t[]", self.token),
+            ffi.from_buffer("int32_t[]", self.pos),
+            ffi.from_buffer("int32_t[]", self.n_seq_id),
+            ffi.from_buffer("int32_t *[]", self.seq_id),
+            ffi.from_buffer("int8_t[]", self.logits),
+        ]
+        self.struct = ffi.new("llama_batch *")
+        self.struct.token, self.struct.pos, self.struct.n_seq_id, self.struct.seq_id, self.struct.logits = self._views
+        self.struct.embd = ffi.NULL
+
+    def fill(self, pieces: list[Piece]) -> list[int]:
+        """The pieces' tokens, positions and sequences; the row of each piece's last token (the only rows
+        whose logits llama.cpp computes)."""
+        rows, end = [], 0
+        for piece in pieces:
+            start, end = end, end + len(piece.tokens)
+            if end == start:
+                raise LlamaError(f"no tokens to evaluate for sequence {piece.seq}")
+            self.token[start:end] = piece.tokens
+            self.pos[start:end] = np.arange(piece.start, piece.start + end - start)
+            self.seq[start:end] = piece.seq
+            self.logits[start:end] = 0
+            self.logits[end - 1] = 1
+            rows.append(end - 1)
+        self.struct.n_tokens = end
+        return rows
 
 
 def in_batches(prompts: list[tuple[int, tuple[int, ...]]], tokens: int) -> list[list[tuple[int, tuple[int, ...]]]]:
@@ -199,21 +242,3 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
     z -= z.max()
     z -= np.log(np.exp(z).sum())
     return z
-
-
-_LOG_CALLBACK: Any = None
-#: ggml.h's GGML_LOG_LEVEL_ERROR.
-_LOG_ERROR = 4
-
-
-def _silence_logging(ll: Any) -> None:
-    """llama.cpp prints every load detail to stderr: keep its errors only, in openjev's log."""
-    global _LOG_CALLBACK
-    if _LOG_CALLBACK is None:
-
-        def forward(level: int, text: bytes, _data: Any) -> None:
-            if level == _LOG_ERROR and text:
-                logger.error("llama.cpp: %s", text.decode(errors="replace").rstrip())
-
-        _LOG_CALLBACK = ll.llama_log_callback(forward)
-        ll.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p())

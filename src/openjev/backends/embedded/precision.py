@@ -15,14 +15,16 @@ Precisions (`OPENJEV_EMBEDDED_PRECISION`):
 * `gguf`: not torch's: the GGUF's own quantized weights (Q4_K_M for the packaged models) on llama.cpp
   (`llama_backend.py`), with 8-bit activations and key cells.
 
-`auto_precision()` picks bfloat16 where bf16 is native, float32 elsewhere. It asks torch which
-kernels it will run (`get_cpu_capability()`, which honours `ATEN_CPU_CAPABILITY`) as well as the CPU's
-flags, so a run limited to AVX2 gets AVX2's default. `resolve_precision` turns `auto` into gguf where
-that would be float32, the model is a GGUF and llama.cpp is installed and its build runs on this CPU:
-on a 2-core AVX2 machine it prefilled about as fast as float32, decoded 3x faster, in a third of the
-memory and without a conversion, with label probabilities 0.011 from float32's on average (README,
-Performance). int8 is chosen explicitly: faster still, but 0.032 from float32 on average and an
-argmax agreement of 90%.
+`resolve_precision` turns `auto` into gguf wherever the model is a GGUF and llama.cpp runs on this CPU
+(its library is installed and, for the `cpu` extra's prebuilt one, the CPU has the instructions it was
+built for), whatever else the CPU has: the GGUF loads as it is, with no conversion at first start, in a
+third of float32's memory; on a 2-core AVX2 machine it prefilled about as fast as float32 and decoded
+3x faster, with label probabilities 0.011 from float32's on average (docs/embedded.md). Elsewhere
+(a safetensors or Hub model, or no llama.cpp) `auto_precision()` picks torch's: bfloat16 where bf16 is
+native, float32 elsewhere. It asks torch which kernels it will run (`get_cpu_capability()`, which
+honours `ATEN_CPU_CAPABILITY`) as well as the CPU's flags, so a run limited to AVX2 gets AVX2's default.
+float32 and bfloat16 stay selectable by name for a GGUF too (converted once, below). int8 is chosen
+explicitly: faster still, but 0.032 from float32 on average and an argmax agreement of 90%.
 
 A GGUF is stored once converted in float16 for bfloat16 and int8 (half float32's bytes; 11 mantissa
 bits, finer than bf16's 8 and int8's 7) and in float32 for float32, so the reference stays exact.
@@ -30,12 +32,12 @@ bits, finer than bf16's 8 and int8's 7) and in float32 for float32, so the refer
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import warnings
 from pathlib import Path
 from typing import Any
 
+from openjev.backends.embedded.llama_abi import find_library
 from openjev.backends.embedded.model_source import is_gguf_model
 
 PRECISIONS = ("float32", "bfloat16", "int8", "gguf")
@@ -85,24 +87,29 @@ def resolve_precision(
     *,
     flags: set[str] | None = None,
     capability: str | None = None,
+    llama_lib: Path | None = None,
     llama_installed: bool | None = None,
 ) -> str:
-    """The precision `auto` stands for with this model on this CPU (see the module doc); any other as it is."""
+    """The precision `auto` stands for with this model on this CPU (see the module doc); any other as it is.
+
+    `llama_lib`: a self-built llama.cpp (`OPENJEV_LLAMA_LIB`), taken to run here; `llama_installed`: whether
+    a library is there (None: look)."""
     if precision != "auto":
         return normalize_precision(precision)
     flags = cpu_flags() if flags is None else flags
-    native = auto_precision(flags, capability)
     if llama_installed is None:
-        llama_installed = importlib.util.find_spec("llama_cpp") is not None
-    if native == "float32" and llama_installed and is_gguf_model(local_model) and runs_llama_build(flags):
+        llama_installed = find_library(llama_lib) is not None
+    runs = llama_installed and (llama_lib is not None or runs_llama_build(flags))
+    if runs and is_gguf_model(local_model):
         return "gguf"
-    return native
+    return auto_precision(flags, capability)
 
 
 def runs_llama_build(flags: set[str]) -> bool:
-    """Whether the CPU runs the llama.cpp build the `cpu` extra makes (pyproject: AVX2, FMA and F16C on
-    x86; an ARM CPU, whose flags include asimd, builds for itself)."""
-    return {"avx2", "fma", "f16c"} <= flags or "asimd" in flags
+    """Whether the CPU runs the `cpu` extra's prebuilt llama.cpp: x86-64-v3 on x86 (its CPU kernels use
+    AVX2, FMA, F16C and BMI2, and no AVX-512), any 64-bit ARM CPU (baseline armv8-a; its flags include
+    asimd)."""
+    return {"avx2", "fma", "f16c", "bmi2"} <= flags or "asimd" in flags
 
 
 def storage_dtype(precision: str) -> str:

@@ -1,0 +1,35 @@
+"""The settings that change an answer: what `/v1/limits` shows and an evaluation run records.
+
+Two servers on the same backend give the same answers to the same request exactly when these agree;
+`evals/run.py` refuses to resume a run against a server whose settings differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from openjev.config import QUESTION_TYPES, Settings
+
+
+def answer_settings(settings: Settings) -> dict[str, object]:
+    """Every setting that changes an answer for the same request and backend, as `/v1/limits` shows it
+    and `evals/run.py` records it (a run resumed against other ones is refused). A new setting that
+    changes answers gets one line here. The calibration file counts by its content (sha256)."""
+    calibration = settings.calibration_file
+    return {
+        "answer_cue": settings.answer_cue.value,
+        **{f"answer_cue_{kind}": settings.answer_cue_of(kind).value for kind in QUESTION_TYPES},
+        "score_labels": settings.score_labels.value,
+        "score_reverse": settings.score_reverse,
+        "contextual_calibration": settings.contextual_calibration,
+        # The thinking tier's (they change only the answers of requests naming OPENJEV_THINK_MODEL).
+        "think_margin": settings.think_margin,
+        "think_max_share": settings.think_max_share,
+        "think_window": settings.think_window,
+        "think_budget_tokens": settings.think_budget_tokens,
+        "option_shifts": settings.option_shifts,
+        "label_prior": settings.label_prior,
+        "temperature": settings.temperature,
+        "confidence": settings.confidence.value,
+        "calibration_sha256": hashlib.sha256(calibration.read_bytes()).hexdigest() if calibration else None,
+    }

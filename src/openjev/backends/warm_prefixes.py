@@ -1,0 +1,102 @@
+"""Which shared prefixes the backend's prefix cache still holds, as far as openjev's own traffic tells.
+
+An evaluation awaits one warm-up readout of its shared prefix before its branches, so that the branches,
+sent together, find the prefix in the backend's prefix cache instead of each prefilling it (SGLang's
+default `fcfs` schedule puts concurrent requests into one prefill batch, where none reuses another's
+prefix). When the prefix is certainly cached already, that warm-up is a whole extra round trip and
+scheduler step for nothing: this record says when it may be skipped.
+
+Contract:
+- `WarmPrefixes(pool_tokens, share)`: `pool_tokens` is the tokens one rank's prefix cache holds
+  (SGLang's `max_total_num_tokens`; None: unknown, and nothing is ever skipped), `share` the part of
+  it openjev counts on (0: nothing is skipped).
+- `begin(prefix, images, rank, tokens)` records that an evaluation puts at most `tokens` tokens into
+  `rank`'s cache (its radix tree: the prefix once, each branch's suffix and output, its other readouts)
+  and says whether its prefix is still cached: it was sent to the same rank before, and the tokens
+  sent to that rank since then, plus the prefix itself, fit in `share x pool_tokens`. SGLang's radix
+  cache evicts leaves, least recently used first, so nothing newer than the prefix's last use can push
+  it out before that much has been sent (an evaluation's own branches hang below its prefix and go
+  first); `share` leaves room for other clients of the backend and for calls still in flight.
+  `spend(rank, tokens)` counts later calls of an evaluation (the thinking tier's).
+- `settle(use, reported)` records the branches' reported `cached_tokens` (None: the backend does not
+  report them). A skipped warm-up whose branches found less of the prefix than the last warm-up's
+  branches did means the cache lost it (another client, a flush, a restart): the prefix is forgotten,
+  so the next evaluation of it warms up again. So an eviction this record cannot see costs one
+  evaluation its branches' prefills of the prefix, once.
+- The prefix's identity: its ids and its images' sha256 digests, on its rank; at most `capacity`
+  prefixes are kept, the least recently used forgotten first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from openjev.prompting.prompt_ids import SharedIds
+from openjev.request.images import ImageInput
+
+#: Prefixes remembered (a key and three integers each).
+CAPACITY = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixUse:
+    """One evaluation's use of its shared prefix: `cached` says its warm-up may be skipped."""
+
+    key: bytes
+    rank: int
+    #: The rank's sent-token count once this evaluation is counted.
+    sent: int
+    prefix_tokens: int
+    cached: bool
+
+
+@dataclass(slots=True)
+class _Entry:
+    #: The rank's sent-token count after the evaluation that last used the prefix.
+    sent: int
+    #: The least of the prefix the branches found cached after the last warm-up (None: not reported).
+    found: int | None
+
+
+class WarmPrefixes:
+    def __init__(self, pool_tokens: int | None, share: float, capacity: int = CAPACITY) -> None:
+        self.limit = int(pool_tokens * share) if pool_tokens else 0
+        self.capacity = capacity
+        self._entries: OrderedDict[bytes, _Entry] = OrderedDict()
+        self._sent: defaultdict[int, int] = defaultdict(int)
+
+    def begin(self, prefix: SharedIds, images: Sequence[ImageInput], rank: int | None, tokens: int) -> PrefixUse:
+        """Record an evaluation's `tokens` sent to `rank` (None: the one rank) and whether its prefix is cached."""
+        rank = rank or 0
+        digest = hashlib.blake2b(prefix.json_items(), digest_size=16)
+        for image in images:
+            digest.update(image.sha256.encode())
+        key = rank.to_bytes(4, "little") + digest.digest()
+        sent = self._sent[rank]
+        entry = self._entries.get(key)
+        cached = entry is not None and sent - entry.sent + len(prefix.ids) <= self.limit
+        self._sent[rank] = sent + tokens
+        return PrefixUse(key, rank, sent + tokens, len(prefix.ids), cached)
+
+    def spend(self, rank: int | None, tokens: int) -> None:
+        self._sent[rank or 0] += tokens
+
+    def settle(self, use: PrefixUse, reported: Sequence[int | None]) -> None:
+        """After the branches: remember the prefix as used now, or forget it when the cache had lost it."""
+        if not self.limit:
+            return
+        counts = [min(count, use.prefix_tokens) for count in reported if count is not None]
+        found = min(counts) if counts else None
+        entry = self._entries.get(use.key)
+        if use.cached and entry is not None:
+            if found is not None and entry.found is not None and found < entry.found:
+                del self._entries[use.key]
+                return
+            found = entry.found
+        self._entries[use.key] = _Entry(use.sent, found)
+        self._entries.move_to_end(use.key)
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
