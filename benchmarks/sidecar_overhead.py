@@ -240,14 +240,12 @@ def decision_body(body: dict[str, Any]) -> dict[str, Any]:
     return {"model": "gpt-6-luna", "input": state, "questions": questions}
 
 
-def decision_cases(scale: float) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    def n(count: int) -> int:
-        return max(5, int(count * scale))
+#: The cases of `cases` asked through both contracts.
+DECISION_CASES = ("3 questions, small chat", "64 questions, small chat", "8 questions, the same ~24k-token state again")
 
-    small = [SYSTEM, TICKET]
-    yield "3 questions, small chat", [chat_body(small, 3)] * (n(200) + 1)
-    yield "64 questions, small chat", [chat_body(small, 64)] * (n(40) + 1)
-    yield "8 questions, the same ~24k-token state again", [chat_body(document(24_000, seed=-1), 8)] * (n(20) + 1)
+
+def decision_cases(scale: float) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    return ((name, bodies) for name, bodies in cases(scale) if name in DECISION_CASES)
 
 
 def run_decisions_case(openjev: httpx.Client, bodies: list[dict[str, Any]]) -> tuple[float, float, float]:

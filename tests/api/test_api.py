@@ -342,9 +342,10 @@ def test_official_sdk_surfaces_validation_and_model_errors(stack):
 
 def test_models_limits_health_docs(client):
     models = client.get("/v1/models").json()
-    assert [m["name"] for m in models["models"]] == ["jev-latest", "Qwen/Qwen3.6-35B-A3B", "openjev-think"]
+    names = ["jev-latest", "Qwen/Qwen3.6-35B-A3B", "gpt-6-luna", "openjev-think"]
+    assert [m["name"] for m in models["models"]] == names
     assert all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", m["release_date"]) for m in models["models"])
-    assert [m["id"] for m in models["data"]] == ["jev-latest", "Qwen/Qwen3.6-35B-A3B", "openjev-think"]
+    assert [m["id"] for m in models["data"]] == names
     limits = client.get("/v1/limits").json()
     assert limits["max_questions"] == 64 and limits["max_choice_options"] == 255
     # The backend's limit wins when it is smaller (SGLang's max_req_input_len sits a few tokens under its context).

@@ -439,3 +439,12 @@ def test_the_thinking_tier_by_its_model_name_reports_reasoning_tokens(serve_open
     assert thought.usage.output_tokens_details.reasoning_tokens == 10 == int(raw.headers["x-openjev-reasoning-tokens"])
     assert thought.usage.output_tokens == plain.usage.output_tokens + 10 + 2
     assert thought.answers[1].choice in ("a", "b", True)
+
+
+def test_the_reference_pages_list_the_new_routes_with_openais_error_shape(http):
+    schema = http.get("/openapi.json").json()
+    decisions = schema["paths"]["/v1/decisions"]["post"]
+    assert {"400", "404", "429"} <= set(decisions["responses"]) and "422" not in decisions["responses"]
+    assert decisions["responses"]["400"]["content"]["application/json"]["schema"]["$ref"].endswith("/OpenAIError")
+    assert "/api/alpha/decisions" in schema["paths"]
+    assert {"DecisionRequest", "DecisionResponse"} <= set(schema["components"]["schemas"])

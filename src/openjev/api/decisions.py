@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.types import Receive
@@ -41,7 +43,7 @@ OPENROUTER_PATH = "/api/alpha/decisions"
 
 router = APIRouter(route_class=StrictJSONRoute)
 
-OPENAI_ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
+OPENAI_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": OpenAIError, "description": description}
     for status, description in {
         400: "Invalid request; `param` names the field (`questions[0].choices`).",
@@ -50,7 +52,10 @@ OPENAI_ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
         413: "Body over the size limit.",
         429: "Too many evaluations in progress; see Retry-After.",
         503: "The backend is not ready; see Retry-After.",
+        502: "The backend failed.",
         504: "The backend did not answer within the request timeout.",
+        # Named so FastAPI lists no 422: a validation failure here is a 400.
+        "4XX": "Any other client error (408, 413, 415), in the same envelope.",
     }.items()
 }
 

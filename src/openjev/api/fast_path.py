@@ -84,13 +84,11 @@ class SystemOneFastPath:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in FAST_PATHS:
             await self.app(scope, receive, send)
             return
-        if scope["path"] == DECISIONS_PATH:
-            await self.decisions(scope, receive, send)
-            return
+        path = scope["path"]
         message = await receive()
         body = message.get("body", b"")
         content_type = Headers(scope=scope).get("content-type")
-        if is_multipart(content_type):
+        if path == SYSTEM_ONE_PATH and is_multipart(content_type):
             try:
                 settings = self.service.settings
                 split = functools.partial(
@@ -108,31 +106,19 @@ class SystemOneFastPath:
                 return
             scope, content_type = as_json_body(scope, body, parts), "application/json"
             message = {"type": "http.request", "body": body, "more_body": False}
-        request = valid_request(body, content_type)
+        request = valid_request(body, content_type, SystemOneRequest if path == SYSTEM_ONE_PATH else DecisionRequest)
         if request is None:
             await self.app(scope, replay(message, receive), send)
             return
         try:
             runtime = self.service.runtime()
             long_context = asks_long_context(Headers(scope=scope))
-            response = await answer_request(
-                request, len(body), receive, self.service, runtime, scope.get(IMAGE_PARTS), long_context
-            )
-        except OpenJevError as error:
-            response = handled_error_response(error, scope, self.retry_after)
-        await response(scope, receive, send)
-
-    async def decisions(self, scope: Scope, receive: Receive, send: Send) -> None:
-        message = await receive()
-        body = message.get("body", b"")
-        request = valid_request(body, Headers(scope=scope).get("content-type"), DecisionRequest)
-        if request is None:
-            await self.app(scope, replay(message, receive), send)
-            return
-        try:
-            runtime = self.service.runtime()
-            long_context = asks_long_context(Headers(scope=scope))
-            response = await answer_decisions(request, len(body), receive, self.service, runtime, long_context)
+            if path == SYSTEM_ONE_PATH:
+                parts = scope.get(IMAGE_PARTS)
+                work = answer_request(request, len(body), receive, self.service, runtime, parts, long_context)
+            else:
+                work = answer_decisions(request, len(body), receive, self.service, runtime, long_context)
+            response = await work
         except OpenJevError as error:
             response = handled_error_response(error, scope, self.retry_after)
         await response(scope, receive, send)

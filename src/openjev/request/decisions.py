@@ -255,7 +255,8 @@ class ChoiceListQuestion(_Wire):
 
     type: Literal["choice"]
     instructions: Instructions  # type: ignore[valid-type]
-    choices: list[ChoiceOption]
+    #: OpenAI's least is 2 (the Jev contract takes 1); the most is OPENJEV_MAX_CHOICE_OPTIONS.
+    choices: list[ChoiceOption] = Field(..., min_length=2)
     name: str | None = None
 
 
@@ -264,7 +265,7 @@ class ScoreLevelsQuestion(_Wire):
 
     type: Literal["score"]
     instructions: Instructions  # type: ignore[valid-type]
-    levels: list[ScoreLevel]
+    levels: list[ScoreLevel] = Field(..., min_length=2)
     name: str | None = None
 
 
