@@ -16,7 +16,11 @@ Requests alternate between openjev and the floor (same body, one keep-alive conn
 both see the same machine noise. Printed per case: the ratio of p50s, the median of the per-body
 ratios ("paired"), p50 of each, and p50 prep.
 
-    uv run python benchmarks/sidecar_overhead.py [--scale 1.0]
+A second table puts OpenAI's `/v1/decisions` beside `/v1/systemone` on the same openjev: the same
+state and questions in each contract's shape (the same prompts reach the backend), alternating, with
+the same figures; the goal is at most 5% more for `/v1/decisions`.
+
+    uv run python benchmarks/sidecar_overhead.py [--scale 1.0] [--decisions-only]
 """
 
 from __future__ import annotations
@@ -217,6 +221,55 @@ def cases(scale: float) -> Iterator[tuple[str, list[dict[str, Any]]]]:
         yield f"3 questions, {size:,}-message chat + 1 new message", grown(size, n(40))
 
 
+def decision_body(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` in OpenAI's Decisions shape: the same state and questions, so the same prompts."""
+    questions = []
+    for question in body["questions"].values():
+        if question["type"] == "noul":
+            questions.append({"type": "predicate", "instructions": question["instructions"]})
+        elif question["type"] == "choice":
+            choices = [
+                {"value": name} if text is None else {"value": name, "description": text}
+                for name, text in question["criteria"].items()
+            ]
+            questions.append({"type": "choice", "instructions": question["instructions"], "choices": choices})
+        else:
+            levels = [{"label": label} for label in question["criteria"]]
+            questions.append({"type": "score", "instructions": question["instructions"], "levels": levels})
+    state = body["state"]
+    return {"model": "gpt-6-luna", "input": state, "questions": questions}
+
+
+def decision_cases(scale: float) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    def n(count: int) -> int:
+        return max(5, int(count * scale))
+
+    small = [SYSTEM, TICKET]
+    yield "3 questions, small chat", [chat_body(small, 3)] * (n(200) + 1)
+    yield "64 questions, small chat", [chat_body(small, 64)] * (n(40) + 1)
+    yield "8 questions, the same ~24k-token state again", [chat_body(document(24_000, seed=-1), 8)] * (n(20) + 1)
+
+
+def run_decisions_case(openjev: httpx.Client, bodies: list[dict[str, Any]]) -> tuple[float, float, float]:
+    """p50 seconds of `/v1/decisions` and of `/v1/systemone` for the same bodies, and the median of the
+    per-body ratios; bodies[0] only warms up."""
+    decisions, systemone = [], []
+    for index, body in enumerate(bodies):
+        times = []
+        for path, content in (
+            ("/v1/decisions", orjson.dumps(decision_body(body))),
+            ("/v1/systemone", orjson.dumps(body)),
+        ):
+            started = time.perf_counter()
+            openjev.post(path, content=content, headers=JSON_HEADERS).raise_for_status()
+            times.append(time.perf_counter() - started)
+        if index:
+            decisions.append(times[0])
+            systemone.append(times[1])
+    paired = statistics.median(a / b for a, b in zip(decisions, systemone, strict=True))
+    return statistics.median(decisions), statistics.median(systemone), paired
+
+
 def backend_lengths(response: httpx.Response, count: int) -> str:
     """Warm-up and branch prompt lengths of openjev's calls, from its headers and usage."""
     prefix = int(response.headers["x-openjev-prefix-tokens"])
@@ -257,6 +310,7 @@ def run_case(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every case's request count")
+    parser.add_argument("--decisions-only", action="store_true", help="only the /v1/decisions table")
     args = parser.parse_args()
     backend_port, floor_port = free_port(), free_port()
     helpers = [
@@ -282,7 +336,7 @@ def main() -> None:
                         f"{'case':<52} {'ratio':>6} {'paired':>6} {'openjev p50':>12} {'floor p50':>10} {'prep p50':>9}"
                     )
                     preps = []
-                    for name, bodies in cases(args.scale):
+                    for name, bodies in [] if args.decisions_only else cases(args.scale):
                         ours, theirs, prep, paired = run_case(openjev, floor, bodies)
                         preps.append(prep)
                         print(
@@ -290,11 +344,19 @@ def main() -> None:
                             f"{theirs * 1000:7.1f} ms {prep * 1000:6.1f} ms",
                             flush=True,
                         )
-                    grown_preps = preps[-len(GROWN_SIZES) :]
+                    grown_preps = preps[-len(GROWN_SIZES) :] or [1.0]
                     print(
                         f"preparation with one new message, {GROWN_SIZES[-1]:,} against {GROWN_SIZES[0]} messages: "
                         f"{grown_preps[-1] / grown_preps[0]:.2f}x"
                     )
+                    print(f"\n{'case':<52} {'ratio':>6} {'paired':>6} {'decisions p50':>14} {'systemone p50':>14}")
+                    for name, bodies in decision_cases(args.scale):
+                        decisions, systemone, paired = run_decisions_case(openjev, bodies)
+                        print(
+                            f"{name:<52} {decisions / systemone:6.3f} {paired:6.3f} {decisions * 1000:11.2f} ms "
+                            f"{systemone * 1000:11.2f} ms",
+                            flush=True,
+                        )
             finally:
                 stop_openjev(server)
     finally:

@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import io
 import random
+import struct
+import zlib
+from pathlib import Path
 
 import pytest
 from PIL import Image
+from PIL.PngImagePlugin import PngInfo
 
-from openjev.backends.sglang_vision import ImageData, vision_spec
+from openjev.backends.sglang_images import ENTRY_OVERHEAD, Base64Images, ImageFiles
+from openjev.backends.sglang_vision import vision_spec
 from openjev.config import Settings
 from openjev.errors import RequestRejected
 from openjev.prompting.image_marks import ImageMarks
 from openjev.prompting.vision import GroundingScale, VisionSpec
-from openjev.request.images import ImagePreparer, ImageRefused, fitted_size, make_safe
+from openjev.request.images import ImageInput, ImagePreparer, ImageRefused, as_rgb, fitted_size, make_safe
 from openjev.request.schema import ChoiceQuestion
 
 LIMITS = {"max_pixels": 1024 * 1024, "max_source_pixels": 40_000_000}
@@ -62,9 +67,76 @@ def test_exif_orientation_rgb_and_the_pixel_budget():
     assert big.height * big.width <= LIMITS["max_pixels"] and abs(big.width / big.height - 1.5) < 0.01
 
 
-def test_an_upright_rgb_png_within_the_budget_keeps_its_bytes():
-    data = encoded(Image.new("RGB", (30, 30), (4, 5, 6)))
-    assert make_safe(data, **LIMITS).png == data
+def png16(color_type: int, rows: list[list[int]]) -> bytes:
+    """A 16-bit PNG (color type 0: gray, 2: RGB) of rows of samples, written by hand: Pillow writes
+    no 16-bit RGB PNG."""
+    channels = {0: 1, 2: 3}[color_type]
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", len(rows[0]) // channels, len(rows), 16, color_type, 0, 0, 0)
+    raw = b"".join(b"\0" + struct.pack(f">{len(row)}H", *row) for row in rows)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def rgb_pixels(data: bytes) -> list[tuple[int, int, int]]:
+    image = Image.open(io.BytesIO(data))
+    assert image.mode == "RGB"
+    return list(image.getdata())
+
+
+def test_high_depth_modes_are_scaled_not_clipped():
+    # 16-bit gray (Pillow's I;16): 25700 is 100 of 255, 32768 is 127.5; clipped, all but 0 were 255.
+    gray = make_safe(png16(0, [[0, 25700, 65535, 32768]]), **LIMITS)
+    assert rgb_pixels(gray.png) == [(0, 0, 0), (100, 100, 100), (255, 255, 255), (128, 128, 128)]
+    assert rgb_pixels(make_safe(encoded(Image.new("I;16", (2, 2), 25700)), **LIMITS).png) == [(100, 100, 100)] * 4
+    rgb16 = make_safe(png16(2, [[65535, 0, 25700, 0, 32768, 65535]]), **LIMITS)
+    assert rgb_pixels(rgb16.png) == [(255, 0, 100), (0, 128, 255)]
+    # Modes no PNG or JPEG decodes to today, converted by the same rule.
+    for mode in ("I;16B", "I;16L", "I", "F"):
+        wide = Image.new(mode, (3, 1))
+        for x, value in enumerate((0, 25700, 65535)):
+            wide.putpixel((x, 0), value)
+        assert list(as_rgb(wide).getdata()) == [(0, 0, 0), (100, 100, 100), (255, 255, 255)], mode
+    # Gray with alpha and a palette with a transparent entry: over white.
+    gray_alpha = Image.new("LA", (2, 1))
+    gray_alpha.putdata([(100, 0), (100, 255)])
+    assert rgb_pixels(make_safe(encoded(gray_alpha), **LIMITS).png) == [(255, 255, 255), (100, 100, 100)]
+    palette = Image.new("P", (2, 1))
+    palette.putpalette([255, 0, 0, 0, 0, 255])
+    palette.putdata([0, 1])
+    assert rgb_pixels(make_safe(encoded(palette, transparency=0), **LIMITS).png) == [(255, 255, 255), (0, 0, 255)]
+    # A CMYK JPEG (magenta ink): its colour, within JPEG's error.
+    cmyk = rgb_pixels(make_safe(encoded(Image.new("CMYK", (8, 8), (0, 255, 0, 0)), "JPEG", quality=95), **LIMITS).png)
+    assert all(abs(red - 255) < 6 and green < 6 and abs(blue - 255) < 6 for red, green, blue in cmyk)
+
+
+def test_an_aspect_ratio_past_the_processor_s_is_refused():
+    assert make_safe(encoded(Image.new("RGB", (200, 1))), **LIMITS).width == 200
+    for size in ((300, 1), (1, 300), (3000, 14)):
+        with pytest.raises(
+            ImageRefused, match=r"aspect ratio of \d+:1; the model's image processor takes at most 200:1"
+        ):
+            make_safe(encoded(Image.new("RGB", size)), **LIMITS)
+
+
+def private_chunk(png: bytes, size: int) -> bytes:
+    """`png` with an ancillary private chunk (`prVt`) of `size` zero bytes before its IEND."""
+    data = bytes(size)
+    chunk = struct.pack(">I", size) + b"prVt" + data + struct.pack(">I", zlib.crc32(b"prVt" + data))
+    return png[:-12] + chunk + png[-12:]
+
+
+def test_no_caller_byte_passes_an_upright_rgb_png_is_encoded_again_from_its_pixels():
+    picture = Image.new("RGB", (30, 30), (4, 5, 6))
+    padded = private_chunk(encoded(picture, pnginfo=PngInfo()), 1024 * 1024)
+    safe = make_safe(padded, **LIMITS)
+    assert len(safe.png) < 1024 and b"prVt" not in safe.png
+    assert Image.open(io.BytesIO(safe.png)).tobytes() == picture.tobytes()
+    text = PngInfo()
+    text.add_text("Comment", "x" * 100_000)
+    assert len(make_safe(encoded(picture, pnginfo=text), **LIMITS).png) < 1024
 
 
 def test_a_repeated_image_is_prepared_once_and_refusals_name_the_asset():
@@ -121,13 +193,39 @@ def test_the_sglang_vision_spec_comes_from_the_model_s_files():
     assert vision_spec(config, qwen3, {"added_tokens": []}) is None
 
 
-def test_image_data_is_base64_png_in_order_encoded_once():
-    from openjev.request.images import ImageInput
-
+def test_base64_images_are_in_order_encoded_once_and_bounded_in_bytes():
     images = [ImageInput(bytes([n]) * 5, f"sha{n}", 1, 1) for n in range(3)]
-    encode = ImageData(capacity=2)
-    first = encode([images[2], images[0]])
-    assert first == ["AgICAgI=", "AAAAAAA="] and encode([images[2]])[0] is first[0]
+    encode = Base64Images(capacity_bytes=2 * (8 + ENTRY_OVERHEAD))
+    first = encode.entries([images[2], images[0]])
+    assert first == ["AgICAgI=", "AAAAAAA="] and encode.entries([images[2]])[0] is first[0]
+    encode.entries([images[1]])  # a third image: the least recently used one goes
+    assert encode.bytes <= encode.capacity_bytes and encode.entries([images[0]])[0] is not first[1]
+
+
+def test_image_files_are_written_once_named_by_content_bounded_and_removed(tmp_path):
+    images = [ImageInput(bytes([n]) * 100, f"{n:064x}", 1, 1) for n in range(3)]
+    files = ImageFiles(tmp_path / "images", capacity_bytes=250)
+    with files.held(images[:2]):
+        paths = files.entries(images[:2])
+        assert [Path(path).read_bytes() for path in paths] == [image.png for image in images[:2]]
+        assert paths[0].endswith(".png") and Path(paths[0]).is_absolute()
+        assert files.entries(images[:1]) == paths[:1] and files.bytes == 200  # written once; now the most recent
+        with files.held(images[2:]):
+            # Over the bound, but every file is named by a call in flight: none goes.
+            (third,) = files.entries(images[2:])
+            assert files.bytes == 300 and all(Path(path).exists() for path in [*paths, third])
+        # That call ended: its file is the only one free to go, and goes.
+        assert files.bytes == 200 and not Path(third).exists() and all(Path(path).exists() for path in paths)
+    with files.held(images[2:]):
+        files.entries(images[2:])  # written again; the first two are free now: the least recently used goes
+    assert files.bytes == 200 and not Path(paths[1]).exists() and Path(paths[0]).exists()
+    own = ImageFiles(None, capacity_bytes=1000)
+    with own.held(images[:1]):
+        (path,) = own.entries(images[:1])
+    files.close()
+    own.close()
+    assert list((tmp_path / "images").iterdir()) == []  # a directory given: only its files go
+    assert not Path(path).parent.exists()
 
 
 def test_marks_put_each_image_where_its_placeholder_stands_and_keep_quoting():

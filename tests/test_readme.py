@@ -109,3 +109,13 @@ def test_the_distribution_has_a_name_of_its_own_and_the_command_is_openjev() -> 
     assert project["name"] == "openjev-server"
     assert project["scripts"] == {"openjev": "openjev.cli:app"}
     assert "pip install 'openjev[" not in README + "".join(DOCS.values())
+
+
+def test_the_readme_clients_table_is_the_one_the_clients_page_keeps() -> None:
+    def table(document: str) -> list[str]:
+        part = section("Clients that work unchanged", document)
+        return [line for line in part.splitlines() if line.startswith("|")]
+
+    rows = table(README)
+    assert len(rows) >= 8 and rows == table(DOCS["clients.md"])
+    assert any("client.decisions" in row for row in rows) and any("/api/alpha/decisions" in row for row in rows)

@@ -86,6 +86,9 @@ def test_smoke_passes_against_a_sensible_openjev(
     assert checks["choice_256_rejected"]["http_status"] == 422
     assert checks["questions_65_rejected"]["http_status"] == 422
     assert "zstd" in checks["sdk"]["message"]
+    decisions = checks["decisions"]
+    assert decisions["message"].startswith("parsed by openai's Decision; refund 0.9"), decisions
+    assert "department billing" in decisions["message"] and decisions["http_status"] == 200
     assert checks["auth"]["http_status"] == 401
     assert "PASS" in result.stdout and "example" in result.stdout
 

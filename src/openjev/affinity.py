@@ -14,7 +14,8 @@ Contract:
   changes it once, as it grows past them); two conversations with the same opening share those
   cached tokens too, so landing together costs them nothing.
   An opening that holds images is named by their sha256 too (`with_images`): another image is
-  another conversation.
+  another conversation. A caller that names its conversation (`caller_key`, from OpenAI's
+  `prompt_cache_key`) is keyed by that name instead.
 - `rank_order(key, n)`: rendezvous (highest-random-weight) hashing: every rank gets the score
   `h(key, rank)`, the order is by descending score. Adding or removing a rank moves only the keys
   whose first choice it was.
@@ -56,6 +57,12 @@ def conversation_key(prefix_ids: Sequence[int], header: int = 0) -> int:
     opening = prefix_ids[header : header + KEY_TOKENS]
     digest = hashlib.blake2b(b",".join(str(token).encode() for token in opening), digest_size=8).digest()
     return int.from_bytes(digest, "little")
+
+
+def caller_key(name: str) -> int:
+    """A 64-bit key for a conversation the caller names itself (OpenAI's `prompt_cache_key`): every
+    request with the same name lands on the same rank, whatever its opening."""
+    return int.from_bytes(hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
 
 
 def with_images(key: int, digests: Sequence[str]) -> int:

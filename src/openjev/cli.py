@@ -55,6 +55,7 @@ def serve(**flags: Any) -> None:
     import uvicorn
 
     from openjev.api import create_app
+    from openjev.api.memory import return_large_buffers
     from openjev.api.server import http_protocol
     from openjev.backends import build_backend
 
@@ -65,6 +66,7 @@ def serve(**flags: Any) -> None:
     )
     # One INFO line per backend call would drown the log.
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    return_large_buffers()
     failure: list[BaseException] = []
     server: uvicorn.Server | None = None
 

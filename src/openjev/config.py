@@ -52,6 +52,14 @@ class ScoreLabels(StrEnum):
 QUESTION_TYPES = ("noul", "choice", "score")
 
 
+class ImageTransfer(StrEnum):
+    """How a prepared image reaches SGLang (`backends/sglang_images.py`)."""
+
+    auto = "auto"
+    file = "file"
+    base64 = "base64"
+
+
 class Frontend(StrEnum):
     rust = "rust"
     python = "python"
@@ -96,6 +104,11 @@ class Settings(BaseSettings):
     )
     model_aliases: list[str] = Field(
         default_factory=list, description="Extra names accepted in the request's `model` field."
+    )
+    openai_model_aliases: list[str] = Field(
+        default_factory=lambda: ["gpt-6-luna"],
+        description="Model names of OpenAI's Decisions API accepted for the served model (every route) and "
+        "listed by /v1/models.",
     )
     tokenizer: Path | None = Field(
         None, description="Local directory with tokenizer.json and tokenizer_config.json (chat template)."
@@ -176,12 +189,24 @@ class Settings(BaseSettings):
     max_concurrent_preparations: int = Field(
         2, ge=1, description="Requests being rendered and tokenized at once (worker threads); more get 529."
     )
+    max_concurrent_image_preparations: int = Field(
+        2,
+        ge=1,
+        description="Requests whose images are being decoded and resized at once (worker threads, slots of their "
+        "own: image work never takes a text request's preparation slot).",
+    )
+    image_preparation_queue: int = Field(
+        8,
+        ge=0,
+        description="Requests with images that wait for an image preparation slot; more get 529.",
+    )
     inline_preparation_bytes: int = Field(
         16 * 1024,
         ge=0,
         description="A request that brings at most this many bytes of new text (its decoded body; for a chat "
-        "or text state that extends or repeats one prepared before, its new messages and every question's texts) "
-        "is prepared on the event loop, in a preparation slot: handing it to a worker thread costs more than "
+        "or text state that extends or repeats one prepared before, its new messages with the template's markup "
+        "around each, and every question's texts) is prepared on the event loop, in a preparation slot: handing "
+        "it to a worker thread costs more than "
         "preparing it; 0: every request on a worker thread.",
     )
     # Image assets (a vision backend only; request/images.py).
@@ -192,6 +217,32 @@ class Settings(BaseSettings):
     max_image_pixels: int = Field(1024 * 1024, ge=1024, description="Pixels a larger image is resized to fit.")
     max_image_source_pixels: int = Field(40_000_000, ge=1024, description="Pixels of an image as sent, at most.")
     image_cache_bytes: int = Field(64 * 1024 * 1024, ge=0, description="Prepared images kept, by sha256; 0: none.")
+    max_image_positions: int = Field(
+        16384,
+        ge=1,
+        description="Model positions a request's images take, over all its prompts: each placeholder that a prompt "
+        "shows (the state once, each question's text once per view) counts its image's positions; more get 422.",
+    )
+    image_transfer: ImageTransfer = Field(
+        ImageTransfer.auto,
+        description="How SGLang gets a prepared image: `file` (written once as a content-addressed PNG under "
+        "OPENJEV_IMAGE_DIR, its path sent; SGLang must read this machine's files), `base64` (in every call that "
+        "shows it), `auto` (`file` for a supervised SGLang, `base64` for --connect).",
+    )
+    image_dir: Path | None = Field(
+        None,
+        description="Where `file` transfer writes images (default: a new private directory, removed at shutdown; "
+        "a directory given here is shared with SGLang and only openjev's own files in it are removed).",
+    )
+    image_file_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=0,
+        description="Bytes of image files kept for SGLang (`file` transfer), least recently used removed past it; "
+        "a file a call in flight names stays until the call ends.",
+    )
+    encoded_image_cache_bytes: int = Field(
+        32 * 1024 * 1024, ge=0, description="Bytes of base64 images kept for SGLang (`base64` transfer); 0: none."
+    )
     max_concurrent_branches: int = Field(64, ge=1, description="Backend calls in flight, process-wide.")
     warm_prefix_share: float = Field(
         0.5,

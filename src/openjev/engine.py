@@ -83,6 +83,8 @@ class PreparedRequest:
     #: The images of the shared prefix's pads, in order, and the positions they add beyond their pads.
     prefix_images: tuple[ImageInput, ...] = ()
     prefix_image_tokens: int = 0
+    #: The request sent the long-context header: its calls are held to `Engine.long_budget`.
+    long_context: bool = False
 
     @property
     def questions(self) -> dict[str, AnyQuestion]:
@@ -126,7 +128,10 @@ class Engine:
         self.encoder = PromptEncoder(chat, settings.tokenize_cache_bytes)
         self.memo = ConversationMemo(chat, settings.conversation_memo_bytes, self.encoder.cuts_at_special_tokens)
         self.backend = backend
-        self.budget = TokenBudget.of(settings.max_input_tokens, settings.max_total_input_tokens, backend.context_length)
+        limits = settings.max_input_tokens, settings.max_total_input_tokens, backend.context_length
+        #: The budgets of a request without and with the long-context header (`budget.py`).
+        self.budget = TokenBudget.of(*limits, long_context=False)
+        self.long_budget = TokenBudget.of(*limits, long_context=True)
         self._backend_slots = asyncio.Semaphore(settings.max_concurrent_branches)
         self._ids_in_vocabulary = chat.ids_below(backend.vocab_size)
         #: Several data-parallel ranks: which one serves each evaluation (None: one rank, nothing routed).
@@ -144,13 +149,16 @@ class Engine:
         #: The served model's images in prompts (`image_marks.py`); its `vision` is None for a text-only model.
         self.images = PromptImages(chat, backend.vision, settings)
 
+    def budget_for(self, long_context: bool) -> TokenBudget:
+        return self.long_budget if long_context else self.budget
+
     # -- 1. prepare -------------------------------------------------------------------------------
 
     def look_up(self, request: SystemOneRequest, body_bytes: int) -> tuple[Lookup | None, int]:
         """The memo's lookup for `prepare` (`ConversationMemo.early_lookup`), and about how many bytes of
         text `prepare` will render and tokenize: for a conversation that extends one remembered, its new
-        messages and every question's texts (counted to just past OPENJEV_INLINE_PREPARATION_BYTES);
-        anything else, its whole body of `body_bytes`."""
+        messages (with the template's markup around each) and every question's texts (counted to just
+        past OPENJEV_INLINE_PREPARATION_BYTES); anything else, its whole body of `body_bytes`."""
         lookup = self.memo.early_lookup(request.state)
         if lookup is None or lookup.new_text_bytes is None:
             return lookup, body_bytes
@@ -163,15 +171,19 @@ class Engine:
         *,
         checked: bool = False,
         lookup: Lookup | None = None,
-        images: Mapping[str, bytes] | None = None,
+        images: Mapping[str, ImageInput] | None = None,
+        long_context: bool = False,
     ) -> PreparedRequest:
         """`checked`: the caller has run `check_request` on this request already and found nothing;
-        `lookup`: `look_up`'s, made just before (None: looked up here); `images`: the bytes of each
-        asset (`request.assets.asset_sources`), decoded here (`images.py`)."""
+        `lookup`: `look_up`'s, made just before (None: looked up here); `images`: each asset's image,
+        made safe by `self.images.prepare` (in its own slot, before this); `long_context`: the request
+        sent the long-context header."""
+        budget = self.budget_for(long_context)
         issues = [] if checked else check_request(request, self.settings, self.boxes.accepted)
         if issues:
             raise RequestRejected(issues)
-        marks, safe = self.images.marks(request, images or {})
+        safe = images or {}
+        marks = self.images.marks(safe)
         try:
             framing = self.images.framing(request.state, marks) if marks else self.memo.frame(request.state, lookup)
         except TemplateError as error:
@@ -181,7 +193,7 @@ class Engine:
         # Per prompt: its images in pad order, and the positions they add beyond their pads.
         prompts, shown, extra = self.images.place(marks, prompts, safe)
         question_ids = [question_id for question_id, *_ in planned]
-        new_prefix_ids, *suffixes = self.budget.encode_within(self.encoder, prompts, len(known), extra, question_ids)
+        new_prefix_ids, *suffixes = budget.encode_within(self.encoder, prompts, len(known), extra, question_ids)
         shared_prefix_ids = known + new_prefix_ids
         branches = [
             Branch(question_id, question, suffix_ids, ids, offset, images, more)
@@ -192,7 +204,7 @@ class Engine:
         # A question's own image is no content-free text: its prior is not read.
         wanted = [self.views.wants_content_free(branch.question) and not branch.images for branch in branches]
         content_free = self.content_free.plan(branches, wanted)
-        tokens_left = self.budget.check_first_pass(
+        tokens_left = budget.check_first_pass(
             len(shared_prefix_ids) + extra[0],
             [(branch.question_id, len(branch.suffix_ids) + branch.image_tokens) for branch in branches],
             [(branches[index].question_id, tokens) for index, tokens in content_free.readouts],
@@ -203,7 +215,7 @@ class Engine:
         key = self.images.affinity_key(shared_prefix_ids, self._template_header, shown[0])
         thinking = request.model == self.settings.think_model
         return PreparedRequest(
-            shared_prefix_ids, branches, content_free, tokens_left, key, thinking, shown[0], extra[0]
+            shared_prefix_ids, branches, content_free, tokens_left, key, thinking, shown[0], extra[0], long_context
         )
 
     # -- 2. evaluate ------------------------------------------------------------------------------
@@ -220,7 +232,7 @@ class Engine:
             if not prepared.thinking:
                 return evaluation
             read = partial(reading, self.views, prepared.questions, first_pass)
-            limits = Limits(deadline, self.budget.branch_limit, prepared.tokens_left)
+            limits = Limits(deadline, self.budget_for(prepared.long_context).branch_limit, prepared.tokens_left)
             escalation = await self.thinker.escalate(evaluation.answers, prepared.shared_prefix_ids, read, limits, pin)
             self.warm_prefixes.spend(pin.rank, escalation.input_tokens + escalation.output_tokens)
             return evaluation.escalated(escalation)

@@ -7,11 +7,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 REGISTRY = CollectorRegistry()
 
 REQUESTS = Counter(
-    "openjev_requests", "Finished /v1/systemone requests, by HTTP status.", ["status"], registry=REGISTRY
+    "openjev_requests",
+    "Finished requests of the answering routes, by route and HTTP status.",
+    ["route", "status"],
+    registry=REGISTRY,
 )
 REQUEST_SECONDS = Histogram(
     "openjev_request_seconds",
-    "Wall time of successful /v1/systemone requests.",
+    "Wall time of successful requests of the answering routes (/v1/systemone, /v1/decisions, /api/alpha/decisions).",
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
     registry=REGISTRY,
 )

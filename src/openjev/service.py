@@ -11,13 +11,18 @@ Contract:
   `admit()` one of OPENJEV_MAX_CONCURRENT_REQUESTS evaluation slots; with none free either raises
   `Overloaded` at once: work is refused, never queued. Their own limit keeps the CPU spent on
   preparations (a 2 MB state tokenizes for seconds) bounded whatever the evaluation limit.
+- `prepare_images(work)` decodes a request's images on a worker thread in slots of their own
+  (OPENJEV_MAX_CONCURRENT_IMAGE_PREPARATIONS), before the request takes any other slot, with a short
+  queue (OPENJEV_IMAGE_PREPARATION_QUEUE, first come first served) and `Overloaded` past it: seconds
+  of image decoding never hold a slot a text request needs, and each kind is refused on its own.
 - `runtime().check_model(name)` accepts the compatibility alias, the served name, configured aliases
-  and the thinking tier's name (OPENJEV_THINK_MODEL).
+  (OPENJEV_MODEL_ALIASES, OPENJEV_OPENAI_MODEL_ALIASES) and the thinking tier's name (OPENJEV_THINK_MODEL).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
@@ -53,6 +58,61 @@ class Runtime:
             raise ModelNotFound(f"model {name!r} is not served here; use one of {sorted(self.accepted_models)}")
 
 
+class Slots:
+    """`limit` holders at once and at most `queue` waiting, first come first served; past that
+    `Overloaded` with `refusal(active, waiting)`. A thread cannot be stopped: if the caller is cancelled,
+    its slot stays taken until the thread has finished, so the limit holds for the CPU actually in use."""
+
+    def __init__(self, limit: int, queue: int, refusal: Callable[[int, int], str]) -> None:
+        self.limit = limit
+        self.queue = queue
+        self.refusal = refusal
+        self.active = 0
+        self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    async def acquire(self) -> None:
+        if self.active < self.limit and not self._waiting:
+            self.active += 1
+            return
+        if len(self._waiting) >= self.queue:
+            raise Overloaded(self.refusal(self.active, len(self._waiting)))
+        turn = asyncio.get_running_loop().create_future()
+        self._waiting.append(turn)
+        try:
+            await turn  # `release` hands its slot over: `active` stays as it is
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self.release()  # the slot was handed over as the caller left: pass it on
+            else:
+                self._waiting.remove(turn)
+            raise
+
+    def release(self) -> None:
+        while self._waiting:
+            turn = self._waiting.popleft()
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self.active -= 1
+
+    async def run(self, work: Callable[[], T], *, inline: bool = False) -> T:
+        """`work` in a slot: on a worker thread, or here on the event loop (`inline`)."""
+        await self.acquire()
+        if inline:
+            try:
+                return work()
+            finally:
+                self.release()
+        future = asyncio.ensure_future(asyncio.to_thread(work))
+        future.add_done_callback(self._finished)
+        return await asyncio.shield(future)
+
+    def _finished(self, future: asyncio.Future[Any]) -> None:
+        self.release()
+        if not future.cancelled():
+            future.exception()  # retrieved here too, in case the caller was cancelled and never reads it
+
+
 class Service:
     def __init__(
         self, settings: Settings, backend: Backend, *, on_fatal: Callable[[BaseException], None] | None = None
@@ -62,7 +122,23 @@ class Service:
         self.started_at = time.monotonic()
         self.started_wall = time.time()
         self.active_evaluations = 0
-        self.active_preparations = 0
+        self.preparations = Slots(
+            settings.max_concurrent_preparations,
+            0,
+            lambda active, _: (
+                f"{active} requests are being prepared "
+                f"(OPENJEV_MAX_CONCURRENT_PREPARATIONS={settings.max_concurrent_preparations}); retry shortly"
+            ),
+        )
+        self.image_preparations = Slots(
+            settings.max_concurrent_image_preparations,
+            settings.image_preparation_queue,
+            lambda active, waiting: (
+                f"{active} requests' images are being prepared and {waiting} wait "
+                f"(OPENJEV_MAX_CONCURRENT_IMAGE_PREPARATIONS={settings.max_concurrent_image_preparations}, "
+                f"OPENJEV_IMAGE_PREPARATION_QUEUE={settings.image_preparation_queue}); retry shortly"
+            ),
+        )
         self.startup_error: str | None = None
         #: Read once, as the engine reads the calibration file once (see `config.answer_settings`).
         self.answer_settings = answer_settings(settings)
@@ -81,8 +157,13 @@ class Service:
     def model_names(self) -> tuple[str | None, tuple[str, ...]]:
         """(served name if known yet, configured aliases)."""
         if self._runtime is not None:
-            return self._runtime.served_model_name, tuple(self.settings.model_aliases)
-        return self.settings.served_model_name or self.backend.model_name, tuple(self.settings.model_aliases)
+            return self._runtime.served_model_name, self.aliases
+        return self.settings.served_model_name or self.backend.model_name, self.aliases
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """Every configured alias of the served model: openjev's own, then OpenAI's model names."""
+        return tuple(dict.fromkeys([*self.settings.model_aliases, *self.settings.openai_model_aliases]))
 
     async def start(self) -> None:
         started = time.monotonic()
@@ -104,7 +185,7 @@ class Service:
                 self._on_fatal(error)
             return
         served = served_model_name(self.settings, self.backend.model_name)
-        accepted = frozenset({COMPAT_MODEL_ALIAS, served, *self.settings.model_aliases, self.settings.think_model})
+        accepted = frozenset({COMPAT_MODEL_ALIAS, served, *self.aliases, self.settings.think_model})
         self._runtime = Runtime(engine, served, accepted, time.monotonic() - started)
         log.info("openjev is ready: serving %s (startup %.1fs)", served, self._runtime.startup_seconds)
 
@@ -117,28 +198,13 @@ class Service:
 
     async def prepare(self, work: Callable[[], T], *, inline: bool = False) -> T:
         """Run `work` on a worker thread (`inline`: here, on the event loop) in one of the preparation
-        slots (`Overloaded` when none is free). A thread cannot be stopped: if the caller is cancelled,
-        the slot stays taken until the thread has finished, so the limit holds for the CPU actually in use."""
-        limit = self.settings.max_concurrent_preparations
-        if self.active_preparations >= limit:
-            raise Overloaded(
-                f"{self.active_preparations} requests are being prepared "
-                f"(OPENJEV_MAX_CONCURRENT_PREPARATIONS={limit}); retry shortly"
-            )
-        self.active_preparations += 1
-        if inline:
-            try:
-                return work()
-            finally:
-                self.active_preparations -= 1
-        future = asyncio.ensure_future(asyncio.to_thread(work))
-        future.add_done_callback(self._prepared)
-        return await asyncio.shield(future)
+        slots (`Overloaded` when none is free)."""
+        return await self.preparations.run(work, inline=inline)
 
-    def _prepared(self, future: asyncio.Future[Any]) -> None:
-        self.active_preparations -= 1
-        if not future.cancelled():
-            future.exception()  # retrieved here too, in case the caller was cancelled and never reads it
+    async def prepare_images(self, work: Callable[[], T]) -> T:
+        """Run `work` (a request's image decoding) on a worker thread in an image preparation slot, after
+        waiting in the short queue if need be (`Overloaded` when that is full too)."""
+        return await self.image_preparations.run(work)
 
     @contextlib.contextmanager
     def admit(self) -> Iterator[None]:

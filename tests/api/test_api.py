@@ -366,7 +366,7 @@ def test_models_limits_health_docs(client):
     post(client, request_with({"q": {"type": "noul"}}))
     exposition = client.get("/metrics").text
     for status in ("200", "415", "422"):
-        assert f'openjev_requests_total{{status="{status}"}}' in exposition
+        assert f'openjev_requests_total{{route="/v1/systemone",status="{status}"}}' in exposition
     missing = client.get("/v2/nothing")
     assert missing.status_code == 404 and missing.json()["detail"]["error_type"] == "not_found"
 

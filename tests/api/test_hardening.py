@@ -55,7 +55,7 @@ def client(qwen_tokenizer_dir: Path) -> Iterator[TestClient]:
 
 
 def count(status: str) -> float:
-    return metrics.REQUESTS.labels(status)._value.get()
+    return metrics.REQUESTS.labels("/v1/systemone", status)._value.get()
 
 
 def test_unforeseen_error_is_a_counted_500_with_request_id_and_no_internals(qwen_tokenizer_dir, caplog) -> None:
@@ -162,10 +162,9 @@ def test_preparation_has_its_own_limit(qwen_tokenizer_dir) -> None:
     assert live.status_code == 200  # preparation runs off the event loop
 
 
-def test_small_new_text_is_prepared_on_the_event_loop_and_more_on_a_worker_thread(qwen_tokenizer_dir) -> None:
-    ticket = support_ticket()
-    small = len(json.dumps(ticket).encode())
-    app = create_app(settings_for(qwen_tokenizer_dir, inline_preparation_bytes=small + 100), InstantBackend())
+def prepared_where(tokenizer_dir: Path, bodies: list[dict[str, Any]], **settings: Any) -> tuple[list[Any], list[bool]]:
+    """Each body's response, and for each preparation whether it ran on the event loop (else a worker thread)."""
+    app = create_app(settings_for(tokenizer_dir, **settings), InstantBackend())
     with TestClient(app) as client:
         assert _eventually_ready(client)
         engine = app.state.service.runtime().engine
@@ -176,20 +175,41 @@ def test_small_new_text_is_prepared_on_the_event_loop_and_more_on_a_worker_threa
             return prepare(body, **options)
 
         engine.prepare = recording_prepare
-        larger = {**ticket, "state": "x" * (small + 100)}
-        # A long conversation is new the first time; then it is asked with one short message more, twice (the
-        # first extension of its shape proves that the template renders it the same, on a worker thread).
-        chat = [{"role": ("user", "assistant")[i % 2], "content": f"message {i} " + "y" * 200} for i in range(40)]
-        grown = [chat, [*chat, {"role": "user", "content": "one"}], [*chat, {"role": "user", "content": "two"}]]
-        # A long text asked again brings nothing new; a JSON state is rendered before it can be looked
-        # up, so it goes to a worker thread every time.
-        document = {**ticket, "state": {"lines": ["x" * 100] * (small // 100 + 1)}}
-        bodies = [ticket, larger, *({**ticket, "state": messages} for messages in grown), larger, document, document]
         answered = [client.post("/v1/systemone", json=body) for body in bodies]
         event_loop = client.portal.call(threading.current_thread)
+    return answered, [thread is event_loop for thread in threads]
+
+
+def test_small_new_text_is_prepared_on_the_event_loop_and_more_on_a_worker_thread(qwen_tokenizer_dir) -> None:
+    ticket = support_ticket()
+    small = len(json.dumps(ticket).encode())
+    larger = {**ticket, "state": "x" * (small + 100)}
+    # A long conversation is new the first time; then it is asked with one short message more, twice (the
+    # first extension of its shape proves that the template renders it the same, on a worker thread).
+    chat = [{"role": ("user", "assistant")[i % 2], "content": f"message {i} " + "y" * 200} for i in range(40)]
+    grown = [chat, [*chat, {"role": "user", "content": "one"}], [*chat, {"role": "user", "content": "two"}]]
+    # A long text asked again brings nothing new; a JSON state is rendered before it can be looked
+    # up, so it goes to a worker thread every time.
+    document = {**ticket, "state": {"lines": ["x" * 100] * (small // 100 + 1)}}
+    bodies = [ticket, larger, *({**ticket, "state": messages} for messages in grown), larger, document, document]
+    answered, on_loop = prepared_where(qwen_tokenizer_dir, bodies, inline_preparation_bytes=small + 100)
     assert [response.status_code for response in answered] == [200] * 8
-    assert [thread is event_loop for thread in threads] == [True, False, False, False, True, True, False, False]
+    assert on_loop == [True, False, False, False, True, True, False, False]
     assert answered[0].json()["answers"].keys() == answered[1].json()["answers"].keys()
+
+
+def test_many_short_new_messages_count_their_markup_and_go_to_a_worker_thread(qwen_tokenizer_dir) -> None:
+    # 4,000 one-character messages are 4,000 bytes of content but some 124,000 rendered (about 30
+    # characters of markup each on Qwen's template): they took 115-336 ms on the event loop.
+    chat = [{"role": ("user", "assistant")[i % 2], "content": f"message {i}"} for i in range(8)]
+    short = [{"role": ("user", "assistant")[i % 2], "content": "x"} for i in range(4000)]
+    # The chat is new, then its first extension proves its shape; then a few short messages more are
+    # prepared on the loop, and 4,000 short messages on a worker thread.
+    few = [{"role": ("user", "assistant")[i % 2], "content": "y"} for i in range(3)]
+    states = [chat, [*chat, {"role": "user", "content": "one"}], [*chat, *few], [*chat, *short]]
+    answered, on_loop = prepared_where(qwen_tokenizer_dir, [{**support_ticket(), "state": state} for state in states])
+    assert [response.status_code for response in answered] == [200] * 4
+    assert on_loop == [True, True, True, False]
 
 
 def test_cheap_limits_come_before_any_preparation(qwen_tokenizer_dir) -> None:

@@ -4,10 +4,16 @@ openjev on the fake SGLang in vision mode (`tests/fake_sglang/vision.py`) and on
 from __future__ import annotations
 
 import base64
+import contextlib
+import http.server
 import io
 import json
+import random
+import struct
 import threading
 import time
+import zlib
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -15,7 +21,7 @@ import typesafe_sdk
 from PIL import Image as PILImage
 from typesafe_sdk import Choice, Image, Noul, RetryPolicy, TypeSafeClient
 
-from tests.conftest import gzip_compress, launch_openjev, running_stack, stop_openjev
+from tests.conftest import gzip_compress, launch_openjev, running_stack, stop_openjev, zstd_compress
 from tests.fake_sglang import FakeSGLang
 from tests.fake_sglang.vision import IMAGE_PAD, SPEC
 
@@ -312,3 +318,252 @@ def test_the_token_budgets_count_every_image_position(vision_stack, tmp_path):
         assert issue["ctx"]["tokens"] > SPEC.image_tokens(1024, 1024) and issue["ctx"]["limit"] == 600
     finally:
         stop_openjev(server)
+
+
+def as_asset(data: bytes) -> dict:
+    return {"type": "image", "format": "png", "data_base64": base64.b64encode(data).decode()}
+
+
+def sent_images(fake: FakeSGLang, since: int) -> list[PILImage.Image]:
+    entries = [entry for call in image_calls(fake, since) for entry in call.get("image_data", [])]
+    return [PILImage.open(io.BytesIO(base64.b64decode(entry))) for entry in entries]
+
+
+def test_a_16_bit_grayscale_png_reaches_the_model_scaled_not_white(vision_stack):
+    from tests.test_images import png16
+
+    server, fake = vision_stack
+    # A gray ramp 0..64764 in steps of 1028, which is 4 in 8 bits: clipped, every pixel but the first was 255.
+    ramp = png16(0, [[x * 1028 for x in range(64)]] * 64)
+    question = {"q": {"type": "noul", "instructions": "?"}}
+    body = {"model": "jev-latest", "state": "Scan: <image:s>", "questions": question,
+            "assets": {"<image:s>": as_asset(ramp)}}  # fmt: skip
+    before = len(fake.generate_calls)
+    response = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    images = sent_images(fake, before)
+    assert images and all(image.mode == "RGB" and image.size == (64, 64) for image in images)
+    assert list(images[0].getdata())[:64] == [(4 * x, 4 * x, 4 * x) for x in range(64)]
+
+
+def test_an_extreme_aspect_ratio_is_a_422_naming_the_asset_for_noul_and_box(vision_stack):
+    server, _ = vision_stack
+    for size in ((300, 1), (1, 300)):
+        for question in ({"type": "noul", "instructions": "Is it a banner?"}, {"type": "box", "instructions": "logo"}):
+            body = {"model": "jev-latest", "state": "Banner: <image:b>", "questions": {"q": question},
+                    "assets": {"<image:b>": as_asset(png(*size, (9, 9, 9)))}}  # fmt: skip
+            response = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=60)
+            assert response.status_code == 422 and detail(response) == [["body", "assets", "<image:b>"]], response.text
+            assert "aspect ratio of 300:1" in response.text
+
+
+def test_image_content_parts_show_their_asset(vision_stack):
+    server, fake = vision_stack
+    picture = png(40, 30, (200, 10, 10))
+    parts = [
+        {"type": "image_url", "image_url": {"url": "<image:p>"}},
+        {"type": "image", "image": "<image:p>"},
+        {"type": "input_image", "image_url": "<image:p>"},
+    ]
+    answers = []
+    for part in parts:
+        content = [{"type": "text", "text": "What does this photo show?"}, part]
+        body = {"model": "jev-latest", "state": [{"role": "user", "content": content}],
+                "questions": {"q": {"type": "noul", "instructions": "Is it red?"}},
+                "assets": {"<image:p>": as_asset(picture)}}  # fmt: skip
+        before = len(fake.generate_calls)
+        response = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=60)
+        assert response.status_code == 200, response.text
+        images = sent_images(fake, before)
+        assert images and images[0].convert("RGB").tobytes() == pixels(picture)
+        answers.append(response.json()["answers"])
+    assert answers[0] == answers[1] == answers[2]  # the same prompt: the image where the part stands
+    # An image part without an asset's placeholder (a URL) is refused, naming it.
+    content = [
+        {"type": "text", "text": "And this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+    ]
+    body = {"model": "jev-latest", "state": [{"role": "user", "content": content}],
+            "questions": {"q": {"type": "noul", "instructions": "?"}}}  # fmt: skip
+    response = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=60)
+    assert response.status_code == 422 and detail(response) == [["body", "state", 0, "content", 1, "type"]]
+    assert "placeholder" in response.text
+
+
+@pytest.mark.parametrize("depth", [240, 600])
+def test_a_state_holding_an_image_deep_inside_is_answered_or_a_422(vision_stack, depth):
+    from tests.robustness.test_chat_fields import nested
+
+    server, _ = vision_stack
+    body = {"model": "jev-latest", "state": {"scan": nested(depth, "Photo: <image:d>")},
+            "questions": {"q": {"type": "noul", "instructions": "?"}},
+            "assets": {"<image:d>": as_asset(png(40, 30, (1, 2, 3)))}}  # fmt: skip
+    response = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=60)
+    if depth < 254:
+        assert response.status_code == 200, response.text
+    else:
+        assert response.status_code == 422 and detail(response)[0][:3] == ["body", "state", "scan"], response.text
+
+
+@contextlib.contextmanager
+def unreachable_hub() -> Iterator[tuple[str, list[str]]]:
+    """A Hugging Face hub stand-in that answers every request 503 (a hub that is down) and lists the
+    paths it was asked."""
+    asked: list[str] = []
+
+    class Down(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self) -> None:
+            asked.append(self.path)
+            self.send_response(503)
+            self.end_headers()
+
+        do_GET = do_HEAD
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Down)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", asked
+    finally:
+        server.shutdown()
+
+
+def test_vision_is_read_from_local_files_before_any_hub_look_up(qwen_tokenizer_dir, tmp_path):
+    from tests.fake_sglang.rules import VOCAB_SIZE
+
+    with unreachable_hub() as (hub, asked):
+        env = {"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0",
+               "OPENJEV_BACKEND_VOCAB_SIZE": str(VOCAB_SIZE)}  # fmt: skip
+        # SGLang names its tokenizer by a hub name (not a directory here); --tokenizer and the local model
+        # directory hold every file: images are served, and the hub is never asked.
+        fake = FakeSGLang(vision=True, tokenizer_path="example-org/vision-model").start()
+        try:
+            server = launch_openjev(
+                "--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir), log_dir=tmp_path, env=env
+            )
+            try:
+                assert httpx.get(f"{server.url}/health").json()["images"] is True
+                assert httpx.get(f"{server.url}/v1/limits").json()["images"]["accepted"] is True
+            finally:
+                stop_openjev(server)
+        finally:
+            fake.stop()
+        assert asked == []
+        # A model none of whose files is on this machine: each is asked of the hub once, never retried
+        # (huggingface_hub retried each for about 25 s), and the model is served as text only.
+        fake = FakeSGLang(vision=True, model_path="example-org/vision-model", tokenizer_path="example-org/vision-model")
+        fake.start()
+        try:
+            server = launch_openjev(
+                "--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir), log_dir=tmp_path, env=env
+            )
+            try:
+                assert httpx.get(f"{server.url}/health").json()["images"] is False
+            finally:
+                stop_openjev(server)
+        finally:
+            fake.stop()
+        assert sorted(asked) == sorted(set(asked)) and len(asked) <= 3, asked
+        assert "sees images, but its files do not give" in server.log()
+
+
+def photo_jpeg(width: int, height: int, seed: int) -> bytes:
+    """A photo-like JPEG: a gradient under seeded noise (it compresses as a photo does)."""
+    rng = random.Random(seed)
+    base = PILImage.linear_gradient("L").resize((width, height)).convert("RGB")
+    noise = PILImage.frombytes("RGB", (width, height), rng.randbytes(width * height * 3))
+    out = io.BytesIO()
+    PILImage.blend(base, noise, 0.15).save(out, format="JPEG", quality=90)
+    return out.getvalue()
+
+
+def ten_questions_about(photo: bytes) -> dict:
+    return {
+        "model": "jev-latest",
+        "state": "The customer sent this photo: <image:p>",
+        "questions": {f"q{i}": {"type": "noul", "instructions": f"Is detail {i} visible?"} for i in range(10)},
+        "assets": {"<image:p>": {"type": "image", "format": "jpeg", "data_base64": base64.b64encode(photo).decode()}},
+    }
+
+
+def test_file_transfer_sends_each_image_once_with_the_same_answers_and_cache_hits(vision_stack, tmp_path):
+    """OPENJEV_IMAGE_TRANSFER=file (a supervised SGLang's default): 10 questions about a 1-megapixel photo
+    carry its path, not megabytes of base64 per call; SGLang reads the same PNG, so the answers and the
+    cache hits are those of base64."""
+    base64_server, fake = vision_stack
+    images = tmp_path / "images"
+    server = launch_openjev(
+        "--connect", fake.url, "--tokenizer", str(fake.tokenizer_path), log_dir=tmp_path,
+        env={"OPENJEV_IMAGE_TRANSFER": "file", "OPENJEV_IMAGE_DIR": str(images)},
+    )  # fmt: skip
+    try:
+        assert httpx.get(f"{server.url}/health").json()["backend"]["image_transfer"] == "file"
+        body = ten_questions_about(photo_jpeg(1152, 864, 1))
+        sent = {}
+        answers = {}
+        for name, url in (("base64", base64_server.url), ("file", server.url)):
+            before = len(fake.generate_bytes)
+            response = httpx.post(f"{url}/v1/systemone", json=body, timeout=120)
+            assert response.status_code == 200, response.text
+            sent[name] = fake.generate_bytes[before:]
+            answers[name] = response.json()["answers"]
+        (png_file,) = images.glob("openjev-*.png")
+        assert answers["file"] == answers["base64"]
+        assert len(sent["file"]) == len(sent["base64"]) == 11
+        assert min(sent["base64"]) > png_file.stat().st_size  # every call carried the whole image
+        assert sum(sent["file"]) < 64 * 1024  # paths: the image crossed once, as a file
+        # The same photo again: its warm-up is a prefix hit, image positions included.
+        again = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=120)
+        assert int(again.headers["x-openjev-cached-tokens"]) > SPEC.image_tokens(864, 1152)
+        assert fake.generate_calls[-1]["body"]["image_data"] == [str(png_file)]
+    finally:
+        stop_openjev(server)
+    assert list(images.iterdir()) == []  # openjev's files removed at shutdown
+
+
+def test_no_caller_byte_reaches_sglang_and_repeated_placeholders_are_bounded(vision_stack):
+    """A 64x64 PNG carrying a 2 MiB private chunk, its placeholder written 25 times, in a zstd multipart
+    body: SGLang gets the pixels (encoded again), never the chunk; an image shown more often than
+    OPENJEV_MAX_IMAGE_POSITIONS allows is a 422 naming the assets."""
+    server, fake = vision_stack
+    out = io.BytesIO()
+    PILImage.new("RGB", (64, 64), (40, 90, 160)).save(out, format="PNG")
+    plain, chunk = out.getvalue(), bytes(2 * 1024 * 1024)
+    padded = plain[:-12] + struct.pack(">I", len(chunk)) + b"prVt" + chunk
+    padded += struct.pack(">I", zlib.crc32(b"prVt" + chunk)) + plain[-12:]
+    request = {"model": "jev-latest", "state": "look " + "<image:a> " * 25,
+               "questions": {"a": {"type": "noul", "instructions": "?"}, "b": {"type": "noul", "instructions": "!"}},
+               "assets": {"<image:a>": {"type": "image", "part": "img"}}}  # fmt: skip
+    files = {"request": (None, json.dumps(request), "application/json"), "img": ("a.png", padded, "image/png")}
+    prepared = httpx.Request("POST", f"{server.url}/v1/systemone", files=files)
+    body = zstd_compress(prepared.read())
+    headers = {"content-type": prepared.headers["content-type"], "content-encoding": "zstd"}
+    before = len(fake.generate_bytes)
+    assert httpx.post(f"{server.url}/v1/systemone", content=body, headers=headers, timeout=120).status_code == 200
+    sent = fake.generate_bytes[before:]
+    assert len(body) < 4096 and len(sent) == 3
+    # At most the client's bytes and the pixels of each image shown, per call.
+    assert sum(sent) < len(sent) * (len(body) + 25 * 64 * 64 * 3)
+    # 20 times a 1024x1024 image (1,024 positions each) is 20,480 positions: over the default 16,384.
+    big = base64.b64encode(png(1024, 1024, (9, 9, 9))).decode()
+    repeated = {"model": "jev-latest", "state": "see " + "<image:r> " * 20,
+                "questions": {"q": {"type": "noul", "instructions": "?"}},
+                "assets": {"<image:r>": {"type": "image", "format": "png", "data_base64": big}}}  # fmt: skip
+    refused = httpx.post(f"{server.url}/v1/systemone", json=repeated, timeout=120)
+    assert refused.status_code == 422 and ["body", "assets"] in detail(refused)
+    assert "20480" in refused.text and "OPENJEV_MAX_IMAGE_POSITIONS" in refused.text
+
+
+def test_an_image_part_over_its_cap_is_refused_as_it_is_split(vision_stack):
+    server, _ = vision_stack
+    request = {"model": "jev-latest", "state": "<image:a>", "questions": {"q": {"type": "noul", "instructions": "?"}},
+               "assets": {"<image:a>": {"type": "image", "part": "big"}}}  # fmt: skip
+    files = {"request": (None, json.dumps(request), "application/json"), "big": ("b.png", bytes(11 << 20), "image/png")}
+    prepared = httpx.Request("POST", f"{server.url}/v1/systemone", files=files)
+    body = zstd_compress(prepared.read())
+    headers = {"content-type": prepared.headers["content-type"], "content-encoding": "zstd"}
+    refused = httpx.post(f"{server.url}/v1/systemone", content=body, headers=headers, timeout=60)
+    assert refused.status_code == 422 and ["body", "big"] in detail(refused)
+    assert "OPENJEV_MAX_IMAGE_BYTES" in refused.text

@@ -129,7 +129,7 @@ def test_admission_refuses_past_the_limit(qwen_tokenizer_dir: Path) -> None:
 def test_model_names(ready_client) -> None:
     client, _ = ready_client
     names = [entry["name"] for entry in client.get("/v1/models").json()["models"]]
-    assert names == ["jev-latest", "Qwen/Qwen3.6-35B-A3B", "openjev-think"]
+    assert names == ["jev-latest", "Qwen/Qwen3.6-35B-A3B", "gpt-6-luna", "openjev-think"]
     wrong = client.post("/v1/systemone", json={**support_ticket(), "model": "gpt-5"})
     assert wrong.status_code == 404 and wrong.json()["detail"]["error_type"] == "model_not_found"
 

@@ -103,8 +103,10 @@ def test_a_failed_thought_keeps_the_first_pass_answer(think_server, fake_sglang)
     server = think_server()
     first = httpx.post(f"{server.url}/v1/systemone", json=body({"u": NOUL}, "jev-latest"), timeout=30).json()
     fake_sglang.fail_on_call = fake_sglang._calls + 3  # warm-up, branch, then the generation
+    before = len(fake_sglang.generate_calls)
     response = httpx.post(f"{server.url}/v1/systemone", json=body({"u": NOUL}), timeout=30)
     assert response.status_code == 200 and response.json()["answers"] == first["answers"]
+    assert response.json()["usage"]["input_tokens"] == sent_since(fake_sglang, before)
     assert response.headers["x-openjev-escalated"] == "1" and response.headers["x-openjev-reasoning-tokens"] == "0"
     assert response.json()["usage"]["output_tokens"] == 2
     assert "openjev_thinking_failures_total 1.0" in httpx.get(f"{server.url}/metrics").text
@@ -135,11 +137,14 @@ def test_a_thought_whose_readout_fails_still_counts_its_generated_ids(think_serv
     server = think_server()
     first = httpx.post(f"{server.url}/v1/systemone", json=body({"u": NOUL}, "jev-latest"), timeout=30).json()
     fake_sglang.fail_on_call = fake_sglang._calls + 4  # warm-up, branch, generation, then call 2
+    before = len(fake_sglang.generate_calls)
     response = httpx.post(f"{server.url}/v1/systemone", json=body({"u": NOUL}), timeout=30)
     assert response.status_code == 200 and response.json()["answers"] == first["answers"]
     assert response.headers["x-openjev-reasoning-tokens"] == "16"
     # First pass 2 + the 16 generated ids; no call 2 answered.
     assert response.json()["usage"]["output_tokens"] == 18
+    # Every prompt sent counts, the failed call 2's too.
+    assert response.json()["usage"]["input_tokens"] == sent_since(fake_sglang, before)
     metrics = httpx.get(f"{server.url}/metrics").text
     assert "openjev_reasoning_tokens_total 16.0" in metrics and "openjev_thinking_failures_total 1.0" in metrics
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import threading
+from pathlib import Path
 from typing import Any
 
 from tests.fake_sglang.rules import VOCAB_SIZE
@@ -34,9 +36,31 @@ def _append(variable: str, line: str) -> None:
             log.write(line + "\n")
 
 
+def _kept_image_files(body: Any) -> Any:
+    """`body` with each `image_data` path (`file` transfer) pointing at a copy beside the log: openjev
+    removes its own files when it stops, before the end-of-session check reads them."""
+    images = body.get("image_data") if isinstance(body, dict) else None
+    if not isinstance(images, list) or not any(isinstance(entry, str) and entry.startswith("/") for entry in images):
+        return body
+    folder = Path(os.environ[PAYLOAD_LOG]).parent / "images"
+    folder.mkdir(exist_ok=True)
+    kept = []
+    for entry in images:
+        if isinstance(entry, str) and entry.startswith("/") and Path(entry).is_file():
+            copy = folder / Path(entry).name
+            if not copy.exists():
+                shutil.copyfile(entry, copy)
+            entry = str(copy)
+        kept.append(entry)
+    return dict(body, image_data=kept)
+
+
 def record_payload(
     body: Any, *, rust: bool, context_length: int, max_total_num_tokens: int, expect: str, dp_size: int = 1
 ) -> None:
+    if not os.environ.get(PAYLOAD_LOG):
+        return
+    body = _kept_image_files(body)
     # Bodies equal but for the rid teach nothing new: one of them is kept (a bounded file).
     shape = dict(body, rid="r") if isinstance(body, dict) and "rid" in body else body
     record = {

@@ -123,6 +123,8 @@ class FakeSGLang:
     step_seconds: float = 0.0
 
     requests: list[dict[str, Any]] = field(default_factory=list)
+    #: Bytes of each `/generate` body as received, in order (what openjev sent over the wire).
+    generate_bytes: list[int] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     aborted: list[str] = field(default_factory=list)
     #: In-flight rids whose client closed the connection (also listed in `aborted`).
@@ -260,8 +262,11 @@ class FakeSGLang:
         denied = self._unauthorized(request)
         if denied:
             return denied
-        body = await request.json()
+        raw = await request.body()
+        body = json.loads(raw)
         self.requests.append({"path": request.url.path, "body": body})
+        if request.url.path == "/generate":
+            self.generate_bytes.append(len(raw))
         return body
 
     async def _abort(self, request: Request) -> Response:

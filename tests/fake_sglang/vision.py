@@ -5,9 +5,10 @@ model directory holds the files SGLang's processor reads (`config.json` with `vi
 vision token ids of the Qwen tokenizer the tests use; `preprocessor_config.json` with Qwen3-VL's patch
 16, merge 2 and pixel bounds). A `/generate` body with `image_data` is read as 0.5.19's Qwen-VL
 processor reads it (`sglang_vision.py` in openjev says where): one image per vision span of the
-ids, each pad expanded to the image's positions, which `prompt_tokens` counts; the radix cache keys
-those positions by the image (a pad value from its bytes), so the same image is a cache hit and
-another is not; and the label logprobs depend on the image bytes, as a model's would.
+ids, each a base64 string or a path to a file on this machine (`load_image`), each pad expanded to
+the image's positions, which `prompt_tokens` counts; the radix cache keys those positions by the
+image (a pad value from its bytes), so the same image is a cache hit and another is not; and the
+label logprobs depend on the image bytes, as a model's would.
 
 openjev's contract, held as violations: `image_data` only to a model that sees, one PNG per pad
 (never JPEG: 0.5.19 may decode it on the GPU and re-tokenize), each pad inside a whole vision span,
@@ -39,6 +40,8 @@ PREPROCESSOR = {"patch_size": 16, "merge_size": 2, "temporal_patch_size": 2,
                 "size": {"shortest_edge": 65536, "longest_edge": 16777216},
                 "image_processor_type": "Qwen2VLImageProcessorFast"}  # fmt: skip
 SPEC = VisionSpec("<|vision_start|>", "<|image_pad|>", "<|vision_end|>", 16, 2, 65536, 16777216)
+#: What 0.5.19 reads as a file path (`utils/common.py`, `image_extension_names`).
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".gif")
 #: SGLang's pad values sit above every vocabulary id (`schedule_batch.py`: 1_000_000 + hash % 2**30).
 PAD_VALUE_BASE = 1_000_000
 
@@ -69,13 +72,26 @@ class SeenPrompt:
     digests: tuple[str, ...]
 
 
-def _image(entry: Any) -> tuple[bytes, Image.Image] | str:
-    if not isinstance(entry, str):
-        return "an image_data entry is not a base64 string"
+def _image_bytes(entry: str) -> bytes | str:
+    """The bytes an entry stands for, as 0.5.19's `load_image` reads a string: a local path with an
+    image extension (`file://` or absolute) is read from this machine's files, anything else is base64."""
+    if entry.startswith(("file://", "/")) and entry.lower().endswith(IMAGE_EXTENSIONS):
+        try:
+            return Path(entry.removeprefix("file://")).read_bytes()
+        except OSError as error:
+            return f"an image_data path does not read: {error}"
     try:
-        data = base64.b64decode(entry, validate=True)
+        return base64.b64decode(entry, validate=True)
     except (binascii.Error, ValueError):
         return "an image_data entry is not base64"
+
+
+def _image(entry: Any) -> tuple[bytes, Image.Image] | str:
+    if not isinstance(entry, str):
+        return "an image_data entry is not a string (a path or base64)"
+    data = _image_bytes(entry)
+    if isinstance(data, str):
+        return data
     if not data.startswith(b"\x89PNG\r\n\x1a\n"):
         return "an image_data entry is not a PNG (a JPEG takes 0.5.19's decode-and-retokenize path)"
     try:

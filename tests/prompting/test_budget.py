@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from openjev.errors import RequestRejected
-from openjev.prompting.budget import TokenBudget
+from openjev.prompting.budget import LONG_CONTEXT_HEADER, STANDARD_INPUT_TOKENS, TokenBudget
 from openjev.prompting.encoding import PromptEncoder
 from openjev.prompting.tokenizer import ChatTokenizer
 
@@ -18,6 +18,15 @@ def test_the_tighter_of_the_setting_and_the_context_names_the_limit() -> None:
     assert TokenBudget.of(120, 400, None) == TokenBudget(120, "OPENJEV_MAX_INPUT_TOKENS", 400)
     assert TokenBudget.of(120, 400, 94).branch_limit_name == "the backend's context length"
     assert TokenBudget.of(120, 400, 120).branch_limit_name == "OPENJEV_MAX_INPUT_TOKENS"
+
+
+def test_without_the_long_context_header_the_official_budget_applies_too() -> None:
+    standard = TokenBudget.of(262144, 10**6, 131072, long_context=False)
+    assert standard.branch_limit == STANDARD_INPUT_TOKENS == 32768
+    assert f"{LONG_CONTEXT_HEADER}: true" in standard.branch_limit_name
+    assert TokenBudget.of(262144, 10**6, 131072, long_context=True).branch_limit == 131072
+    # Under the official budget already, the header changes nothing.
+    assert TokenBudget.of(120, 400, None, long_context=False) == TokenBudget.of(120, 400, None, long_context=True)
 
 
 def test_encode_limits_are_lengths_past_which_every_completion_is_over() -> None:

@@ -241,6 +241,8 @@ def test_an_early_lookup_renders_nothing_and_says_how_much_text_is_new(qwen_chat
     grown = [*conversation, {"role": "user", "content": "Ça va?"}]
     lookup = memo.early_lookup({"messages": grown})
     assert lookup is not None and lookup.found == (grown, ("state", "messages"))
-    assert lookup.entry is not None and lookup.new_text_bytes == len("Ça va?".encode())
+    # Its text and the template's markup around it (Qwen's: `<|im_start|>user\n` ... `<|im_end|>\n`).
+    assert memo.markup == 30 and lookup.entry is not None
+    assert lookup.new_text_bytes == len("Ça va?".encode()) + memo.markup
     assert memo.frame({"messages": grown}, lookup).known_ids == engine.prepare(request(conversation)).shared_prefix_ids
     assert memo.early_lookup("plain text") == (([{"role": "user", "content": "plain text"}], ("state",)), None, None)

@@ -32,7 +32,8 @@ Then:
    (`TokenBudget.escalation_cost`, summed over its views) fit what OPENJEV_MAX_TOTAL_INPUT_TOKENS left
    after the first pass; the rest keep their answers (`Escalation.over_budget`). A question whose
    thinking fails or runs out of time keeps its first-pass answer, and what its calls generated and
-   read still counts (`Spent`); a cancelled request cancels both calls (each backend aborts its own work).
+   read still counts (`Spent`), a failed call's prompt in `usage.input_tokens` too; a cancelled
+   request cancels both calls (each backend aborts its own work).
 
 Cost model: latency ~ first pass + (budget / decode speed) for the slowest escalated question, since
 escalated questions think concurrently; `usage.output_tokens` adds each generated id and each call 2.
@@ -43,11 +44,12 @@ the rank counts the most calls the tier may make (`escalation_calls`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -344,16 +346,27 @@ class Thinker:
             spent.add(prompt_tokens, cached_tokens, generated, readout)
             pin.record(prompt_tokens, cached_tokens)
 
+        @contextlib.contextmanager
+        def sent(prompt: list[int]) -> Iterator[None]:
+            """A call that fails once its prompt is sent (an error, the deadline) has still sent it."""
+            try:
+                yield
+            except BaseException:
+                spent.add(len(prompt), None)
+                raise
+
         async def view_readout(view: View, call_one: list[int], budget: int) -> tuple[int, Sequence[float], Any]:
             async with self.slots:
                 call = GenerationCall(new_rid(), call_one, budget, self.stop_ids, routed_dp_rank=pin.rank)
-                generated = await self.backend.generate(call)
+                with sent(call_one):
+                    generated = await self.backend.generate(call)
             record(generated.prompt_tokens, generated.cached_tokens, len(generated.output_ids))
             call_two = self.call_two_ids(call_one, generated.output_ids, plan.reading.cue)
             async with self.slots:
-                readout = await self.backend.readout(
-                    ReadoutCall(new_rid(), call_two, view.labels, routed_dp_rank=pin.rank)
-                )
+                with sent(call_two):
+                    readout = await self.backend.readout(
+                        ReadoutCall(new_rid(), call_two, view.labels, routed_dp_rank=pin.rank)
+                    )
             record(readout.prompt_tokens, readout.cached_tokens, readout=True)
             return view.offset, readout.logprobs, view.prior
 

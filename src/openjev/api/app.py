@@ -1,7 +1,8 @@
 """`create_app`: the FastAPI application around one `Service`.
 
-Middleware, outermost first: status counts for `/v1/systemone`, a request id on every response
-(and a 500 of our own for anything unforeseen), the API key checked on the headers, bounded and
+Middleware, outermost first: status counts for the answering routes, OpenAI's error envelope on
+`/v1/decisions`, a request id on every response (and a 500 of our own for anything unforeseen), the
+API key checked on the headers (under /v1/ and /api/), bounded and
 decoded bodies, then `POST /v1/systemone` answered without FastAPI's request machinery where the
 route would take the body as it is (`fast_path.py`). Slashes are not redirected: a 307 would send
 the client to whatever its Host header named. The backend starts in the background: `/health/live`
@@ -20,10 +21,12 @@ from fastapi.staticfiles import StaticFiles
 
 from openjev import __version__
 from openjev.api.body import BodyDecoder
+from openjev.api.decisions import router as decisions_router
 from openjev.api.docs import GUIDES, STATIC_DIR, STATIC_PATH
 from openjev.api.errors import install_error_handlers
 from openjev.api.fast_path import SystemOneFastPath
-from openjev.api.middleware import ApiKeyMiddleware, RequestIdMiddleware, StatusMetricsMiddleware
+from openjev.api.middleware import DECISIONS_PATH, ApiKeyMiddleware, RequestIdMiddleware, StatusMetricsMiddleware
+from openjev.api.openai_errors import OpenAIErrorEnvelope
 from openjev.api.routes import router
 from openjev.backends.base import Backend
 from openjev.config import Settings
@@ -61,6 +64,7 @@ def create_app(
     )
     app.state.service = service
     app.include_router(router)
+    app.include_router(decisions_router)
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC_DIR), name="static")
     install_error_handlers(app, settings.retry_after)
     app.add_middleware(SystemOneFastPath, service=service, retry_after=settings.retry_after)
@@ -75,5 +79,6 @@ def create_app(
     api_key = settings.api_key.get_secret_value() if settings.api_key is not None else None
     app.add_middleware(ApiKeyMiddleware, api_key=api_key, retry_after=settings.retry_after)
     app.add_middleware(RequestIdMiddleware, retry_after=settings.retry_after)
+    app.add_middleware(OpenAIErrorEnvelope, paths=frozenset({DECISIONS_PATH}))
     app.add_middleware(StatusMetricsMiddleware)
     return app

@@ -25,6 +25,7 @@ ASSETS = {
 #: served pages finds the rest: images, SGLang and Modal, settings, performance, answer quality.
 GUIDE_PAGES = {
     "api.md": "routes, requests, answers, limits, errors and headers",
+    "clients.md": "the clients that work unchanged: OpenAI's Decisions API, OpenRouter's route, long contexts",
     "images-and-boxes.md": "image assets and box questions",
     "sglang-and-modal.md": "serving on SGLang and deploying on Modal",
     "scaling.md": "past one GPU",

@@ -1,4 +1,5 @@
-"""`POST /v1/systemone` without FastAPI's request machinery, for the bodies the route would take as they are.
+"""`POST /v1/systemone` and `POST /v1/decisions` without FastAPI's request machinery, for the bodies
+their routes would take as they are.
 
 Contract: a body whose Content-Type is JSON (`application/json`, parameters allowed), that
 `loads_if_same` reads and `SystemOneRequest` validates, is answered here by `routes.answer_request`,
@@ -8,28 +9,36 @@ content type, JSON that is refused or that orjson might read differently, a requ
 validate) goes on to the FastAPI route with its body replayed, so every validation error a client can
 get is still the route's, word for word. What is skipped: routing, dependency solving and FastAPI's
 body handling (from body to handler, 1.1 ms became 0.2 ms on a three-question request in the server).
+A `/v1/decisions` body that `DecisionRequest` validates is answered by `decisions.answer_decisions`,
+its route's own code, the same way (errors then get OpenAI's envelope outside, as the route's do).
 
 A `multipart/form-data` body (image assets, as the SDK sends them) is split here (`multipart.py`):
 its `request` part goes on as the JSON body would, answered here or by the route, and its other parts
 travel in the scope (`IMAGE_PARTS`), where both read them. A body that does not split is answered
-with its error here.
+with its error here. A body over `body.INLINE_BYTES` is split on a worker thread.
 
 This layer sits behind `BodyDecoder`, which hands on every POST body whole, in one message.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+from typing import Any
+
 from pydantic import ValidationError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from openjev.api.body import replay
+from openjev.api.body import INLINE_BYTES, replay
+from openjev.api.decisions import answer_decisions
 from openjev.api.errors import handled_error_response
-from openjev.api.middleware import SYSTEM_ONE_PATH
+from openjev.api.middleware import DECISIONS_PATH, SYSTEM_ONE_PATH
 from openjev.api.multipart import split_body
-from openjev.api.routes import IMAGE_PARTS, answer_request
+from openjev.api.routes import IMAGE_PARTS, answer_request, asks_long_context
 from openjev.api.strict_json import loads_if_same
 from openjev.errors import OpenJevError
+from openjev.request.decisions import DecisionRequest
 from openjev.request.schema import SystemOneRequest
 from openjev.service import Service
 
@@ -50,14 +59,19 @@ def as_json_body(scope: Scope, body: bytes, parts: dict[str, bytes]) -> Scope:
     return {**scope, "headers": headers, IMAGE_PARTS: parts}
 
 
-def valid_request(body: bytes, content_type: str | None) -> SystemOneRequest | None:
-    """The request in `body`, where the route would find the same one; None otherwise."""
+def valid_request(
+    body: bytes, content_type: str | None, model: type[SystemOneRequest] | type[DecisionRequest] = SystemOneRequest
+) -> Any:
+    """The request in `body` (a `model`), where the route would find the same one; None otherwise."""
     if not is_json_type(content_type) or (value := loads_if_same(body)) is None:
         return None
     try:
-        return SystemOneRequest.model_validate(value)
+        return model.model_validate(value)
     except ValidationError:
         return None
+
+
+FAST_PATHS = frozenset({SYSTEM_ONE_PATH, DECISIONS_PATH})
 
 
 class SystemOneFastPath:
@@ -67,8 +81,11 @@ class SystemOneFastPath:
         self.retry_after = retry_after
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != SYSTEM_ONE_PATH:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in FAST_PATHS:
             await self.app(scope, receive, send)
+            return
+        if scope["path"] == DECISIONS_PATH:
+            await self.decisions(scope, receive, send)
             return
         message = await receive()
         body = message.get("body", b"")
@@ -76,7 +93,16 @@ class SystemOneFastPath:
         if is_multipart(content_type):
             try:
                 settings = self.service.settings
-                body, parts = split_body(body, content_type or "", settings.max_body_bytes, settings.max_images + 1)
+                split = functools.partial(
+                    split_body,
+                    body,
+                    content_type or "",
+                    settings.max_body_bytes,
+                    settings.max_images + 1,
+                    settings.max_image_bytes,
+                )
+                # A body of megabytes of images is split off the event loop.
+                body, parts = split() if len(body) <= INLINE_BYTES else await asyncio.to_thread(split)
             except OpenJevError as error:
                 await handled_error_response(error, scope, self.retry_after)(scope, receive, send)
                 return
@@ -88,7 +114,25 @@ class SystemOneFastPath:
             return
         try:
             runtime = self.service.runtime()
-            response = await answer_request(request, len(body), receive, self.service, runtime, scope.get(IMAGE_PARTS))
+            long_context = asks_long_context(Headers(scope=scope))
+            response = await answer_request(
+                request, len(body), receive, self.service, runtime, scope.get(IMAGE_PARTS), long_context
+            )
+        except OpenJevError as error:
+            response = handled_error_response(error, scope, self.retry_after)
+        await response(scope, receive, send)
+
+    async def decisions(self, scope: Scope, receive: Receive, send: Send) -> None:
+        message = await receive()
+        body = message.get("body", b"")
+        request = valid_request(body, Headers(scope=scope).get("content-type"), DecisionRequest)
+        if request is None:
+            await self.app(scope, replay(message, receive), send)
+            return
+        try:
+            runtime = self.service.runtime()
+            long_context = asks_long_context(Headers(scope=scope))
+            response = await answer_decisions(request, len(body), receive, self.service, runtime, long_context)
         except OpenJevError as error:
             response = handled_error_response(error, scope, self.retry_after)
         await response(scope, receive, send)

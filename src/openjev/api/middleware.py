@@ -1,6 +1,6 @@
 """ASGI middleware that must see every response, whichever layer produced it.
 
-Outermost first: `StatusMetricsMiddleware` counts `/v1/systemone` answers by status, then
+Outermost first: `StatusMetricsMiddleware` counts the answering routes' answers by route and status, then
 `RequestIdMiddleware` gives every request its id and turns anything unforeseen into a 500 itself.
 Starlette's own last-resort handler sits outside every user middleware, so a 500 it produced would
 carry no request id and never be counted; here nothing escapes to it.
@@ -22,8 +22,11 @@ log = logging.getLogger("openjev")
 
 REQUEST_ID_HEADER = "x-typesafe-request-id"
 SYSTEM_ONE_PATH = "/v1/systemone"
-#: Routes behind OPENJEV_API_KEY: everything under /v1/, known route or not.
-PROTECTED_PREFIX = "/v1/"
+DECISIONS_PATH = "/v1/decisions"
+#: The routes that answer questions: the System One contract, OpenAI's and OpenRouter's.
+ANSWERING_PATHS = frozenset({SYSTEM_ONE_PATH, DECISIONS_PATH, "/api/alpha/decisions"})
+#: Routes behind OPENJEV_API_KEY: everything under /v1/ and /api/, known route or not.
+PROTECTED_PREFIXES = ("/v1/", "/api/")
 
 
 class RequestIdMiddleware:
@@ -65,19 +68,20 @@ class RequestIdMiddleware:
 
 
 class StatusMetricsMiddleware:
-    """Counts every `/v1/systemone` response by status, whichever layer answered it."""
+    """Counts every response of the answering routes by route and status, whichever layer answered it."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != SYSTEM_ONE_PATH:
+        if scope["type"] != "http" or scope["path"] not in ANSWERING_PATHS:
             await self.app(scope, receive, send)
             return
+        route = scope["path"]
 
         async def counting_send(message: Message) -> None:
             if message["type"] == "http.response.start":
-                metrics.REQUESTS.labels(str(message["status"])).inc()
+                metrics.REQUESTS.labels(route, str(message["status"])).inc()
             await send(message)
 
         await self.app(scope, receive, counting_send)
@@ -107,7 +111,7 @@ class ApiKeyMiddleware:
         self.retry_after = retry_after
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.api_key is not None and scope["type"] == "http" and scope["path"].startswith(PROTECTED_PREFIX):
+        if self.api_key is not None and scope["type"] == "http" and scope["path"].startswith(PROTECTED_PREFIXES):
             refusal = authentication_error(Headers(scope=scope), self.api_key)
             if refusal is not None:
                 await error_response(refusal, self.retry_after)(scope, receive, send)

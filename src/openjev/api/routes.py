@@ -1,8 +1,9 @@
 """The routes. Each is a plain function; its dependencies (the service, readiness) are explicit.
 
 `POST /v1/systemone` runs one evaluation, cheapest checks first: model name and the request's
-counts, admission (529 when full), preparation in a slot of its own (529 when full; on a worker thread
-unless the body is small), then the backend work, cancelled (and aborted in the backend) if the client leaves. The API
+counts, its images decoded in image slots of their own (a short queue, then 529), admission (529 when
+full), preparation in a slot of its own (529 when full; on a worker thread unless the body is small),
+then the backend work, cancelled (and aborted in the backend) if the client leaves. The API
 key was checked on the headers, before the body was read (`ApiKeyMiddleware`); the bearer scheme
 here only documents it.
 """
@@ -15,7 +16,8 @@ import functools
 import json
 import math
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -26,6 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import Receive
 
 from openjev import __version__, metrics
+from openjev.affinity import caller_key
 from openjev.answering.box_reading import BoxReader
 from openjev.api.docs import REFERENCE_PAGE, swagger_ui_page
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HEALTH_RESPONSES, retry_after_headers
@@ -34,6 +37,7 @@ from openjev.api.strict_json import StrictJSONRoute
 from openjev.config import COMPAT_MODEL_ALIAS, Settings
 from openjev.engine import Evaluation
 from openjev.errors import RequestRejected
+from openjev.prompting.budget import LONG_CONTEXT_HEADER, STANDARD_INPUT_TOKENS
 from openjev.prompting.vision import VisionSpec
 from openjev.request.assets import asset_sources
 from openjev.request.schema import ModelList, SystemOneRequest, SystemOneResponse
@@ -106,8 +110,8 @@ def server_timing(prep: float, evaluation: Evaluation) -> str:
     )
 
 
-def answer_response(served_model_name: str, evaluation: Evaluation, prep_seconds: float) -> Response:
-    """The 200 answer with openjev's headers; the metrics of a finished evaluation are counted here."""
+def answer_headers(evaluation: Evaluation, prep_seconds: float) -> dict[str, str]:
+    """openjev's headers on a 200 answer; the metrics of a finished evaluation are counted here."""
     metrics.INPUT_TOKENS.inc(evaluation.input_tokens)
     for answer in evaluation.answers.values():
         metrics.QUESTIONS.labels(answer["type"]).inc()
@@ -126,16 +130,35 @@ def answer_response(served_model_name: str, evaluation: Evaluation, prep_seconds
         metrics.THINKING_FAILURES.inc(escalation.failed)
         metrics.REASONING_TOKENS.inc(escalation.reasoning_tokens)
         metrics.THINKING_SECONDS.inc(escalation.seconds)
-    payload = {
-        "model": served_model_name,
-        "answers": evaluation.answers,
-        "usage": {"input_tokens": evaluation.input_tokens, "output_tokens": evaluation.output_tokens},
-    }
+    return headers
+
+
+def json_response(payload: Any, headers: dict[str, str]) -> Response:
     return Response(
         json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")),
         media_type="application/json",
         headers=headers,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """A finished evaluation, the seconds its preparation took, and the model name it answers under."""
+
+    evaluation: Evaluation
+    prep_seconds: float
+    model: str
+
+
+def answer_response(answered: Answered) -> Response:
+    """The `/v1/systemone` 200 answer."""
+    evaluation = answered.evaluation
+    payload = {
+        "model": answered.model,
+        "answers": evaluation.answers,
+        "usage": {"input_tokens": evaluation.input_tokens, "output_tokens": evaluation.output_tokens},
+    }
+    return json_response(payload, answer_headers(evaluation, answered.prep_seconds))
 
 
 @router.post(
@@ -147,7 +170,13 @@ def answer_response(served_model_name: str, evaluation: Evaluation, prep_seconds
 )
 async def system_one(body: SystemOneRequest, request: Request, service: ServiceDep, runtime: RuntimeDep) -> Response:
     parts = request.scope.get(IMAGE_PARTS)
-    return await answer_request(body, len(await request.body()), request.receive, service, runtime, parts)
+    long_context = asks_long_context(request.headers)
+    return await answer_request(body, len(await request.body()), request.receive, service, runtime, parts, long_context)
+
+
+def asks_long_context(headers: Mapping[str, str]) -> bool:
+    """TypeSafe's long-context mode: `TypeSafe-Danger-Zone-Long-Context: true` (`prompting/budget.py`)."""
+    return headers.get(LONG_CONTEXT_HEADER.lower(), "").strip().lower() == "true"
 
 
 async def answer_request(
@@ -157,10 +186,30 @@ async def answer_request(
     service: Service,
     runtime: Runtime,
     parts: dict[str, bytes] | None = None,
+    long_context: bool = False,
 ) -> Response:
     """`POST /v1/systemone` once its body is a valid request of `body_bytes` bytes (from the route,
     or from `api.fast_path`); `receive` reports a client that leaves; `parts`: a multipart body's
-    image parts by name. Images are decoded in the preparation slot, never on the event loop."""
+    image parts by name; `long_context`: the request sent the long-context header."""
+    answered = await evaluate_request(body, body_bytes, receive, service, runtime, parts, long_context=long_context)
+    return Response(status_code=499) if answered is None else answer_response(answered)
+
+
+async def evaluate_request(
+    body: SystemOneRequest,
+    body_bytes: int,
+    receive: Receive,
+    service: Service,
+    runtime: Runtime,
+    parts: dict[str, bytes] | None = None,
+    *,
+    long_context: bool = False,
+    conversation: str | None = None,
+) -> Answered | None:
+    """The one evaluation behind every answering route, for a valid Jev request of `body_bytes` bytes;
+    None when the client left first. `long_context`: the request sent the long-context header;
+    `conversation`: the caller's name for its conversation, which keys the data-parallel rank in place
+    of the prompt's opening. Images are decoded in an image slot, never on the event loop."""
     runtime.check_model(body.model)
     issues = check_request(body, service.settings, runtime.engine.boxes.accepted)
     if issues:
@@ -168,19 +217,26 @@ async def answer_request(
     images = asset_sources(body, parts, service.settings, vision=runtime.engine.images.vision is not None)
     started = time.perf_counter()
     try:
+        # Images first, in slots of their own: decoding them never holds a slot a text request needs.
+        decode = functools.partial(runtime.engine.images.prepare, body, images)
+        safe = await run_while_connected(receive, service.prepare_images(decode)) if images else {}
         with service.admit():
             lookup, new_bytes = runtime.engine.look_up(body, body_bytes)
-            work = functools.partial(runtime.engine.prepare, body, checked=True, lookup=lookup, images=images)
-            inline = service.prepares_inline(new_bytes) and not images
-            prepared = await service.prepare(work, inline=inline)
+            work = functools.partial(
+                runtime.engine.prepare, body, checked=True, lookup=lookup, images=safe, long_context=long_context
+            )
+            # The images are decoded already: what is left is text, prepared inline when small.
+            prepared = await service.prepare(work, inline=service.prepares_inline(new_bytes))
+            if conversation is not None:
+                prepared = replace(prepared, affinity_key=caller_key(conversation))
             prepared_at = time.perf_counter()
             evaluation = await run_while_connected(receive, runtime.engine.evaluate(prepared))
     except ClientDisconnected:
-        return Response(status_code=499)
+        return None
     metrics.REQUEST_SECONDS.observe(time.perf_counter() - started)
     # The thinking tier answers under its own name, so a client sees which tier answered.
     name = body.model if body.model == service.settings.think_model else runtime.served_model_name
-    return answer_response(name, evaluation, prepared_at - started)
+    return Answered(evaluation, prepared_at - started, name)
 
 
 @router.get(
@@ -225,6 +281,9 @@ def image_limits(settings: Settings, ready: bool, vision: VisionSpec | None) -> 
         "max_image_body_bytes": settings.max_image_body_bytes,
         "max_image_pixels": settings.max_image_pixels,
         "max_image_source_pixels": settings.max_image_source_pixels,
+        "max_image_positions": settings.max_image_positions,
+        "max_concurrent_image_preparations": settings.max_concurrent_image_preparations,
+        "image_preparation_queue": settings.image_preparation_queue,
         "square_image_tokens": vision.image_tokens(side, side) if vision is not None else None,
     }
 
@@ -249,7 +308,14 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
         "max_body_bytes": settings.max_body_bytes,
         "images": image_limits(settings, current is not None, service.backend.vision),
         "boxes": box_limits(current.engine.boxes if current else None),
-        "max_input_tokens": current.engine.budget.branch_limit if current else settings.max_input_tokens,
+        # Per call: the official budget, and with the long-context header the operator's cap within the context.
+        "max_input_tokens": current.engine.budget.branch_limit
+        if current
+        else min(settings.max_input_tokens, STANDARD_INPUT_TOKENS),
+        "max_input_tokens_long_context": current.engine.long_budget.branch_limit
+        if current
+        else settings.max_input_tokens,
+        "long_context_header": LONG_CONTEXT_HEADER,
         "max_total_input_tokens": settings.max_total_input_tokens,
         "max_concurrent_requests": settings.max_concurrent_requests,
         "max_concurrent_preparations": settings.max_concurrent_preparations,
@@ -278,7 +344,7 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
 #: What `/health` shows of a backend's own report: facts, never its URL, local paths or error text.
 PUBLIC_BACKEND_FACTS = frozenset(
     {"status", "state", "model", "runtime", "context_length", "dtype", "threads", "load_seconds", "readouts",
-     "batched_readouts", "in_flight", "prefix_cache"}
+     "batched_readouts", "in_flight", "prefix_cache", "image_transfer"}
 )  # fmt: skip
 
 
@@ -297,6 +363,8 @@ async def health(service: ServiceDep) -> JSONResponse:
         "status": status,
         "ready": ready,
         "model": current.served_model_name if current else None,
+        # Whether image assets (and box questions) are served: the model sees (null until it is ready).
+        "images": service.backend.vision is not None if current else None,
         "backend": {
             "kind": service.backend.kind,
             **{

@@ -14,9 +14,10 @@ Read from the 0.5.19 wheel (paths under `sglang/srt/`):
 - `input_ids` with `image_data`: the processor decodes the ids to text, counts the vision spans
   `<|vision_start|>(<|image_pad|>)+<|vision_end|>` against the images (`multimodal/processors/
   base_processor.py` `load_mm_data`) and, with `SGLANG_MM_AVOID_RETOKENIZE` (on by default), keeps the
-  caller's ids, expanding each pad to its image's count. `image_data` is one base64 PNG per pad, in
-  order. A JPEG may be decoded on the GPU into a tensor (`utils/common.py`, nvJPEG), which that path
-  does not take (it falls back to decode and re-tokenize); openjev sends PNG only.
+  caller's ids, expanding each pad to its image's count. `image_data` is one PNG per pad, in order,
+  as base64 or as a path to a file (`sglang_images.py`). A JPEG may be decoded on the GPU into a
+  tensor (`utils/common.py`, nvJPEG), which that path does not take (it falls back to decode and
+  re-tokenize); openjev sends PNG only.
 - What a repeated image costs each branch: the TokenizerManager runs the processor again (decode the
   PNG, resize, normalise, cut patches: CPU work per call; its preprocess cache is off for Qwen-VL,
   `auto_mm_preprocess_cache_size_mb = 0`), but the vision encoder does not run again: the scheduler
@@ -28,21 +29,15 @@ Read from the 0.5.19 wheel (paths under `sglang/srt/`):
 
 from __future__ import annotations
 
-import base64
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from openjev.backends.sglang_vocab import model_json
 from openjev.prompting.vision import VisionSpec, grounding_of
-from openjev.request.images import ImageInput
 
 log = logging.getLogger("openjev.sglang")
-
-#: Base64 PNGs kept, by sha256: every branch of a request sends its images again.
-ENCODED_IMAGES = 32
 
 
 def _positive(*values: Any) -> int | None:
@@ -75,8 +70,12 @@ def vision_spec(
     return VisionSpec(start, pad, end, patch, merge, low, high, grounding_of(config.get("model_type")))
 
 
-def read_vision(model_info: dict[str, Any], server_info: dict[str, Any], revision: str | None) -> VisionSpec | None:
-    """The served model's spec, from `/model_info`, `/server_info` and the model's files (blocking reads)."""
+def read_vision(
+    model_info: dict[str, Any], server_info: dict[str, Any], revision: str | None, tokenizer: Path | None = None
+) -> VisionSpec | None:
+    """The served model's spec, from `/model_info`, `/server_info` and the model's files (blocking reads):
+    each file from this machine's directories first (the model's or SGLang's tokenizer's, then
+    `tokenizer`, openjev's own tokenizer directory), before any hub look-up (`sglang_vocab.model_file`)."""
     if model_info.get("has_image_understanding") is not True or server_info.get("language_model_only"):
         return None
     model = model_info.get("model_path")
@@ -84,37 +83,13 @@ def read_vision(model_info: dict[str, Any], server_info: dict[str, Any], revisio
         return None
     tokenizer_path = model_info.get("tokenizer_path")
     tokenizer_source = tokenizer_path if isinstance(tokenizer_path, str) and tokenizer_path else model
+    mine = [tokenizer] if tokenizer is not None else []
     spec = vision_spec(
-        model_json(model, "config.json", revision),
-        model_json(model, "preprocessor_config.json", revision),
-        model_json(tokenizer_source, "tokenizer.json", revision),
+        model_json(model, "config.json", revision, [*mine, tokenizer_source]),
+        model_json(model, "preprocessor_config.json", revision, [*mine, tokenizer_source]),
+        model_json(tokenizer_source, "tokenizer.json", revision, [*mine, model]),
     )
     if spec is None:
         log.warning("SGLang's model %s sees images, but its files do not give its vision tokens and "
                     "processor bounds: serving it as text only", model)  # fmt: skip
     return spec
-
-
-class ImageData:
-    """`image_data` for a call's images: base64 PNGs in pad order, each encoded once while it is recent."""
-
-    def __init__(self, capacity: int = ENCODED_IMAGES) -> None:
-        self.capacity = capacity
-        self._encoded: OrderedDict[str, str] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __call__(self, images: Sequence[ImageInput]) -> list[str]:
-        return [self._one(image) for image in images]
-
-    def _one(self, image: ImageInput) -> str:
-        with self._lock:
-            found = self._encoded.get(image.sha256)
-            if found is not None:
-                self._encoded.move_to_end(image.sha256)
-                return found
-        encoded = base64.b64encode(image.png).decode("ascii")
-        with self._lock:
-            self._encoded[image.sha256] = encoded
-            while len(self._encoded) > self.capacity:
-                self._encoded.popitem(last=False)
-        return encoded

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,26 +35,38 @@ def vocab_size_from_config(config: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def model_file(model_path: str, name: str, revision: str | None) -> Path | None:
-    """One file of the model SGLang serves: from a local directory, else the Hugging Face cache SGLang
-    filled (offline), else the hub (one small file); None when none of them has it."""
-    local = Path(model_path) / name
-    if local.is_file():
-        return local
-    from huggingface_hub import hf_hub_download, try_to_load_from_cache
+#: Seconds the one hub look-up of a model file may take: it is never retried (huggingface_hub retries a
+#: failed look-up for about 25 s, which an offline start-up would spend on every file).
+HUB_TIMEOUT = 5.0
+
+
+def model_file(model_path: str, name: str, revision: str | None, local: Sequence[str | Path] = ()) -> Path | None:
+    """One file of the model SGLang serves: from the first of the directories `model_path` and `local`
+    on this machine that holds it, else the Hugging Face cache SGLang filled, else the hub (one small
+    file, one try, none offline: HF_HUB_OFFLINE); None when none of them has it."""
+    for directory in (model_path, *local):
+        found = Path(directory) / name
+        if found.is_file():
+            return found
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url, try_to_load_from_cache
 
     # Not a hub name, no network, no such repository or file: the caller reports the fact as unknown.
     with contextlib.suppress(Exception):
         cached = try_to_load_from_cache(model_path, name, revision=revision)
         if isinstance(cached, str):
             return Path(cached)
+        if constants.HF_HUB_OFFLINE:
+            return None
+        get_hf_file_metadata(hf_hub_url(model_path, name, revision=revision), timeout=HUB_TIMEOUT)
         return Path(hf_hub_download(model_path, name, revision=revision))
     return None
 
 
-def model_json(model_path: str, name: str, revision: str | None) -> dict[str, Any] | None:
+def model_json(
+    model_path: str, name: str, revision: str | None, local: Sequence[str | Path] = ()
+) -> dict[str, Any] | None:
     """A JSON object file of the model (`model_file`); None when it is missing or not an object."""
-    path = model_file(model_path, name, revision)
+    path = model_file(model_path, name, revision, local)
     if path is None:
         return None
     with contextlib.suppress(OSError, ValueError):

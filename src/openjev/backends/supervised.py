@@ -147,7 +147,8 @@ class SupervisedSGLangBackend(SGLangBackend):
     def __init__(self, settings: Settings, *, on_fatal: Callable[[BaseException], None]) -> None:
         self.settings = settings
         self.port = free_port()
-        super().__init__(f"http://127.0.0.1:{self.port}", **client_options(settings))
+        # SGLang runs on this machine: it can read openjev's image files (`sglang_images.py`).
+        super().__init__(f"http://127.0.0.1:{self.port}", **client_options(settings, co_located=True))
         self._on_fatal = on_fatal
         self._tokenizer_dir: Path | None = None
         self._process: asyncio.subprocess.Process | None = None
@@ -170,6 +171,8 @@ class SupervisedSGLangBackend(SGLangBackend):
         self._tokenizer_dir = await asyncio.to_thread(
             resolve_tokenizer_dir, self.settings.tokenizer, None, self.settings.model, self.settings.revision
         )
+        # The vision files are read from it too, before any hub look-up (`sglang_vision.read_vision`).
+        self._tokenizer = self._tokenizer_dir
         exited = await self._launch(sglang_command(self.settings, self.port, self._tokenizer_dir))
         ready = asyncio.ensure_future(super().start())
         try:

@@ -3,7 +3,10 @@
 Nothing is truncated: a prompt over a limit is a 422 naming the limit and the count.
 
 - Per backend call: prompt + its output tokens (1; a box's generation: its grammar's most) <=
-  `branch_limit`, which is min(OPENJEV_MAX_INPUT_TOKENS, the backend's context length). A question
+  `branch_limit`, which is min(OPENJEV_MAX_INPUT_TOKENS, the backend's context length) and, for a
+  request without TypeSafe's long-context header (`TypeSafe-Danger-Zone-Long-Context: true`), the
+  official budget of 32,768 tokens for the state plus its longest question (`STANDARD_INPUT_TOKENS`);
+  with the header, up to the model's context within the operator's cap. A question
   branch's prompt is prefix + suffix, its content-free readout's the content-free prefix + suffix; a
   state that leaves no room for any question (prefix + 2 over the limit) is named as the state, a
   question over it by its id (once, however many views it is read in).
@@ -32,6 +35,9 @@ from openjev.prompting.encoding import PromptEncoder, PromptTooLong
 from openjev.prompting.tokenizer import Segment
 
 TOTAL_LIMIT_NAME = "OPENJEV_MAX_TOTAL_INPUT_TOKENS"
+#: TypeSafe's header for its long-context mode; without it a call holds at most `STANDARD_INPUT_TOKENS`.
+LONG_CONTEXT_HEADER = "TypeSafe-Danger-Zone-Long-Context"
+STANDARD_INPUT_TOKENS = 32768
 #: (question id, tokens) pairs.
 Counts = Sequence[tuple[str, int]]
 
@@ -46,10 +52,18 @@ class TokenBudget:
     total_limit: int
 
     @classmethod
-    def of(cls, max_input_tokens: int, max_total_input_tokens: int, context_length: int | None) -> TokenBudget:
-        if context_length is not None and context_length < max_input_tokens:
-            return cls(context_length, "the backend's context length", max_total_input_tokens)
-        return cls(max_input_tokens, "OPENJEV_MAX_INPUT_TOKENS", max_total_input_tokens)
+    def of(
+        cls, max_input_tokens: int, max_total_input_tokens: int, context_length: int | None, long_context: bool = True
+    ) -> TokenBudget:
+        """The smallest of the limits that apply, named (the first named on a tie); `long_context`: the
+        request sent the long-context header, else the standard budget applies too."""
+        limits = [(max_input_tokens, "OPENJEV_MAX_INPUT_TOKENS")]
+        if context_length is not None:
+            limits.append((context_length, "the backend's context length"))
+        if not long_context:
+            limits.append((STANDARD_INPUT_TOKENS, f"the standard budget; `{LONG_CONTEXT_HEADER}: true` allows more"))
+        limit, name = min(limits, key=lambda named: named[0])
+        return cls(limit, name, max_total_input_tokens)
 
     def encode_limits(self, branch_count: int, known: int = 0) -> list[int]:
         """Per prompt (the prefix first, then each branch's suffix), a length past which the request is

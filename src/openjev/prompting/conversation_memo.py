@@ -117,7 +117,8 @@ class Lookup(NamedTuple):
 
     found: tuple[list[Any], Loc]
     entry: _Entry | None
-    #: UTF-8 bytes of the new messages' contents (None: the whole state would be rendered).
+    #: UTF-8 bytes of the new messages' contents and of the template's markup around each, what
+    #: preparing them renders (None: the whole state would be rendered).
     new_text_bytes: int | None
 
 
@@ -222,6 +223,20 @@ def probe_roles(first: str, last: str, length: int) -> list[str]:
     return [first, *middle, last]
 
 
+def message_markup(chat: ChatTokenizer) -> int:
+    """Characters the template writes around a message's text (its turn's markup, the mean of a user
+    and an assistant turn): a message of one character renders some 30 on Qwen's; 0 where the probe
+    is refused."""
+    one, three = _probe(["user"]), _probe(["user", "assistant", "user"])
+    try:
+        grown = len(frame_conversation(chat, three, NO_CUE).shared_prefix) - len(
+            frame_conversation(chat, one, NO_CUE).shared_prefix
+        )
+    except TemplateError:
+        return 0
+    return max(0, grown - sum(len(message["content"]) for message in three[1:])) // 2
+
+
 def prove_shape(chat: ChatTokenizer, shape: Shape) -> bool:
     """Whether rendering through the window equals rendering in full for `shape`, on every probe the
     template accepts (and on one at least): conversations of both parities past `WHOLE_WINDOW`,
@@ -246,6 +261,7 @@ class ConversationMemo:
             self.capacity_bytes = 0
         #: Each shape's proof, made on the first conversation of that shape (`prove_shape`).
         self.shapes: dict[Shape, bool] = {}
+        self.markup = message_markup(chat)
         self.bytes = 0
         self.reused = 0
         self._entries: OrderedDict[tuple[int, str, str], _Entry] = OrderedDict()
@@ -261,7 +277,7 @@ class ConversationMemo:
 
     def lookup(self, state: FreeForm) -> Lookup:
         """Where `frame(state)` starts: the state's messages, the longest remembered conversation they
-        extend, and how much message text is new (None: the whole state would be rendered, or which
+        extend, and how much text is new, markup included (None: the whole state would be rendered, or which
         cannot be told without rendering: a shape not proven yet)."""
         found = sent_messages(state)
         entry = self._find(found[0]) if self.capacity_bytes else None
@@ -272,7 +288,8 @@ class ConversationMemo:
             return Lookup(found, entry, None)
         if not self._window_serves(entry, new, prove=False):
             return Lookup(found, entry, None)
-        return Lookup(found, entry, many_text_bytes((message["content"] for message in new), sys.maxsize))
+        contents = many_text_bytes((message["content"] for message in new), sys.maxsize)
+        return Lookup(found, entry, contents + self.markup * len(new))
 
     def frame(self, state: FreeForm, lookup: Lookup | None = None) -> Framing:
         """The question frame of `state`, reusing the longest remembered conversation it extends;

@@ -12,6 +12,10 @@ Contract (`ImageMarks`, for one request whose assets are `keys`):
   of their pads. Caller text around it keeps its quoting: text that spells a vision token itself
   (`<|image_pad|>` typed by a caller) is quoted like every added token and stays text, so the only
   pads in a prompt are the images', one per image (the backend's processor expands each).
+- `image_part(part)`: a chat message's content part of an image type (`prompts.IMAGE_PART_TYPES`:
+  `{"type": "image_url", "image_url": {"url": PLACEHOLDER}}` and the like) whose strings hold
+  placeholders is a text part of their markers, so it shows those images where it stands; any other
+  part stays as sent (an image part without a placeholder is then refused, naming it).
 - `question(q)` is the question with its instructions and criteria descriptions marked, for its
   text only: answers, option names and legends stay as sent. An asset none of whose placeholders
   reaches a prompt (an option name that has a description is not shown) is a 422 naming it.
@@ -19,13 +23,15 @@ Contract (`ImageMarks`, for one request whose assets are `keys`):
 `PromptImages` does it for a served model: each asset made safe (`request/images.py`), a state with
 images framed in full (never through the conversation memo), and per prompt its images in pad order
 with the positions they add beyond their pads, `VisionSpec.image_tokens - 1` each, which the token
-budgets count.
+budgets count. All prompts together may show images in at most OPENJEV_MAX_IMAGE_POSITIONS positions
+(a 422 naming `assets` past it): a placeholder repeated costs the backend its image each time.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +40,7 @@ from openjev.affinity import KEY_TOKENS, conversation_key, with_images
 from openjev.config import Settings
 from openjev.errors import Issue, Loc, RequestRejected
 from openjev.prompting.conversation_memo import NO_CUE, Framing
-from openjev.prompting.prompts import frame_conversation, state_messages
+from openjev.prompting.prompts import IMAGE_PART_TYPES, chat_messages, frame_conversation, state_messages
 from openjev.prompting.tokenizer import ChatTokenizer, Segment
 from openjev.prompting.vision import VisionSpec
 from openjev.request.assets import TEXT_ONLY, strings_in
@@ -94,6 +100,12 @@ class ImageMarks:
             return [self.mark(item) for item in value]
         return value
 
+    def image_part(self, part: Any) -> Any:
+        if not isinstance(part, Mapping) or part.get("type") not in IMAGE_PART_TYPES:
+            return part
+        markers = self._markers.findall("\0".join(strings_in(part)))  # type: ignore[attr-defined]
+        return {"type": "text", "text": "".join(map(self.marker, map(int, markers)))} if markers else part
+
     def question(self, question: Question) -> Question:
         criteria: Any = question.criteria
         if isinstance(question, ChoiceQuestion):
@@ -130,13 +142,12 @@ class PromptImages:
         self.span, self.pad_id = vision_span(chat, vision) if vision else ("", -1)
         self.preparer = ImagePreparer(settings)
         self.think_model = settings.think_model
+        self.max_positions = settings.max_image_positions
 
-    def marks(
-        self, request: SystemOneRequest, sources: Mapping[str, bytes]
-    ) -> tuple[ImageMarks | None, dict[str, ImageInput]]:
-        """The request's images made safe (`images.py`) and its placeholders' marks (None: no images)."""
+    def prepare(self, request: SystemOneRequest, sources: Mapping[str, bytes]) -> dict[str, ImageInput]:
+        """The request's images made safe (`images.py`), by asset key, after the checks that need no pixel."""
         if not sources:
-            return None, {}
+            return {}
         if self.vision is None:
             raise RequestRejected([TEXT_ONLY])
         if request.model == self.think_model:
@@ -145,7 +156,11 @@ class PromptImages:
         forged = self._forged_markup(request)
         if forged:
             raise RequestRejected(forged)
-        return ImageMarks(tuple(sources), self.span), self.preparer.prepare(sources)
+        return self.preparer.prepare(sources)
+
+    def marks(self, safe: Mapping[str, ImageInput]) -> ImageMarks | None:
+        """The placeholders' marks of a request's images made safe by `prepare` (None: no images)."""
+        return ImageMarks(tuple(safe), self.span) if safe else None
 
     def _forged_markup(self, request: SystemOneRequest) -> list[Issue]:
         """Caller text that spells a whole vision span. It stays text in the prompt ids, but SGLang
@@ -166,7 +181,11 @@ class PromptImages:
     def framing(self, state: FreeForm, marks: ImageMarks) -> Framing:
         """The question frame of a state with images, rendered in full with its placeholders marked and
         no answer cue (never through the conversation memo: an image is never another's remembered text)."""
-        return Framing(frame_conversation(self.chat, state_messages(marks.mark(state)), NO_CUE))
+        marked = marks.mark(state)  # a copy: its content lists may be changed here
+        for message in (chat_messages(marked) or ([], ()))[0]:
+            if isinstance(message.get("content"), list):
+                message["content"] = [marks.image_part(part) for part in message["content"]]
+        return Framing(frame_conversation(self.chat, state_messages(marked), NO_CUE))
 
     def place(
         self, marks: ImageMarks | None, prompts: Sequence[Sequence[Segment]], safe: Mapping[str, ImageInput]
@@ -191,7 +210,26 @@ class PromptImages:
             )
         shown = [tuple(safe[key] for key in keys) for _, keys in split]
         extra = [sum(vision.image_tokens(image.height, image.width) - 1 for image in row) for row in shown]
+        self._check_positions([key for _, keys in split for key in keys], safe)
         return [segments for segments, _ in split], shown, extra
+
+    def _check_positions(self, shown_keys: Sequence[str], safe: Mapping[str, ImageInput]) -> None:
+        """OPENJEV_MAX_IMAGE_POSITIONS: every image each time a prompt shows it, at its full count. It
+        bounds what a few bytes of placeholders make the backend read (and openjev send), image by image."""
+        vision = self.vision
+        assert vision is not None
+        counts = Counter(shown_keys)
+        each = {key: vision.image_tokens(safe[key].height, safe[key].width) for key in counts}
+        positions = sum(counts[key] * each[key] for key in counts)
+        if positions <= self.max_positions:
+            return
+        shares = ", ".join(f"{key!r} {counts[key]} x {each[key]}" for key in counts)
+        message = (
+            f"the images take {positions} model positions in the request's prompts ({shares}: times shown x "
+            f"positions each), over OPENJEV_MAX_IMAGE_POSITIONS={self.max_positions}; show each image fewer times"
+        )
+        context = {"limit": self.max_positions, "positions": positions}
+        raise RequestRejected([Issue(("assets",), message, "too_long", context)])
 
     def affinity_key(self, prefix_ids: Sequence[int], header: int, images: tuple[ImageInput, ...]) -> int:
         """`affinity.conversation_key`, with the sha256 of each image whose pad lies in the key's window."""

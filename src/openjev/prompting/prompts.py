@@ -2,8 +2,10 @@
 
 Contract:
 - A state that is a list of chat messages, or exactly `{"messages": [...]}`, renders as those turns
-  with the model's own chat template (roles and extra keys kept, text content only). Any other state
-  is serialized intact (JSON, non-ASCII kept) into one user turn.
+  with the model's own chat template (roles and extra keys kept, text content only: an image content
+  part is shown by `image_marks.py` or refused; a null `name`, `tool_call_id`, `tool_calls` or
+  `reasoning_content` is absent). Any other state is serialized intact (JSON, non-ASCII kept) into
+  one user turn.
 - Each question is one more user turn holding its instructions and its options as `A: description`
   (a null description shows the option's name), followed by the assistant header with thinking off
   and the answer cue (`ANSWER_CUES`, `OPENJEV_ANSWER_CUE`): `Answer:` and a newline (`plain`), or
@@ -44,6 +46,9 @@ from openjev.request.schema import BoxQuestion, ChoiceQuestion, FreeForm, NoulQu
 ANSWER_CUES = {"plain": "Answer:\n", "json": '{"answer": "'}
 ANSWER_CUE = ANSWER_CUES["plain"]
 CHAT_ROLES = frozenset({"system", "user", "assistant", "tool"})
+#: Content part types that stand for an image; one holding an asset's placeholder shows that image
+#: (`image_marks.py`), any other is refused.
+IMAGE_PART_TYPES = frozenset({"image", "image_url", "input_image"})
 
 
 def _refuse(loc: Loc, message: str) -> RequestRejected:
@@ -82,7 +87,9 @@ def _message_text(content: Any, loc: Loc) -> str:
             elif part_type is not None and part_type != "text":
                 raise _refuse(
                     (*loc, index, "type"),
-                    f"content part type {part_type!r} is not supported: this deployment reads text only",
+                    f"content part type {part_type!r} is not supported: a part is text, or an image part "
+                    f"({', '.join(sorted(IMAGE_PART_TYPES))}) that holds the placeholder of one of the request's "
+                    "image assets (a vision model only)",
                 )
             else:
                 raise _refuse((*loc, index), "a content part must be {'type': 'text', 'text': str}")
@@ -108,12 +115,13 @@ def _is_object(value: Any) -> bool:
 
 
 #: The message fields the chat templates read beside `role` and `content`, each with the check its
-#: value must pass and what it must be; any other key is passed to the template as sent.
+#: value must pass and what it must be; any other key is passed to the template as sent. A null one
+#: is absent (as OpenAI-style chat logs write them): it does not reach the template.
 _MESSAGE_FIELDS: dict[str, tuple[Any, str]] = {
-    "name": (_is_text, "a string"),
-    "tool_call_id": (_is_text, "a string"),
-    "reasoning_content": (lambda value: value is None or _is_text(value), "a string or null"),
-    "tool_calls": (lambda value: isinstance(value, list), "a list of tool calls"),
+    "name": (_is_text, "a string or null"),
+    "tool_call_id": (_is_text, "a string or null"),
+    "reasoning_content": (_is_text, "a string or null"),
+    "tool_calls": (lambda value: isinstance(value, list), "a list of tool calls or null"),
 }
 _FUNCTION_FIELDS: dict[str, tuple[Any, str]] = {
     "name": (_is_text, "a string"),
@@ -121,23 +129,36 @@ _FUNCTION_FIELDS: dict[str, tuple[Any, str]] = {
 }
 
 
-def _check_fields(value: Mapping[str, Any], fields: Mapping[str, tuple[Any, str]], loc: Loc) -> None:
+def _check_fields(
+    value: Mapping[str, Any], fields: Mapping[str, tuple[Any, str]], loc: Loc, *, nullable: bool = False
+) -> None:
+    """Each of `fields` that `value` holds passes its check (`nullable`: or is null)."""
     for key, (valid, expected) in fields.items():
-        if key in value and not valid(value[key]):
+        if key in value and not valid(value[key]) and not (nullable and value[key] is None):
             raise _refuse((*loc, key), f"{key} must be {expected}, got {type(value[key]).__name__}")
 
 
 def _check_tool_calls(calls: list[Any], loc: Loc) -> None:
-    """Each tool call is an object; its `function` (or the call itself, as templates also take) holds
-    a string `name` and `arguments` as a string or an object."""
+    """Each tool call is an object; its `function` (or the call itself, as templates also take, when
+    `function` is absent or null) holds a string `name` and `arguments`: a string, an object or null
+    (the templates print both, and cannot print what is missing)."""
     for index, call in enumerate(calls):
         if not _is_object(call):
             raise _refuse((*loc, index), "a tool call must be an object")
         _check_fields(call, {"id": (_is_text, "a string"), "type": (_is_text, "a string")}, (*loc, index))
-        function = call.get("function", call)
+        nested = call.get("function") is not None
+        function = call["function"] if nested else call
+        where = (*loc, index, *(("function",) if nested else ()))
         if not _is_object(function):
-            raise _refuse((*loc, index, "function"), "function must be an object")
-        _check_fields(function, _FUNCTION_FIELDS, (*loc, index, *(("function",) if "function" in call else ())))
+            raise _refuse(where, "function must be an object")
+        if "name" not in function and nested:
+            raise _refuse((*where, "name"), "a tool call's function needs its name (a string)")
+        if "name" not in function:
+            raise _refuse((*where, "function"), "a tool call needs its function: an object with a name and arguments")
+        _check_fields(function, _FUNCTION_FIELDS, where)
+        if "arguments" not in function:
+            message = "a tool call's function needs its arguments (a string, an object or null)"
+            raise _refuse((*where, "arguments"), message)
 
 
 def normalize_messages(raw: Sequence[Any], messages_loc: Loc, start: int = 0) -> list[dict[str, Any]]:
@@ -150,10 +171,10 @@ def normalize_messages(raw: Sequence[Any], messages_loc: Loc, start: int = 0) ->
         if not isinstance(role, str) or role not in CHAT_ROLES:
             shown = role if isinstance(role, str) else type(role).__name__
             raise _refuse((*loc, "role"), f"role must be one of {', '.join(sorted(CHAT_ROLES))}, got {shown!r}")
-        _check_fields(message, _MESSAGE_FIELDS, loc)
-        if "tool_calls" in message:
+        _check_fields(message, _MESSAGE_FIELDS, loc, nullable=True)
+        if message.get("tool_calls") is not None:
             _check_tool_calls(message["tool_calls"], (*loc, "tool_calls"))
-        turn = dict(message)
+        turn = {key: value for key, value in message.items() if value is not None or key not in _MESSAGE_FIELDS}
         turn["content"] = _message_text(message.get("content"), (*loc, "content"))
         messages.append(turn)
     return messages

@@ -22,8 +22,8 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
-#: Past this aspect ratio the processors refuse an image.
-MAX_ASPECT_RATIO = 200
+from openjev.request.images import MAX_ASPECT_RATIO
+
 #: The side of the relative coordinate space.
 RELATIVE_SIDE = 1000
 #: Model types that write box coordinates in pixels of the resized image.

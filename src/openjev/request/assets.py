@@ -32,16 +32,17 @@ TEXT_ONLY = Issue(("assets",), "image assets need a vision model; the model serv
 
 
 def strings_in(value: Any) -> Iterator[str]:
-    """Every string of a JSON value: dict keys and values, at any depth."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield key
-            yield from strings_in(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from strings_in(item)
+    """Every string of a JSON value: dict keys and values, at any depth, in document order; walked
+    without recursion, as it may run before the depth limit has refused a value (`validation.py`)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            pending.extend(reversed([part for pair in item.items() for part in pair]))
+        elif isinstance(item, list):
+            pending.extend(reversed(item))
 
 
 def requeststrings_in(request: SystemOneRequest) -> Iterator[str]:

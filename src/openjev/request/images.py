@@ -6,16 +6,23 @@ Contract, for the bytes of one image asset (`ImagePreparer.prepare`):
 - the size in the file's header is checked before any pixel is decoded: more than
   OPENJEV_MAX_IMAGE_SOURCE_PIXELS is refused, and Pillow's own decompression-bomb guard is an error,
   never a warning; a truncated or corrupt file is refused;
-- decoded, it is turned upright (its EXIF orientation), made RGB (transparency over white) and, when
-  it has more than OPENJEV_MAX_IMAGE_PIXELS pixels, resized (bicubic, as the Qwen-VL processors
+- decoded, it is turned upright (its EXIF orientation), made RGB (transparency over white; a wide
+  grayscale mode, 16-bit `I;16`/`I;16B`/`I;16L` or 32-bit `I` and `F`, scaled from 0-65535 to 0-255,
+  as Pillow's own conversion would clip it to white) and, when it has more than
+  OPENJEV_MAX_IMAGE_PIXELS pixels, resized (bicubic, as the Qwen-VL processors
   resize) to the largest size within that budget with the same aspect ratio:
   scale s = sqrt(budget / (H * W)), size (max(1, floor(H * s)), max(1, floor(W * s))); a JPEG is decoded
   at the smallest DCT scale that still covers that size, which decodes a large photo several times
   faster;
-- it is encoded once as PNG (an upright RGB PNG within the budget is its own bytes: it decoded in full),
-  which the backend's processor reads as is (SGLang 0.5.19 turns a JPEG
-  into ids by decoding and re-tokenizing the whole prompt; a PNG keeps openjev's ids), and named by
-  the PNG's sha256 in every cache downstream.
+- an image whose longer side is more than MAX_ASPECT_RATIO (200) times its shorter one, as resized,
+  is refused: the Qwen-VL processors refuse it (`smart_resize`), and the official API states no
+  padding that would change what its box fractions mean;
+- it is encoded once as PNG from its pixels, always: no byte the caller sent reaches a backend (a PNG's
+  ancillary chunks, a JPEG's metadata), so what a backend is sent per image is bounded by its pixels
+  (at most OPENJEV_MAX_IMAGE_PIXELS x 3 bytes and the PNG's framing), whatever the caller's file held.
+  The backend's processor reads the PNG as is (SGLang 0.5.19 turns a JPEG into ids by decoding and
+  re-tokenizing the whole prompt; a PNG keeps openjev's ids); it is named by its sha256 in every
+  cache downstream.
 Each refusal is an `ImageRefused` whose message says why; `ImagePreparer` reports it as a 422 naming
 `["assets", KEY]`. A repeated image (the same sha256 of its bytes as sent) is prepared once and kept
 in a byte-bounded LRU (OPENJEV_IMAGE_CACHE_BYTES), shared by the preparation threads.
@@ -39,6 +46,13 @@ from openjev.errors import Issue, RequestRejected
 
 #: File signatures of the formats a vision backend is sent (both read by every Qwen-VL processor).
 SIGNATURES = {b"\x89PNG\r\n\x1a\n": "PNG", b"\xff\xd8\xff": "JPEG"}
+#: Past this aspect ratio (longer side over shorter) the Qwen-VL processors refuse an image.
+MAX_ASPECT_RATIO = 200
+#: Grayscale modes wider than 8 bits: a PNG's 16-bit gray decodes to `I;16` (or `I`), and Pillow's
+#: `convert("L")`/`convert("RGB")` clips their values at 255 (a 16-bit photo turns white).
+WIDE_GRAY_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I", "F"})
+#: 65535 / 255: a 16-bit value to 8 bits.
+WIDE_GRAY_SCALE = 257
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +84,13 @@ def fitted_size(height: int, width: int, max_pixels: int) -> tuple[int, int]:
     return max(1, math.floor(height * scale)), max(1, math.floor(width * scale))
 
 
-def _rgb(image: Image.Image) -> Image.Image:
+def as_rgb(image: Image.Image) -> Image.Image:
+    """`image` as RGB: transparency over white, a wide grayscale mode scaled (`WIDE_GRAY_MODES`)."""
     if image.mode == "RGB":
         return image
+    if image.mode in WIDE_GRAY_MODES:
+        # Scaled, not clipped: as floats, 0-65535 onto 0-255 (rounded), then gray to RGB.
+        return image.convert("F").point(lambda value: value / WIDE_GRAY_SCALE + 0.5).convert("L").convert("RGB")
     if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
         rgba = image.convert("RGBA")
         background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
@@ -84,9 +102,8 @@ def _rgb(image: Image.Image) -> Image.Image:
 ORIENTATION = 0x0112
 
 
-def _decoded(data: bytes, kind: str, max_pixels: int, max_source_pixels: int) -> tuple[Image.Image, bool]:
-    """The upright RGB image within `max_pixels`, and whether it differs from the file's own pixels;
-    `ImageRefused` for anything that does not decode."""
+def _decoded(data: bytes, kind: str, max_pixels: int, max_source_pixels: int) -> Image.Image:
+    """The upright RGB image within `max_pixels`; `ImageRefused` for anything that does not decode."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
@@ -102,8 +119,7 @@ def _decoded(data: bytes, kind: str, max_pixels: int, max_source_pixels: int) ->
                 image.draft("RGB", (target_width, target_height))
             image.load()
             turned = image.getexif().get(ORIENTATION, 1) != 1
-            changed = turned or image.mode != "RGB"
-            image = _rgb(ImageOps.exif_transpose(image) if turned else image)
+            image = as_rgb(ImageOps.exif_transpose(image) if turned else image)
         except ImageRefused:
             raise
         except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError,
@@ -111,10 +127,15 @@ def _decoded(data: bytes, kind: str, max_pixels: int, max_source_pixels: int) ->
             raise ImageRefused(f"the {kind} image does not decode: {error}") from error
     height, width = image.height, image.width
     target_height, target_width = fitted_size(height, width, max_pixels)
+    ratio = max(target_height, target_width) / min(target_height, target_width)
+    if ratio > MAX_ASPECT_RATIO:
+        raise ImageRefused(
+            f"the image is {target_width}x{target_height} pixels, an aspect ratio of {ratio:.0f}:1; the model's "
+            f"image processor takes at most {MAX_ASPECT_RATIO}:1 (pad the image to a less extreme shape)"
+        )
     if (target_height, target_width) != (height, width):
         image = image.resize((target_width, target_height), Image.Resampling.BICUBIC)
-        changed = True
-    return image, changed
+    return image
 
 
 def make_safe(data: bytes, *, max_pixels: int, max_source_pixels: int) -> ImageInput:
@@ -122,14 +143,11 @@ def make_safe(data: bytes, *, max_pixels: int, max_source_pixels: int) -> ImageI
     kind = image_format(data)
     if kind is None:
         raise ImageRefused("the bytes are not a PNG or JPEG image (the format is detected from the bytes)")
-    image, changed = _decoded(data, kind, max_pixels, max_source_pixels)
-    if kind == "PNG" and not changed:
-        png = data  # an upright RGB PNG within the budget, decoded in full: its own bytes are that PNG
-    else:
-        out = io.BytesIO()
-        # Level 1: the PNG crosses a local connection only; higher levels cost more encoding time.
-        image.save(out, format="PNG", compress_level=1)
-        png = out.getvalue()
+    image = _decoded(data, kind, max_pixels, max_source_pixels)
+    out = io.BytesIO()
+    # Level 1: the PNG crosses a local connection only; higher levels cost more encoding time.
+    image.save(out, format="PNG", compress_level=1)
+    png = out.getvalue()
     return ImageInput(png, hashlib.sha256(png).hexdigest(), image.height, image.width)
 
 

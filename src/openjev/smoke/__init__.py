@@ -11,6 +11,9 @@ Then it runs every check, each independent of the others:
 - `score_10`: a score with 10 levels is well-formed (score = sum of i * p_i, legend unchanged);
 - `sdk`: the official `typesafe-sdk` sends a zstd-compressed request and parses the answer
   (skipped, not failed, when typesafe-sdk is not installed);
+- `decisions`: the example through OpenAI's Decisions API (`/v1/decisions`, model `gpt-6-luna`):
+  answers in question order with their names, the same sense (parsed by the `openai` SDK's `Decision`
+  where it is installed);
 - `images`: where `/v1/limits` says images are accepted, a red and a blue picture asked the same noul
   question get different answers (skipped where the model reads text only);
 - `auth`: with an API key, requests without it or with a wrong one get 401 (skipped without a key).

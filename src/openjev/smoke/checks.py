@@ -7,11 +7,14 @@ import base64
 import copy
 import io
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 from PIL import Image
 
+from openjev.request.decisions import OPENAI_MODEL
 from openjev.smoke.probe import (
+    DECISIONS,
     SUPPORT_TICKET,
     CheckFailed,
     CheckSkipped,
@@ -124,6 +127,70 @@ def check_sdk(probe: Probe) -> str:
     )
 
 
+def decision_request() -> dict[str, Any]:
+    """The support-ticket example as OpenAI's Decisions API asks it."""
+    questions = SUPPORT_TICKET["questions"]
+    department = questions["department"]
+    return {
+        "model": OPENAI_MODEL,
+        "input": SUPPORT_TICKET["state"],
+        "questions": [
+            {"type": "predicate", "name": "refund", "instructions": questions["refund"]["instructions"]},
+            {
+                "type": "choice",
+                "name": "department",
+                "instructions": department["instructions"],
+                "choices": [{"value": name, "description": text} for name, text in department["criteria"].items()],
+            },
+            {
+                "type": "score",
+                "name": "urgency",
+                "instructions": questions["urgency"]["instructions"],
+                "levels": [{"label": label} for label in questions["urgency"]["criteria"]],
+            },
+        ],
+    }
+
+
+def check_decisions(probe: Probe) -> str:
+    """The example through OpenAI's Decisions API (`/v1/decisions`): answers in order with their names,
+    parsed by the `openai` SDK's own `Decision` model where it is installed, and the same sense."""
+    body = decision_request()
+    response = probe.post(body, path=DECISIONS)
+    if response.status_code != 200:
+        raise CheckFailed(f"expected 200, got {describe_error(response)}")
+    decision = response.json()
+    answers = decision.get("answers")
+    asked = [(question["type"], question["name"]) for question in body["questions"]]
+    if not isinstance(answers, list) or [(a.get("type"), a.get("name")) for a in answers] != asked:
+        raise CheckFailed(f"answers must be {asked} in order, got {str(answers)[:300]}")
+    refund, department, urgency = answers
+    values = [choice["value"] for choice in body["questions"][1]["choices"]]
+    probabilities = {p.get("value"): p.get("probability") for p in department.get("probabilities") or []}
+    read_choice("department", {**department, "probabilities": probabilities}, values)
+    labels = [level["label"] for level in body["questions"][2]["levels"]]
+    levels = urgency.get("probabilities") or []
+    if [(p.get("value"), p.get("label")) for p in levels] != list(enumerate(labels)):
+        raise CheckFailed(f"urgency: levels must be {list(enumerate(labels))} with their labels, got {levels}")
+    legend = {str(index): label for index, label in enumerate(labels)}
+    score = read_score(
+        "urgency", {**urgency, "legend": legend, "probabilities": {str(p["value"]): p["probability"] for p in levels}},
+        labels,
+    )  # fmt: skip
+    usage = decision.get("usage") or {}
+    if usage.get("total_tokens") != usage.get("input_tokens", 0) + usage.get("output_tokens", 0):
+        raise CheckFailed(f"usage must add up: {usage}")
+    try:
+        from openai.types.decision import Decision
+    except ImportError:
+        parsed = ""
+    else:
+        Decision.model_validate(decision)
+        parsed = "parsed by openai's Decision; "
+    sanity = _ticket_sanity(read_unit("refund", refund.get("probability")), department.get("choice"))
+    return f"{parsed}{sanity}, urgency {score:.2f}"
+
+
 def check_auth(probe: Probe) -> str:
     if not probe.api_key:
         raise CheckSkipped("no API key given")
@@ -172,6 +239,7 @@ CHECKS: list[tuple[str, Callable[[Probe], str]]] = [
     ("questions_65_rejected", check_questions_65_rejected),
     ("score_10", check_score_10),
     ("sdk", check_sdk),
+    ("decisions", check_decisions),
     ("images", check_images),
     ("auth", check_auth),
 ]

@@ -12,9 +12,11 @@ import httpx
 from openjev.examples import support_ticket
 
 SYSTEM_ONE = "/v1/systemone"
+DECISIONS = "/v1/decisions"
 SUM_TOLERANCE = 1e-3
 BACKOFF_FIRST, BACKOFF_FACTOR, BACKOFF_MAX = 0.5, 1.5, 10.0
-STARTUP_STATUSES = frozenset({503, 529})
+#: /v1/decisions answers overload as OpenAI does, 429.
+STARTUP_STATUSES = frozenset({429, 503, 529})
 
 #: The request every deployment must get right.
 SUPPORT_TICKET: dict[str, Any] = support_ticket()
@@ -45,16 +47,21 @@ class Probe:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def post(
-        self, body: Mapping[str, Any], *, headers: Mapping[str, str] | None = None, deadline: float | None = None
+        self,
+        body: Mapping[str, Any],
+        *,
+        headers: Mapping[str, str] | None = None,
+        deadline: float | None = None,
+        path: str = SYSTEM_ONE,
     ) -> httpx.Response:
-        """POST /v1/systemone; connection failures, 503 and 529 are retried until `deadline`."""
+        """POST /v1/systemone (or `path`); connection failures, 503, 529 and 429 are retried until `deadline`."""
         deadline = time.monotonic() + self.retry_window if deadline is None else deadline
         delay = BACKOFF_FIRST
         while True:
             self.attempts += 1
             try:
                 response = self.client.post(
-                    SYSTEM_ONE, json=body, headers=self.auth_headers() if headers is None else dict(headers)
+                    path, json=body, headers=self.auth_headers() if headers is None else dict(headers)
                 )
             except httpx.TransportError:
                 if time.monotonic() + delay > deadline:
@@ -100,9 +107,19 @@ def error_detail(response: httpx.Response) -> Any:
     return body.get("detail") if isinstance(body, dict) else None
 
 
+def _is_json_object(response: httpx.Response) -> bool:
+    try:
+        return isinstance(response.json(), dict)
+    except ValueError:
+        return False
+
+
 def describe_error(response: httpx.Response) -> str:
     """Status and the server's own words, in any of the contract's error shapes."""
     detail = error_detail(response)
+    error = response.json().get("error") if detail is None and _is_json_object(response) else None
+    if isinstance(error, dict):  # OpenAI's envelope (/v1/decisions)
+        return f"HTTP {response.status_code} {error.get('type')} at {error.get('param')}: {error.get('message')}"
     if isinstance(detail, dict):
         return f"HTTP {response.status_code} {detail.get('error_type')}: {detail.get('message')}"
     if isinstance(detail, list) and detail and isinstance(detail[0], dict):

@@ -52,6 +52,57 @@ def embedded(tmp_path_factory):
     stop_openjev(server)
 
 
+def readme_blocks(language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", README, re.MULTILINE | re.DOTALL)
+
+
+def assert_close_answers(shown: dict, got: dict) -> None:
+    """The same model, usage and answer shapes; every probability, score and confidence within the tolerance."""
+    assert got["model"] == shown["model"] and got["usage"] == shown["usage"]
+    assert got["answers"].keys() == shown["answers"].keys()
+    for key, want in shown["answers"].items():
+        answer = got["answers"][key]
+        assert answer.keys() == want.keys() and answer["type"] == want["type"], key
+        for field in ("noul", "score", "confidence"):
+            if field in want:
+                assert answer[field] == pytest.approx(want[field], abs=README_TOLERANCE), (key, field)
+        if "probabilities" in want:
+            assert answer["probabilities"].keys() == want["probabilities"].keys(), key
+            for label, probability in want["probabilities"].items():
+                assert answer["probabilities"][label] == pytest.approx(probability, abs=README_TOLERANCE), (key, label)
+        assert answer.get("choice") == want.get("choice") and answer.get("legend") == want.get("legend"), key
+
+
+def test_the_readme_example_is_what_the_server_answers(embedded):
+    """The README's curl request, sent as it is, gets the answer the README shows: the module server's first
+    request (tests run in file order), as the reader's first request is, so its score question's content-free
+    readout is counted in usage."""
+    (curl,) = [block for block in readme_blocks("sh") if "examples/request.json" in block]
+    assert "--data-binary @examples/request.json" in curl
+    body = (ROOT / "examples" / "request.json").read_bytes()
+    assert json.loads(body) == EXAMPLE
+    (shown_text,) = readme_blocks("json")
+    response = httpx.post(
+        f"{embedded.url}/v1/systemone", content=body, headers={"Content-Type": "application/json"}, timeout=300
+    )
+    assert response.status_code == 200, response.text
+    assert_close_answers(json.loads(shown_text), response.json())
+
+
+def test_the_readme_sdk_snippet_runs_unchanged_but_for_the_port(embedded):
+    (snippet,) = readme_blocks("python")
+    assert snippet.count("http://127.0.0.1:8000") == 1
+    result = subprocess.run(
+        [sys.executable, "-c", snippet.replace("http://127.0.0.1:8000", embedded.url)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    noul, team = result.stdout.split()
+    assert 0.5 < float(noul) <= 1.0 and team == "billing"
+
+
 def long_conversation() -> list[dict[str, str]]:
     """A support chat of about 2,000 tokens: order details, shipping chatter, then a refund request."""
     turns = [{"role": "system", "content": "You are a helpful support agent for an online electronics store."}]
@@ -173,52 +224,3 @@ def test_multiple_choice_letters_right_on_easy_cases(embedded):
     assert response.status_code == 200, response.text
     choices = {name: answer["choice"] for name, answer in response.json()["answers"].items()}
     assert choices == {"barks": "dog", "capital": "paris", "sum": "four", "sky": "blue"}
-
-
-def readme_blocks(language: str) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```", README, re.MULTILINE | re.DOTALL)
-
-
-def assert_close_answers(shown: dict, got: dict) -> None:
-    """The same model, usage and answer shapes; every probability, score and confidence within the tolerance."""
-    assert got["model"] == shown["model"] and got["usage"] == shown["usage"]
-    assert got["answers"].keys() == shown["answers"].keys()
-    for key, want in shown["answers"].items():
-        answer = got["answers"][key]
-        assert answer.keys() == want.keys() and answer["type"] == want["type"], key
-        for field in ("noul", "score", "confidence"):
-            if field in want:
-                assert answer[field] == pytest.approx(want[field], abs=README_TOLERANCE), (key, field)
-        if "probabilities" in want:
-            assert answer["probabilities"].keys() == want["probabilities"].keys(), key
-            for label, probability in want["probabilities"].items():
-                assert answer["probabilities"][label] == pytest.approx(probability, abs=README_TOLERANCE), (key, label)
-        assert answer.get("choice") == want.get("choice") and answer.get("legend") == want.get("legend"), key
-
-
-def test_the_readme_example_is_what_the_server_answers(embedded):
-    """The README's curl request, sent as it is, gets the answer the README shows."""
-    (curl,) = [block for block in readme_blocks("sh") if "examples/request.json" in block]
-    assert "--data-binary @examples/request.json" in curl
-    body = (ROOT / "examples" / "request.json").read_bytes()
-    assert json.loads(body) == EXAMPLE
-    (shown_text,) = readme_blocks("json")
-    response = httpx.post(
-        f"{embedded.url}/v1/systemone", content=body, headers={"Content-Type": "application/json"}, timeout=300
-    )
-    assert response.status_code == 200, response.text
-    assert_close_answers(json.loads(shown_text), response.json())
-
-
-def test_the_readme_sdk_snippet_runs_unchanged_but_for_the_port(embedded):
-    (snippet,) = readme_blocks("python")
-    assert snippet.count("http://127.0.0.1:8000") == 1
-    result = subprocess.run(
-        [sys.executable, "-c", snippet.replace("http://127.0.0.1:8000", embedded.url)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
-    noul, team = result.stdout.split()
-    assert 0.5 < float(noul) <= 1.0 and team == "billing"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,11 +172,17 @@ def _first_library(directory: Path) -> Path | None:
 
 
 _LOADED: tuple[Any, Any, Path] | None = None
+_LOADING = threading.Lock()
 
 
 def load(library: Library) -> tuple[Any, Any]:
     """cffi's `ffi` and the loaded library with its CPU backend, once per process (llama.cpp's backend
-    registry is global; a second, different library is refused)."""
+    registry is global; a second, different library is refused). Backends load on threads of their own."""
+    with _LOADING:
+        return _load_once(library)
+
+
+def _load_once(library: Library) -> tuple[Any, Any]:
     global _LOADED
     if _LOADED is not None:
         ffi, lib, path = _LOADED

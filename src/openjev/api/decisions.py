@@ -1,0 +1,120 @@
+"""The routes of the other decision contracts, each answered by `/v1/systemone`'s own evaluation.
+
+- `POST /v1/decisions`: OpenAI's Decisions API. The body is translated (`request/decisions.py`) into
+  a Jev request, evaluated by `routes.evaluate_request` (the same checks, admission, preparation,
+  readout and answering), and the answers shaped as OpenAI's `Decision` (`answering/decisions.py`).
+  A rejection names OpenAI's field; `openai_errors.py` writes every error in OpenAI's envelope.
+  `prompt_cache_key` names the conversation for the data-parallel rank.
+- Both honour TypeSafe's long-context header (`TypeSafe-Danger-Zone-Long-Context: true`), as
+  `/v1/systemone` does.
+- `POST /api/alpha/decisions`: OpenRouter's route, the System One contract itself, whose `state`
+  array may hold `image_url` items (`request/openrouter.py`); answers and errors as `/v1/systemone`'s.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from starlette.types import Receive
+
+from openjev.answering.decisions import decision_payload, decision_usage
+from openjev.api.errors import ERROR_RESPONSES
+from openjev.api.middleware import DECISIONS_PATH
+from openjev.api.routes import (
+    AUTHORIZED,
+    RuntimeDep,
+    ServiceDep,
+    answer_headers,
+    answer_request,
+    asks_long_context,
+    evaluate_request,
+    json_response,
+)
+from openjev.api.strict_json import StrictJSONRoute
+from openjev.errors import RequestRejected
+from openjev.request.decisions import DecisionRequest, DecisionResponse, OpenAIError, translate
+from openjev.request.openrouter import ImageItems, with_image_assets
+from openjev.request.schema import SystemOneRequest, SystemOneResponse
+from openjev.service import Runtime, Service
+
+OPENROUTER_PATH = "/api/alpha/decisions"
+
+router = APIRouter(route_class=StrictJSONRoute)
+
+OPENAI_ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
+    status: {"model": OpenAIError, "description": description}
+    for status, description in {
+        400: "Invalid request; `param` names the field (`questions[0].choices`).",
+        401: "OPENJEV_API_KEY is set and the Bearer key is missing or wrong.",
+        404: "Unknown model (`param: model`).",
+        413: "Body over the size limit.",
+        429: "Too many evaluations in progress; see Retry-After.",
+        503: "The backend is not ready; see Retry-After.",
+        504: "The backend did not answer within the request timeout.",
+    }.items()
+}
+
+
+@router.post(
+    DECISIONS_PATH,
+    response_model=DecisionResponse,
+    responses=OPENAI_ERROR_RESPONSES,
+    dependencies=AUTHORIZED,
+    summary="OpenAI's Decisions API: predicate, choice and score questions about an input",
+)
+async def decisions(body: DecisionRequest, request: Request, service: ServiceDep, runtime: RuntimeDep) -> Response:
+    long_context = asks_long_context(request.headers)
+    return await answer_decisions(body, len(await request.body()), request.receive, service, runtime, long_context)
+
+
+async def answer_decisions(
+    body: DecisionRequest, body_bytes: int, receive: Receive, service: Service, runtime: Runtime, long_context: bool
+) -> Response:
+    """`POST /v1/decisions` once its body is a valid request of `body_bytes` bytes (from the route, or
+    from `api.fast_path`); a rejection names OpenAI's fields."""
+    translation = translate(body)
+    try:
+        answered = await evaluate_request(
+            translation.request,
+            body_bytes,
+            receive,
+            service,
+            runtime,
+            long_context=long_context,
+            conversation=body.prompt_cache_key,
+        )
+    except RequestRejected as error:
+        raise translation.rejected(error) from None
+    if answered is None:
+        return Response(status_code=499)
+    evaluation = answered.evaluation
+    escalation = evaluation.escalation
+    usage = decision_usage(
+        evaluation.input_tokens,
+        evaluation.output_tokens,
+        evaluation.cached_tokens,
+        escalation.reasoning_tokens if escalation is not None else 0,
+    )
+    payload = decision_payload(answered.model, evaluation.answers, translation.asked, usage)
+    return json_response(payload, answer_headers(evaluation, answered.prep_seconds))
+
+
+@router.post(
+    OPENROUTER_PATH,
+    response_model=SystemOneResponse,
+    responses=ERROR_RESPONSES,
+    dependencies=AUTHORIZED,
+    summary="OpenRouter's decisions route: the System One contract, images as `image_url` state items",
+)
+async def openrouter_decisions(
+    body: SystemOneRequest, request: Request, service: ServiceDep, runtime: RuntimeDep
+) -> Response:
+    places = ImageItems()
+    jev = with_image_assets(body, places)
+    try:
+        long_context = asks_long_context(request.headers)
+        return await answer_request(
+            jev, len(await request.body()), request.receive, service, runtime, long_context=long_context
+        )
+    except RequestRejected as error:
+        raise places.rejected(error) from None
