@@ -4,7 +4,7 @@
     uv run modal deploy modal_app.py   # a stable public URL (https://...us-west.modal.direct)
 
 The image is the official SGLang image of OPENJEV_SGLANG_VERSION (default the production pin, 0.5.19;
-docs/sglang.md) plus the API, installed with uv from uv.lock into its own
+docs/sglang-and-modal.md) plus the API, installed with uv from uv.lock into its own
 virtual environment; SGLang keeps the image's Python, which the API only executes. `OpenJev.start`
 (`@modal.enter`) runs `openjev serve --sglang-python ...` on port 8000 and returns once `/health` is
 200; from then on a watchdog takes the container down if the API process dies (the API itself exits

@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from openjev.backends.supervised import free_port  # noqa: E402
+from openjev.examples import support_ticket  # noqa: E402
 from tests.conftest import launch_openjev, stop_openjev, wait_for  # noqa: E402
 from tests.sglang_live.environment import (  # noqa: E402
     CPU_ENVIRONMENT,
@@ -52,15 +53,7 @@ from tests.sglang_live.environment import (  # noqa: E402
 )
 
 SYSTEMONE = "/v1/systemone"
-QUESTIONS = {
-    "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"},
-    "team": {
-        "type": "choice",
-        "instructions": "Which team should handle this?",
-        "criteria": {"billing": "Payments and refunds", "technical": "Software bugs", "sales": None},
-    },
-    "urgency": {"type": "score", "instructions": "How urgent is it?", "criteria": ["Routine", "Urgent", "Emergency"]},
-}
+QUESTIONS = support_ticket()["questions"]  # a noul, a choice of three, a score of three levels
 WORDS = [
     "order",
     "parcel",
@@ -186,7 +179,7 @@ def exactness(a: httpx.Client, b: httpx.Client, urls: dict[str, str]) -> None:
             if payload is None:
                 try:
                     with TypeSafeClient(base_url=urls[name], api_key="k", compression="zstd",
-                                        retry=RetryPolicy(max_retries=0)) as sdk:  # fmt: skip
+                                        retry=RetryPolicy(max_retries=0), timeout=900) as sdk:  # fmt: skip
                         sdk.system_one(
                             state={"ticket": "I was charged twice for one order. " * 60},
                             questions={"refund": Noul(instructions="Refund wanted?"),
@@ -208,7 +201,7 @@ def main() -> None:
     parser.add_argument("--url", help="an SGLang >= 0.5.21 (Python frontend) already running")
     parser.add_argument("--sglang-python", type=Path, default=ROOT / ".cache" / "sglang-0.5.23" / "bin" / "python")
     parser.add_argument("--context-length", type=int, default=8192, help="for a started SGLang")
-    parser.add_argument("--only", help="run only the cases whose name holds this text")
+    parser.add_argument("--only", action="append", help="run only the cases whose name holds this text (repeatable)")
     parser.add_argument("--openjev-env", action="append", default=[], help="NAME=VALUE for openjev, repeatable")
     args = parser.parse_args()
 
@@ -220,7 +213,8 @@ def main() -> None:
         url = args.url or sglang.url  # type: ignore[union-attr]
         info = httpx.get(f"{url}/server_info", timeout=30).json()
         model = httpx.get(f"{url}/model_info", timeout=30).json()
-        environment = dict(item.split("=", 1) for item in args.openjev_env)
+        # A's requests have no time limit; B's must not be cut short by openjev's default 120 s either.
+        environment = {"OPENJEV_REQUEST_TIMEOUT": "900", **dict(item.split("=", 1) for item in args.openjev_env)}
         openjev = launch_openjev("--connect", url, "--tokenizer", model["tokenizer_path"], log_dir=logs,
                                  env=environment, timeout=300)  # fmt: skip
         print(f"SGLang {info.get('version')} at {url}, model {model.get('model_path')}; openjev at {openjev.url}")
@@ -231,7 +225,7 @@ def main() -> None:
             print(f"\nlatency, {args.rounds} rounds each, A and B taking turns (s)")
             print(f"  {'case':<40} {'A p50':>8} {'B p50':>8} {'B/A':>6}")
             for name, make in cases().items():
-                if args.only and args.only not in name:
+                if args.only and not any(part in name for part in args.only):
                     continue
                 post(a, make(-1)), post(b, make(-1))  # the first round warms the cache alike for both
                 times: dict[str, list[float]] = {"A": [], "B": []}

@@ -79,7 +79,7 @@ class Settings(BaseSettings):
     sglang_version: str = Field(
         DEFAULT_SGLANG_VERSION,
         pattern=r"^\d+\.\d+\.\d+$",
-        description="The SGLang release openjev is run on (docs/sglang.md says what differs between them): "
+        description="The SGLang release openjev is run on (docs/sglang-and-modal.md says what differs between them): "
         "supervised mode refuses to launch an OPENJEV_SGLANG_PYTHON whose sglang is another; modal_app.py "
         "builds its image from this release's official one.",
     )

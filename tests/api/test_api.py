@@ -328,7 +328,7 @@ def test_official_sdk_surfaces_validation_and_model_errors(stack):
     server, _ = stack
     with TypeSafeClient(base_url=server.url, api_key="k", compression="zstd", retry=RetryPolicy(max_retries=0)) as sdk:
         with pytest.raises(typesafe_sdk.TypeSafeUnprocessableEntityError) as invalid:
-            sdk.system_one(state="x", questions={"team": Choice(criteria={})})
+            sdk.system_one(state="x", questions={"team": Choice(criteria={f"o{i}": None for i in range(256)})})
         assert "questions.team.criteria" in str(invalid.value)
         one = sdk.system_one(state="x", questions={"team": Choice(criteria={"only": None})})  # the SDK's least
         assert one.choices["team"].choice == "only" and one.choices["team"].confidence == 1.0

@@ -196,7 +196,8 @@ def check_thinking(server: RunningOpenJev) -> None:
     assert think.status_code == 200, think.text
     reasoning = int(think.headers["x-openjev-reasoning-tokens"])
     assert think.headers["x-openjev-escalated"] == "2" and 0 < reasoning <= 16
-    assert think.json()["usage"]["output_tokens"] == 3 + reasoning + 2
+    # The first pass: its two readouts, no warm-up (the plain request left the prefix in SGLang's cache).
+    assert think.json()["usage"]["output_tokens"] == 2 + reasoning + 2
     prefix, cached = int(think.headers["x-openjev-prefix-tokens"]), int(think.headers["x-openjev-cached-tokens"])
     extra = cached - int(plain.headers["x-openjev-cached-tokens"])
     print(f"live thinking: {reasoning} reasoning tokens; the two calls per question reused {extra} cached tokens")
