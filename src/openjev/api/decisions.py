@@ -34,7 +34,8 @@ from openjev.api.routes import (
 )
 from openjev.api.strict_json import StrictJSONRoute
 from openjev.errors import RequestRejected
-from openjev.request.decisions import DecisionRequest, DecisionResponse, OpenAIError, translate
+from openjev.request.decision_schema import DecisionRequest, DecisionResponse, OpenAIError
+from openjev.request.decisions import translate
 from openjev.request.openrouter import ImageItems, with_image_assets
 from openjev.request.schema import SystemOneRequest, SystemOneResponse
 from openjev.service import Runtime, Service

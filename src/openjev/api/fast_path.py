@@ -38,7 +38,7 @@ from openjev.api.multipart import split_body
 from openjev.api.routes import IMAGE_PARTS, answer_request, asks_long_context
 from openjev.api.strict_json import loads_if_same
 from openjev.errors import OpenJevError
-from openjev.request.decisions import DecisionRequest
+from openjev.request.decision_schema import DecisionRequest
 from openjev.request.schema import SystemOneRequest
 from openjev.service import Service
 

@@ -41,7 +41,7 @@ from typing import Any
 from openjev.affinity import common_prefix_length
 from openjev.errors import Issue, Loc, RequestRejected
 from openjev.prompting.tokenizer import ChatTokenizer, Segment
-from openjev.request.schema import BoxQuestion, ChoiceQuestion, FreeForm, NoulQuestion, ScoreQuestion
+from openjev.request.schema import BoxQuestion, ChoiceQuestion, FreeForm, NoulQuestion, ScoreQuestion, render_value
 
 ANSWER_CUES = {"plain": "Answer:\n", "json": '{"answer": "'}
 ANSWER_CUE = ANSWER_CUES["plain"]
@@ -54,15 +54,6 @@ IMAGE_PART_TYPES = frozenset({"image", "image_url", "input_image"})
 def _refuse(loc: Loc, message: str) -> RequestRejected:
     """A part of the request that cannot be shown to the model."""
     return RequestRejected([Issue(loc, message)])
-
-
-def render_value(value: FreeForm) -> str:
-    """A string stays as sent; JSON objects and arrays are serialized intact on one line, non-ASCII
-    kept. No indentation: with it, nested values cost tokens quadratically in their depth (a 1.9 KB
-    body nested 900 deep became 31.7k tokens)."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
 
 
 def _looks_like_chat(value: Any) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 from PIL import Image
 
-from openjev.request.decisions import OPENAI_MODEL
+from openjev.request.decision_schema import OPENAI_MODEL
 from openjev.smoke.probe import (
     DECISIONS,
     SUPPORT_TICKET,

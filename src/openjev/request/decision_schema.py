@@ -1,0 +1,334 @@
+"""OpenAI's Decisions API on the wire (`POST /v1/decisions`, the `openai` 3.57.0 SDK's types): the request
+and the answer, and OpenAI's error envelope.
+
+The models follow `openai/types/decision_create_params.py` and `decision.py` field by field (unknown
+request fields are ignored, as the SDK forwards caller extras); `decisions.py` translates a request onto
+the Jev request that `/v1/systemone` answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, StrictStr, Tag
+
+#: The model name OpenAI's SDK documents; accepted (with OPENJEV_OPENAI_MODEL_ALIASES) for the served model.
+OPENAI_MODEL = "gpt-6-luna"
+#: OpenAI's bounds on one `input_json` part.
+JSON_MAX_DEPTH = 32
+JSON_MAX_VALUES = 10_000
+JSON_MAX_BYTES = 256 * 1024
+#: The media types a data URL may carry, and the asset format each is.
+IMAGE_TYPES = {"image/png": "png", "image/jpeg": "jpeg", "image/jpg": "jpeg"}
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+def _string_or_parts(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "string"
+    return "parts" if isinstance(value, list) else None
+
+
+def _text_or_list(part: Any) -> Any:
+    """A field that is a string or an ordered list of `part`s (tagged `string` / `parts` in error locations)."""
+    return Annotated[
+        Annotated[str, Tag("string")] | Annotated[list[part], Tag("parts")],  # type: ignore[valid-type]
+        Discriminator(
+            _string_or_parts,
+            custom_error_type="string_or_list",
+            custom_error_message="must be a string or a list of parts",
+        ),
+    ]
+
+
+def _tag(kinds: Sequence[str], role: bool = False) -> Callable[[Any], str | None]:
+    def tag(value: Any) -> str | None:
+        if not isinstance(value, dict):
+            return None
+        kind = value.get("type", "message" if role else None)
+        if role and kind == "message":
+            kind = value.get("role")
+        return kind if kind in kinds else None
+
+    return tag
+
+
+def _tagged(members: dict[str, type], role: bool = False) -> Any:
+    union = None
+    for name, member in members.items():
+        tagged = Annotated[member, Tag(name)]
+        union = tagged if union is None else union | tagged  # type: ignore[operator]
+    return Annotated[
+        union,
+        Discriminator(
+            _tag(list(members), role),
+            custom_error_type="item_type",
+            custom_error_message=f"must be an object whose type is one of: {', '.join(members)}",
+        ),
+    ]
+
+
+class CacheBreakpoint(_Wire):
+    mode: Literal["explicit"]
+
+
+class InputText(_Wire):
+    type: Literal["input_text"]
+    text: str
+    prompt_cache_breakpoint: CacheBreakpoint | None = None
+
+
+class InputImage(_Wire):
+    """A base64 data URL (PNG or JPEG); a remote URL is refused, not fetched."""
+
+    type: Literal["input_image"]
+    image_url: str
+    detail: Literal["low", "high", "auto", "original"] | None = None
+    prompt_cache_breakpoint: CacheBreakpoint | None = None
+
+
+class InputJson(_Wire):
+    """A JSON object or an array of objects, shown as compact JSON text."""
+
+    type: Literal["input_json"]
+    data: dict[str, Any] | list[dict[str, Any]]
+
+
+class OutputText(_Wire):
+    type: Literal["output_text"]
+    text: str
+
+
+class RefusalPart(_Wire):
+    type: Literal["refusal"]
+    refusal: str
+
+
+InputPart = _tagged({"input_text": InputText, "input_image": InputImage, "input_json": InputJson})
+TextPart = _tagged({"input_text": InputText})
+ToolOutputPart = _tagged({"input_text": InputText, "input_image": InputImage})
+AssistantPart = _tagged({"output_text": OutputText, "refusal": RefusalPart})
+
+
+class UserMessage(_Wire):
+    type: Literal["message"] = "message"
+    role: Literal["user"]
+    content: _text_or_list(InputPart)  # type: ignore[valid-type]
+
+
+class DeveloperMessage(_Wire):
+    type: Literal["message"] = "message"
+    role: Literal["developer"]
+    content: _text_or_list(TextPart)  # type: ignore[valid-type]
+
+
+class SystemMessage(_Wire):
+    type: Literal["message"] = "message"
+    role: Literal["system"]
+    content: _text_or_list(TextPart)  # type: ignore[valid-type]
+
+
+class AssistantMessage(_Wire):
+    type: Literal["message"] = "message"
+    role: Literal["assistant"]
+    content: _text_or_list(AssistantPart)  # type: ignore[valid-type]
+    phase: Literal["commentary", "final_answer"] | None = None
+
+
+Status = Literal["in_progress", "completed", "incomplete"]
+
+
+class FunctionCall(_Wire):
+    type: Literal["function_call"]
+    call_id: str
+    name: str
+    arguments: str
+    id: str | None = None
+    namespace: str | None = None
+    status: Status | None = None
+
+
+class FunctionCallOutput(_Wire):
+    type: Literal["function_call_output"]
+    call_id: str
+    output: _text_or_list(ToolOutputPart)  # type: ignore[valid-type]
+    id: str | None = None
+    status: Status | None = None
+
+
+class CustomToolCall(_Wire):
+    type: Literal["custom_tool_call"]
+    call_id: str
+    name: str
+    input: str
+    id: str | None = None
+    namespace: str | None = None
+    status: Status | None = None
+
+
+class CustomToolCallOutput(_Wire):
+    type: Literal["custom_tool_call_output"]
+    call_id: str
+    output: _text_or_list(ToolOutputPart)  # type: ignore[valid-type]
+    id: str | None = None
+    status: Status | None = None
+
+
+InputItem = _tagged(
+    {
+        "user": UserMessage,
+        "developer": DeveloperMessage,
+        "system": SystemMessage,
+        "assistant": AssistantMessage,
+        "function_call": FunctionCall,
+        "function_call_output": FunctionCallOutput,
+        "custom_tool_call": CustomToolCall,
+        "custom_tool_call_output": CustomToolCallOutput,
+    },
+    role=True,
+)
+QuestionPart = _tagged({"input_text": InputText, "input_image": InputImage, "input_json": InputJson})
+Instructions = _text_or_list(QuestionPart)
+
+
+class ChoiceOption(_Wire):
+    value: StrictStr | StrictBool = Field(
+        ..., description="Typed: a string and a boolean with the same text are distinct."
+    )
+    description: str | None = None
+
+
+class ScoreLevel(_Wire):
+    label: str
+    description: str | None = None
+
+
+class PredicateQuestion(_Wire):
+    """How likely a statement about the input is true."""
+
+    type: Literal["predicate"]
+    instructions: Instructions  # type: ignore[valid-type]
+    name: str | None = None
+
+
+class ChoiceListQuestion(_Wire):
+    """Choose from the supplied options (2 to 255, each unique)."""
+
+    type: Literal["choice"]
+    instructions: Instructions  # type: ignore[valid-type]
+    #: OpenAI's least is 2 (the Jev contract takes 1); the most is OPENJEV_MAX_CHOICE_OPTIONS.
+    choices: list[ChoiceOption] = Field(..., min_length=2)
+    name: str | None = None
+
+
+class ScoreLevelsQuestion(_Wire):
+    """Rate the input against ordered levels, low to high."""
+
+    type: Literal["score"]
+    instructions: Instructions  # type: ignore[valid-type]
+    levels: list[ScoreLevel] = Field(..., min_length=2)
+    name: str | None = None
+
+
+DecisionQuestion = _tagged({"predicate": PredicateQuestion, "choice": ChoiceListQuestion, "score": ScoreLevelsQuestion})
+
+
+class PromptCacheOptions(_Wire):
+    mode: Literal["implicit", "explicit"] | None = None
+    ttl: Literal["30m"] | None = None
+
+
+class DecisionRequest(_Wire):
+    model: str = Field(..., description=f"`{OPENAI_MODEL}`, or any name `/v1/systemone` takes.")
+    input: _text_or_list(InputItem) = Field(  # type: ignore[valid-type]
+        ..., description="Text, or an ordered list of messages, tool calls and tool outputs."
+    )
+    questions: list[DecisionQuestion] = Field(  # type: ignore[valid-type]
+        ..., min_length=1, max_length=400, description="Predicate, choice or score questions, answered in order."
+    )
+    prompt_cache_key: str | None = Field(
+        None, description="Names the conversation: requests with the same key are served from the same cache."
+    )
+    prompt_cache_options: PromptCacheOptions | None = Field(None, description="Accepted; openjev caches prefixes.")
+    safety_identifier: str | None = Field(None, max_length=128, description="Accepted and not stored.")
+
+
+# -- the translation ------------------------------------------------------------------------------
+
+#: The value a choice answer names, in the caller's type.
+ChoiceValue = str | bool
+
+
+class PredicateAnswer(BaseModel):
+    type: Literal["predicate"] = "predicate"
+    name: str | None
+    probability: float = Field(..., ge=0, le=1, description="Probability that the statement is true.")
+
+
+class ChoiceProbability(BaseModel):
+    value: StrictStr | StrictBool
+    probability: float = Field(..., ge=0, le=1)
+
+
+class ChoiceListAnswer(BaseModel):
+    type: Literal["choice"] = "choice"
+    name: str | None
+    choice: StrictStr | StrictBool = Field(..., description="The most probable value (ties: the first listed).")
+    confidence: float = Field(..., ge=0, le=1)
+    probabilities: list[ChoiceProbability] = Field(..., description="Every choice, in request order; sums to 1.")
+
+
+class LevelProbability(BaseModel):
+    value: int = Field(..., description="The level's position, low to high, from 0.")
+    label: str
+    probability: float = Field(..., ge=0, le=1)
+
+
+class ScoreLevelsAnswer(BaseModel):
+    type: Literal["score"] = "score"
+    name: str | None
+    score: float = Field(..., description="Expected level: sum of value * probability.")
+    confidence: float = Field(..., ge=0, le=1)
+    probabilities: list[LevelProbability]
+
+
+class InputTokensDetails(BaseModel):
+    cached_tokens: int = Field(..., description="Prompt tokens the backend reused from its cache.")
+    cache_write_tokens: int = Field(0, description="Always 0: no cache write is billed.")
+
+
+class OutputTokensDetails(BaseModel):
+    reasoning_tokens: int = Field(..., description="Tokens the thinking tier generated.")
+
+
+class DecisionUsage(BaseModel):
+    input_tokens: int
+    input_tokens_details: InputTokensDetails
+    output_tokens: int
+    output_tokens_details: OutputTokensDetails
+    total_tokens: int
+
+
+class DecisionResponse(BaseModel):
+    model: str
+    answers: list[Annotated[PredicateAnswer | ChoiceListAnswer | ScoreLevelsAnswer, Field(discriminator="type")]] = (
+        Field(..., description="Answers in question order; never a refusal.")
+    )
+    usage: DecisionUsage
+
+
+class OpenAIErrorDetail(BaseModel):
+    message: str
+    type: str = Field(..., examples=["invalid_request_error"])
+    param: str | None = Field(None, examples=["questions[0].choices"])
+    code: str | None = None
+
+
+class OpenAIError(BaseModel):
+    """Every error of `/v1/decisions`: `{"error": {"message", "type", "param", "code"}}`."""
+
+    error: OpenAIErrorDetail
