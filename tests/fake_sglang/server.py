@@ -19,16 +19,12 @@ SGLang's own classes. Label logprobs are deterministic functions of the prompt i
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import math
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -48,8 +44,9 @@ from tests.fake_sglang.generation import (
     is_generation,
 )
 from tests.fake_sglang.meta import Readout, readout_answer
+from tests.fake_sglang.model import Logprobs, hashed_logprobs, local_model_dir
 from tests.fake_sglang.ranks import RankCaches
-from tests.fake_sglang.rules import VOCAB_SIZE, Outcome, contract_violation, judge, max_req_input_len
+from tests.fake_sglang.rules import Outcome, contract_violation, judge, max_req_input_len
 from tests.fake_sglang.scheduler import Scheduler
 from tests.fake_sglang.vision import SeenPrompt, seen_prompt, vision_model_dir
 
@@ -58,26 +55,9 @@ FLOAT32_MIN = -3.4028234663852886e38
 PYTHON_DISCONNECT_CHECK = 4.0
 RUST_DISCONNECT_CHECK = 0.02
 
-Logprobs = Callable[[Sequence[int], Sequence[int]], list[float]]
-
 
 def _error(message: str, status: int = 400) -> JSONResponse:
     return JSONResponse({"error": {"message": message}}, status_code=status)
-
-
-@cache
-def local_model_dir() -> str:
-    """A model directory as `/model_info` reports one: its config.json gives the vocabulary size."""
-    directory = Path(tempfile.mkdtemp(prefix="fake-sglang-model-"))
-    (directory / "config.json").write_text(json.dumps({"vocab_size": VOCAB_SIZE, "model_type": "qwen3"}))
-    return str(directory)
-
-
-def hashed_logprobs(input_ids: Sequence[int], token_ids: Sequence[int]) -> list[float]:
-    """Deterministic pseudo log-probabilities in [-11, -1], a function of the prompt and the id."""
-    digest = hashlib.blake2b(repr(tuple(input_ids)).encode(), digest_size=8).digest()
-    seed = int.from_bytes(digest, "little")
-    return [-1.0 - ((seed ^ (token_id * 2654435761)) % 10007) / 1000.0 for token_id in token_ids]
 
 
 @dataclass

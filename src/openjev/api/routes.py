@@ -14,7 +14,6 @@ import asyncio
 import datetime as dt
 import functools
 import json
-import math
 import time
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, replace
@@ -29,16 +28,15 @@ from starlette.types import Receive
 
 from openjev import __version__, metrics
 from openjev.affinity import caller_key
-from openjev.answering.box_reading import BoxReader
 from openjev.api.docs import REFERENCE_PAGE, swagger_ui_page
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HEALTH_RESPONSES, retry_after_headers
+from openjev.api.limits import box_limits, image_limits
 from openjev.api.middleware import SYSTEM_ONE_PATH
 from openjev.api.strict_json import StrictJSONRoute
-from openjev.config import COMPAT_MODEL_ALIAS, Settings
+from openjev.config import COMPAT_MODEL_ALIAS
 from openjev.engine import Evaluation
 from openjev.errors import RequestRejected
 from openjev.prompting.budget import LONG_CONTEXT_HEADER, STANDARD_INPUT_TOKENS
-from openjev.prompting.vision import VisionSpec
 from openjev.request.assets import asset_sources
 from openjev.request.schema import ModelList, SystemOneRequest, SystemOneResponse
 from openjev.request.validation import check_request
@@ -267,33 +265,6 @@ async def list_models(service: ServiceDep) -> dict[str, Any]:
         "object": "list",
         "data": [{"id": name, "object": "model", "created": created, "owned_by": "openjev"} for name, _ in names],
     }
-
-
-def image_limits(settings: Settings, ready: bool, vision: VisionSpec | None) -> dict[str, Any]:
-    """Whether images are accepted (None until the backend is ready and has said), and their limits;
-    `square_image_tokens`: what a square image at the pixel budget costs the model."""
-    side = math.isqrt(settings.max_image_pixels)
-    return {
-        "accepted": vision is not None if ready else None,
-        "max_images": settings.max_images,
-        "max_image_bytes": settings.max_image_bytes,
-        "max_image_total_bytes": settings.max_image_total_bytes,
-        "max_image_body_bytes": settings.max_image_body_bytes,
-        "max_image_pixels": settings.max_image_pixels,
-        "max_image_source_pixels": settings.max_image_source_pixels,
-        "max_image_positions": settings.max_image_positions,
-        "max_concurrent_image_preparations": settings.max_concurrent_image_preparations,
-        "image_preparation_queue": settings.image_preparation_queue,
-        "square_image_tokens": vision.image_tokens(side, side) if vision is not None else None,
-    }
-
-
-def box_limits(boxes: BoxReader | None) -> dict[str, Any]:
-    """Whether box questions are accepted (None until the backend is ready), the model's grounding
-    scale and the most ids a box's generation writes (None where boxes are refused)."""
-    if boxes is None or not boxes.accepted or boxes.vision is None:
-        return {"accepted": None if boxes is None else False, "grounding": None, "max_new_tokens": None}
-    return {"accepted": True, "grounding": boxes.vision.grounding, "max_new_tokens": boxes.max_tokens}
 
 
 @router.get(

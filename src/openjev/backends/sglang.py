@@ -56,6 +56,7 @@ from openjev.backends.base import (
     LabelLogprobs,
     ReadoutCall,
 )
+from openjev.backends.sglang_answers import error_message, parse_label_logprobs
 from openjev.backends.sglang_generation import generation_payload, parse_generation
 from openjev.backends.sglang_images import Base64Images, ImageTransport, image_transport
 from openjev.backends.sglang_vision import read_vision
@@ -75,8 +76,6 @@ _JSON_HEADERS = {"content-type": "application/json"}
 _CONTROL_CONNECTIONS = 4
 # What SGLang 0.5.19's scheduler keeps back from `min(context_len - 1, max_total_num_tokens - 1)`.
 SCHEDULER_RESERVED_TOKENS = 5
-# The smallest float32 (a -inf logit's logprob as SGLang serialises it); anything below is no float32.
-FLOAT32_MIN = -3.4028234663852886e38
 
 
 def client_options(settings: Settings, *, co_located: bool = False) -> dict[str, Any]:
@@ -114,66 +113,6 @@ def admissible_budget(context_len: int, max_total_num_tokens: int | None = None)
     the largest prompt plus its one output token."""
     room = context_len - 1 if max_total_num_tokens is None else min(context_len - 1, max_total_num_tokens - 1)
     return room - SCHEDULER_RESERVED_TOKENS
-
-
-def _error_message(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:500] or response.reason_phrase
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"]
-        if isinstance(error, str):
-            return error
-        if isinstance(body.get("message"), str):
-            return body["message"]
-    return str(body)[:500]
-
-
-def _count(value: Any, name: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise BackendError(f"SGLang's {name} is not a count: {type(value).__name__}")
-    return value
-
-
-def _logprob(value: Any) -> float:
-    # A log-softmax is never above 0, and a float32 never below FLOAT32_MIN; NaN, +50 or -1e308 mean
-    # the backend is broken, never an answer. The Rust frontend sends NaN as null.
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise BackendError("SGLang returned a label logprob that is not a number (NaN in the model output?)")
-    if not FLOAT32_MIN <= value <= 0.0:
-        raise BackendError(f"SGLang returned an impossible label logprob {value!r}")
-    return float(value)
-
-
-def parse_label_logprobs(body: Any, call: ReadoutCall) -> LabelLogprobs:
-    """Read the requested ids' logprobs at the first generated position; anything malformed is a
-    BackendError (HTTP 502), never an exception of another kind."""
-    try:
-        meta = body["meta_info"]
-        if not isinstance(meta, dict):
-            raise BackendError(f"SGLang's meta_info is not an object: {type(meta).__name__}")
-        finish = meta.get("finish_reason") or {}
-        if isinstance(finish, dict) and finish.get("type") == "abort":
-            raise BackendError("SGLang aborted the request")
-        position = meta["output_token_ids_logprobs"][0]
-        by_id: dict[int, float] = {}
-        for entry in position:
-            logprob, token_id = entry[0], entry[1]
-            if not isinstance(token_id, int) or isinstance(token_id, bool):
-                raise BackendError("SGLang returned a label id that is not an integer")
-            by_id[token_id] = _logprob(logprob)
-        logprobs = tuple(by_id[token_id] for token_id in call.label_token_ids)
-        prompt_tokens = _count(meta.get("prompt_tokens", len(call.input_ids)), "prompt_tokens")
-        cached = meta.get("cached_tokens")
-        cached_tokens = None if cached is None else _count(cached, "cached_tokens")
-    except BackendError:
-        raise
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
-        raise BackendError(f"SGLang's /generate answer lacks the label logprobs ({type(error).__name__})") from error
-    return LabelLogprobs(logprobs, prompt_tokens, cached_tokens)
 
 
 class SGLangBackend(Backend):
@@ -268,9 +207,9 @@ class SGLangBackend(Backend):
         except httpx.TransportError as error:
             raise BackendUnavailable(f"SGLang is unreachable at {self.base_url}: {error!r}") from error
         if response.status_code == 503:
-            raise BackendUnavailable(f"SGLang is not accepting work: {_error_message(response)}")
+            raise BackendUnavailable(f"SGLang is not accepting work: {error_message(response)}")
         if response.status_code != 200:
-            raise BackendError(f"SGLang answered {response.status_code}: {_error_message(response)}")
+            raise BackendError(f"SGLang answered {response.status_code}: {error_message(response)}")
         try:
             return orjson.loads(response.content)
         except orjson.JSONDecodeError as error:
