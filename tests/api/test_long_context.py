@@ -54,7 +54,7 @@ def test_a_long_state_needs_the_header(server, path):
     assert "TypeSafe-Danger-Zone-Long-Context: true" in issue["msg"]
     answered = httpx.post(f"{server.url}{path}", json=body(), headers=HEADER, timeout=120)
     assert answered.status_code == 200, answered.text
-    assert answered.json()["usage"]["input_tokens"] > 2 * 32768
+    assert answered.json()["usage"]["input_tokens"] > 32768  # the state alone is over the standard budget
 
 
 def test_the_header_is_no_way_past_the_context(server):
@@ -79,4 +79,4 @@ def test_the_sdk_sends_the_header_as_an_extra_and_so_does_openais(server):
         decision = client.decisions.create(
             model="gpt-6-luna", input=DOCUMENT, questions=questions, extra_headers=HEADER
         )
-        assert decision.usage.input_tokens > 2 * 32768
+        assert decision.usage.input_tokens > 32768
