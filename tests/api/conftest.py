@@ -1,7 +1,10 @@
-"""Fixtures of the image tests: openjev on a fake SGLang that sees images, and the SDK pointed at it."""
+"""Fixtures of the API tests: openjev on a fake SGLang (`stack`, text only; `vision_stack`, seeing images),
+with the `openai` client (`client`), plain HTTP (`http`) and the TypeSafe SDK (`sdk`) pointed at it."""
 
 from __future__ import annotations
 
+import httpx
+import openai
 import pytest
 from typesafe_sdk import RetryPolicy, TypeSafeClient
 
@@ -23,3 +26,23 @@ def sdk(vision_stack):
         base_url=server.url, api_key="k", compression="zstd", retry=RetryPolicy(max_retries=0)
     ) as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def stack(qwen_tokenizer_dir, tmp_path_factory):
+    with running_stack(FakeSGLang(), qwen_tokenizer_dir, tmp_path_factory.mktemp("logs")) as stack:
+        yield stack
+
+
+@pytest.fixture(scope="module")
+def client(stack):
+    server, _ = stack
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="k", max_retries=0) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def http(stack):
+    server, _ = stack
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        yield http
