@@ -1,0 +1,77 @@
+"""The journey's data between its stages: a request prepared (its shared prefix and one branch per
+question view), and what evaluating it gave (answers, token counts, timings, the thinking tier's work).
+
+`engine.py` makes and reads these; the API shapes an `Evaluation` into a response.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from openjev.answering.content_free import ContentFreePlan
+from openjev.answering.readouts import AnyQuestion
+from openjev.answering.thinking import Escalation
+from openjev.request.images import ImageInput
+
+
+@dataclass(frozen=True, slots=True)
+class Branch:
+    question_id: str
+    question: AnyQuestion
+    suffix_ids: list[int]
+    label_token_ids: tuple[int, ...]
+    #: The view shown in this branch (readouts.py): a choice's rotation, a score's reversed rubric; 0: as sent.
+    offset: int = 0
+    #: The images of the suffix's pads, in order; the positions they add beyond their pads.
+    images: tuple[ImageInput, ...] = ()
+    image_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    shared_prefix_ids: list[int]
+    branches: list[Branch]
+    #: The content-free readouts of the branches (contextual calibration), fixed when the budget was checked.
+    content_free: ContentFreePlan
+    #: The prompt tokens the request may still send after its first pass (`TokenBudget.check_first_pass`).
+    tokens_left: int
+    #: Names the conversation for rank affinity (`affinity.conversation_key`).
+    affinity_key: int = 0
+    #: The request names the thinking tier.
+    thinking: bool = False
+    #: The images of the shared prefix's pads, in order, and the positions they add beyond their pads.
+    prefix_images: tuple[ImageInput, ...] = ()
+    prefix_image_tokens: int = 0
+    #: The request sent the long-context header: its calls are held to `Engine.long_budget`.
+    long_context: bool = False
+
+    @property
+    def questions(self) -> dict[str, AnyQuestion]:
+        return {branch.question_id: branch.question for branch in self.branches}
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    answers: dict[str, dict[str, Any]]
+    input_tokens: int
+    output_tokens: int
+    prefix_tokens: int
+    #: Sum of the branches' reused prompt tokens; None when the backend does not report them.
+    cached_tokens: int | None
+    prefill_seconds: float
+    branches_seconds: float
+    #: The thinking tier's work; None for a request of the one-token tier.
+    escalation: Escalation | None = None
+
+    def escalated(self, escalation: Escalation) -> Evaluation:
+        """This first pass with the thinking tier's new answers, and its calls counted."""
+        cached, more = self.cached_tokens, escalation.cached_tokens
+        return replace(
+            self,
+            answers={**self.answers, **escalation.answers},
+            input_tokens=self.input_tokens + escalation.input_tokens,
+            output_tokens=self.output_tokens + escalation.output_tokens,
+            cached_tokens=None if cached is None or more is None else cached + more,
+            escalation=escalation,
+        )
