@@ -2,7 +2,9 @@
 
 - Liveness: 1.6 KB zstd bombs (a multipart body that decodes to 39 MiB) and 9 MB photo uploads arrive
   from several senders while another process polls `/health/live`: decoding, splitting, image work and
-  the backend's image bodies all run off the event loop, so its p99 stays under 50 ms.
+  the backend's image bodies all run off the event loop, so its p99 stays under 100 ms (with the work on
+  the loop it was 3.8 s; on an idle 2-core machine, senders and server sharing its cores, p50 is about
+  14 ms and p99 about 50 ms, so the bound leaves room for a CI machine's noise).
 - Memory: a burst of 20 concurrent small bodies, each a PNG carrying a 9 MiB private chunk: no caller
   byte is kept or forwarded (the image is encoded again from its pixels) and every cache is bounded in
   bytes, so resident memory comes back near where it started.
@@ -132,6 +134,10 @@ def flat_png(width: int, height: int, shade: int) -> bytes:
     return out.getvalue()
 
 
+#: Seconds: `/health/live`'s p99 while bodies arrive (see the module docstring for the figures measured).
+LIVENESS_P99 = 0.1
+
+
 def p99(latencies: list[float]) -> float:
     return statistics.quantiles(latencies, n=100, method="inclusive")[98]
 
@@ -176,7 +182,7 @@ def test_liveness_stays_fast_while_zstd_bombs_and_9_mb_uploads_arrive(serve_open
     # The bomb's image part passes OPENJEV_MAX_IMAGE_BYTES as it is split: a 422 naming it.
     assert statuses["bomb"] and set(statuses["bomb"]) == {422}, statuses
     assert 200 in statuses["upload"] and set(statuses["upload"]) <= {200, 529}, statuses
-    assert len(latencies) >= 100 and p99(latencies) < 0.05
+    assert len(latencies) >= 100 and p99(latencies) < LIVENESS_P99
 
 
 def test_memory_returns_near_its_start_after_a_burst_of_padded_images(serve_openjev, vision_fake, figures):
