@@ -224,3 +224,27 @@ def test_multiple_choice_letters_right_on_easy_cases(embedded):
     assert response.status_code == 200, response.text
     choices = {name: answer["choice"] for name, answer in response.json()["answers"].items()}
     assert choices == {"barks": "dog", "capital": "paris", "sum": "four", "sky": "blue"}
+
+
+def test_openai_decisions_on_the_embedded_model_match_systemone(embedded):
+    """`client.decisions.create` with only the base URL changed, on the embedded backend: typed answers in
+    question order, and a predicate reads what the same noul reads through `/v1/systemone`."""
+    import openai
+
+    state = "I was charged twice for my subscription. Please refund the duplicate charge."
+    questions = [
+        {"type": "predicate", "name": "refund", "instructions": "Does the user request a refund?"},
+        {"type": "choice", "instructions": "Who handles it?", "choices": [{"value": "billing"}, {"value": True}]},
+    ]
+    with openai.OpenAI(base_url=f"{embedded.url}/v1", api_key="unused", max_retries=0, timeout=300) as client:
+        decision = client.decisions.create(model="gpt-6-luna", input=state, questions=questions)
+    refund, team = decision.answers
+    assert refund.name == "refund" and team.name is None
+    assert team.choice in ("billing", True)
+    noul = httpx.post(
+        f"{embedded.url}/v1/systemone",
+        json={"model": "jev-latest", "state": state,
+              "questions": {"refund": {"type": "noul", "instructions": "Does the user request a refund?"}}},
+        timeout=300,
+    ).json()["answers"]["refund"]["noul"]  # fmt: skip
+    assert refund.probability == pytest.approx(noul, abs=0.02)
