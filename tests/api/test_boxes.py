@@ -11,12 +11,12 @@ import pytest
 from typesafe_sdk import Box, Choice, Image, Noul, RetryPolicy, Score, TypeSafeClient
 
 from openjev.prompting.tokenizer import ChatTokenizer
-from tests.api.test_images import CRITERIA, png, vision_stack  # noqa: F401 - the module's stack fixture
+from tests.api.test_images import CRITERIA, png
 from tests.fake_sglang.generation import BOX_TEXT, box_logprob
 
 
 @pytest.fixture
-def sdk(vision_stack):  # noqa: F811 - the imported fixture
+def sdk(vision_stack):
     server, _ = vision_stack
     with TypeSafeClient(
         base_url=server.url, api_key="k", compression="zstd", retry=RetryPolicy(max_retries=0)
@@ -50,7 +50,7 @@ def expected_box(chat: ChatTokenizer, asked: list[int]) -> tuple[dict[str, float
     return {"left": x1, "top": y1, "right": x2, "bottom": y2}, math.exp(-20 * sum(spreads) / 4)
 
 
-def test_the_sdk_locates_a_box_as_the_fake_s_digit_logprobs_say(vision_stack, sdk, qwen_tokenizer_dir):  # noqa: F811
+def test_the_sdk_locates_a_box_as_the_fake_s_digit_logprobs_say(vision_stack, sdk, qwen_tokenizer_dir):
     _, fake = vision_stack
     chat = ChatTokenizer(qwen_tokenizer_dir)
     before = len(fake.generate_calls)
@@ -77,7 +77,7 @@ def test_the_sdk_locates_a_box_as_the_fake_s_digit_logprobs_say(vision_stack, sd
     assert edges.left <= edges.right and edges.top <= edges.bottom
 
 
-def test_a_box_and_three_other_questions_are_answered_with_one_warm_up(vision_stack, sdk, qwen_tokenizer_dir):  # noqa: F811
+def test_a_box_and_three_other_questions_are_answered_with_one_warm_up(vision_stack, sdk, qwen_tokenizer_dir):
     _, fake = vision_stack
     before = len(fake.generate_calls)
     result = sdk.system_one(
@@ -104,7 +104,7 @@ def test_a_box_and_three_other_questions_are_answered_with_one_warm_up(vision_st
     assert box.left <= box.right and box.top <= box.bottom
 
 
-def test_box_questions_need_the_request_s_one_image(vision_stack):  # noqa: F811
+def test_box_questions_need_the_request_s_one_image(vision_stack):
     server, _ = vision_stack
     photo = {"type": "image", "format": "png", "data_base64": base64.b64encode(png(64, 64, (1, 2, 3))).decode()}
     box = {"type": "box", "instructions": "The dog"}
@@ -135,7 +135,7 @@ def test_box_questions_need_the_request_s_one_image(vision_stack):  # noqa: F811
         assert limits == {"accepted": True, "grounding": "relative-1000", "max_new_tokens": 24}
 
 
-def test_a_generation_that_is_not_a_box_is_a_backend_error(vision_stack):  # noqa: F811
+def test_a_generation_that_is_not_a_box_is_a_backend_error(vision_stack):
     server, fake = vision_stack
 
     def cut_short(answer: dict) -> dict:
