@@ -8,20 +8,11 @@ import math
 
 import httpx
 import pytest
-from typesafe_sdk import Box, Choice, Image, Noul, RetryPolicy, Score, TypeSafeClient
+from typesafe_sdk import Box, Choice, Image, Noul, Score
 
 from openjev.prompting.tokenizer import ChatTokenizer
 from tests.api.test_images import CRITERIA, png
 from tests.fake_sglang.generation import BOX_TEXT, box_logprob
-
-
-@pytest.fixture
-def sdk(vision_stack):
-    server, _ = vision_stack
-    with TypeSafeClient(
-        base_url=server.url, api_key="k", compression="zstd", retry=RetryPolicy(max_retries=0)
-    ) as client:
-        yield client
 
 
 def box_calls(fake, since: int) -> list[dict]:
