@@ -258,9 +258,16 @@ async def list_models(service: ServiceDep) -> dict[str, Any]:
     ]
     created = int(service.started_wall)
     images = service.backend.vision is not None if service.current else None
+    think = service.settings.think_model  # the thinking tier reads text only (`image_marks.py`)
     return {
         "models": [
-            {"name": name, "description": text, "release_date": released, "x_images": images} for name, text in names
+            {
+                "name": name,
+                "description": text,
+                "release_date": released,
+                "x_images": False if name == think else images,
+            }
+            for name, text in names
         ],
         "object": "list",
         "data": [{"id": name, "object": "model", "created": created, "owned_by": "openjev"} for name, _ in names],
