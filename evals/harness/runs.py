@@ -64,7 +64,7 @@ def local_openjev_version(url: str) -> str | None:
     if urlsplit(url).hostname not in LOOPBACK_HOSTS:
         return None
     try:
-        return importlib.metadata.version("openjev")
+        return importlib.metadata.version("openjev-server")
     except importlib.metadata.PackageNotFoundError:
         return None
 
