@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openjev.answering.evaluation import Evaluation, PreparedRequest
 from openjev.backends.embedded import EmbeddedBackend
 from openjev.backends.embedded.model_source import DEFAULT_MODEL
 from openjev.config import Settings
-from openjev.engine import Engine, Evaluation, PreparedRequest
+from openjev.engine import Engine
 from openjev.prompting.tokenizer import ChatTokenizer
 from openjev.request.schema import SystemOneRequest
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from openjev.answering.evaluation import PreparedRequest
 from openjev.backends.base import Backend, LabelLogprobs, ReadoutCall
 from openjev.config import Settings
-from openjev.engine import Engine, PreparedRequest
+from openjev.engine import Engine
 from openjev.errors import RequestRejected
 from openjev.prompting.conversation_memo import ConversationMemo, prove_shape, split_segments
 from openjev.prompting.prompts import ANSWER_CUE, frame_conversation, state_messages

@@ -28,13 +28,13 @@ from starlette.types import Receive
 
 from openjev import __version__, metrics
 from openjev.affinity import caller_key
+from openjev.answering.evaluation import Evaluation
 from openjev.api.docs import REFERENCE_PAGE, swagger_ui_page
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HEALTH_RESPONSES, retry_after_headers
 from openjev.api.limits import box_limits, image_limits
 from openjev.api.middleware import SYSTEM_ONE_PATH
 from openjev.api.strict_json import StrictJSONRoute
 from openjev.config import COMPAT_MODEL_ALIAS
-from openjev.engine import Evaluation
 from openjev.errors import RequestRejected
 from openjev.prompting.budget import LONG_CONTEXT_HEADER, STANDARD_INPUT_TOKENS
 from openjev.request.assets import asset_sources
