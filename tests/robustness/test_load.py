@@ -28,7 +28,7 @@ BODY = {
 }
 
 
-COUNTER = re.compile(r'openjev_requests_total\{status="(\d+)"\} (\S+)')
+COUNTER = re.compile(r'openjev_requests_total\{route="/v1/systemone",status="(\d+)"\} (\S+)')
 
 
 def requests_by_status(exposition: str) -> collections.Counter[str]:
