@@ -11,8 +11,11 @@ Everything is written into `<target>.partial-<pid>` and renamed into place at th
 a shutdown that does not wait) never leaves a half-written model behind: leftovers of dead processes
 are removed the next time.
 
-Only the conversion itself needs the `cpu` extra (torch, transformers, and gguf, which transformers'
-GGUF loader imports); checking an existing directory does not.
+For the llama.cpp runtime (dtype `gguf`) nothing is converted: the tokenizer, chat template and model
+facts of a byte-level BPE vocabulary are written from the GGUF's metadata by `gguf_tokenizer` (about a
+second, no transformers). Converting weights, or another kind of vocabulary, needs the `torch` extra
+(torch, transformers, and gguf, which transformers' GGUF loader imports); checking an existing
+directory needs neither.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from openjev.backends.embedded.gguf_metadata import read_gguf_metadata
+from openjev.backends.embedded.gguf_tokenizer import gguf_reads_without_transformers, write_gguf_tokenizer
 from openjev.prompting.tokenizer import chat_template_source
 
 logger = logging.getLogger(__name__)
@@ -42,8 +47,9 @@ GGUF_FILE = "model.gguf"
 #: The `dtype` of such a directory: no conversion, the GGUF's own quantized weights.
 GGUF_DTYPE = "gguf"
 CPU_EXTRA_HINT = (
-    "the embedded CPU backend needs the `cpu` extra: `uv sync --inexact --extra cpu` in a checkout, "
-    "or `pip install 'openjev[cpu]'`; or serve SGLang with --connect or --sglang-python"
+    "the embedded torch runtime (float32, bfloat16, int8, vision checkpoints) needs the `torch` extra: "
+    "`uv sync --inexact --extra cpu --extra torch` in a checkout, or `pip install '.[cpu,torch]'`; the "
+    "default GGUF on llama.cpp needs only the `cpu` extra; or serve SGLang with --connect or --sglang-python"
 )
 CHUNK_BYTES = 8 << 20
 _PID_SUFFIX = re.compile(r"-(\d+)(?:\.gguf)?$")
@@ -85,7 +91,9 @@ def convert_gguf(
 ) -> None:
     """Convert `gguf` into a safetensors model directory at `target`, atomically; with `dtype` "gguf"
     (`GGUF_DTYPE`, the llama.cpp runtime) only config and tokenizer are written, beside the GGUF: moved
-    in from `gguf` when it is a scratch file of ours, else `keep` names the file to link to.
+    in from `gguf` when it is a scratch file of ours, else `keep` names the file to link to. A
+    byte-level BPE vocabulary is written by `gguf_tokenizer` in about a second, without transformers;
+    other vocabularies go through transformers' converter.
 
     Everything is written into `<target>.partial-<pid>` next to the target and renamed into place at
     the end; on any failure the partial directory is removed. Partial directories left by a killed
@@ -101,7 +109,11 @@ def convert_gguf(
     logger.info("writing %s %s in %s (once)", what, source, target)
     try:
         if dtype == GGUF_DTYPE:
-            _write_tokenizer(gguf, partial, config=True)
+            metadata = read_gguf_metadata(gguf)
+            if gguf_reads_without_transformers(metadata):
+                write_gguf_tokenizer(metadata, partial)
+            else:
+                _write_tokenizer(gguf, partial, config=True)
             if keep is not None:
                 (partial / GGUF_FILE).symlink_to(keep.resolve())
             else:

@@ -67,8 +67,10 @@ def auto_precision(flags: set[str] | None = None, capability: str | None = None)
     """
     flags = cpu_flags() if flags is None else flags
     if capability is None:
-        import torch
-
+        try:
+            import torch
+        except ImportError:  # no torch extra: float32 names the runtime, whose error says what to install
+            return "float32"
         capability = torch.backends.cpu.get_cpu_capability()
     if capability == "AVX512" and flags & {"amx_bf16", "avx512_bf16"} and not _onednn_below_bf16():
         return "bfloat16"
