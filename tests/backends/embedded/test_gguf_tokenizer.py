@@ -162,9 +162,10 @@ def test_a_gguf_directory_is_made_without_torch_or_transformers(qwen_gguf_file: 
     conversion.check_model_dir(target)
     assert (target / conversion.GGUF_FILE).resolve() == qwen_gguf_file.resolve()
     saved = Tokenizer.from_file(str(target / "tokenizer.json"))
-    assert saved.encode(CORPUS[1], add_special_tokens=False).ids == byte_level_tokenizer(
-        read_gguf_metadata(qwen_gguf_file)
-    ).encode(CORPUS[1], add_special_tokens=False).ids
+    assert (
+        saved.encode(CORPUS[1], add_special_tokens=False).ids
+        == byte_level_tokenizer(read_gguf_metadata(qwen_gguf_file)).encode(CORPUS[1], add_special_tokens=False).ids
+    )
     config = json.loads((target / "config.json").read_text())
     assert (config["model_type"], config["vocab_size"], config["max_position_embeddings"]) == ("qwen2", 151669, 4096)
     assert json.loads((target / "tokenizer_config.json").read_text())["eos_token"] == "<|im_end|>"
