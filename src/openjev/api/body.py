@@ -63,15 +63,35 @@ def _gunzip(data: bytes, limit: int) -> bytes:
 _ZSTD_MIN_BLOCK_BYTES = 4
 #: The smallest step of input fed to the zstd decoder: at most 9 blocks (1.1 MiB) come of it.
 _ZSTD_MIN_STEP = 32
+#: Output a step aims at, from the ratio the last step had: the decoder holds the GIL as it writes.
+_ZSTD_STEP_OUTPUT = 1 << 20
 
 
 def _unzstd(data: bytes, limit: int) -> bytes:
-    """Every zstd frame in turn, decoded once, in steps of input that cannot decode past the cap: a block
-    decodes to at most `zstandard.BLOCKSIZE_MAX` bytes and takes at least `_ZSTD_MIN_BLOCK_BYTES`, so
-    a step of n bytes yields at most n / 4 + 1 blocks, and a bomb costs at most the cap and a block.
-    A frame cut short does not decode (a stream reader would silently return what it holds)."""
+    """One zstd frame, the usual body, decoded in one call that releases the GIL, into a buffer of the
+    frame's declared size or of the cap; a frame that declares more than the cap is refused undecoded
+    (the decoder holds a frame to its declared size). Anything else (several frames, a cut one, or not
+    zstd) goes the careful way, which says what is wrong."""
+    try:
+        declared = zstandard.frame_content_size(data)
+        if declared > limit:
+            raise _too_large(limit, "decompressed")
+        if declared != 0:  # a size, or -1: none declared (an empty frame's checks are the careful way's)
+            out = zstandard.ZstdDecompressor().decompress(data, max_output_size=limit + 1, allow_extra_data=False)
+            if len(out) <= limit:
+                return out
+    except zstandard.ZstdError:
+        pass
+    return _unzstd_frames(data, limit)
+
+
+def _unzstd_frames(data: bytes, limit: int) -> bytes:
+    """Every zstd frame in turn, in steps of input that cannot decode past the cap: a block decodes to
+    at most `zstandard.BLOCKSIZE_MAX` bytes and takes at least `_ZSTD_MIN_BLOCK_BYTES`, so a step of n
+    bytes yields at most n / 4 + 1 blocks, and a bomb costs at most the cap and a block. A frame cut
+    short does not decode (a stream reader would silently return what it holds)."""
     chunks: list[bytes] = []
-    size, rest, decompressor = 0, memoryview(data), zstandard.ZstdDecompressor()
+    size, rest, decompressor, ratio = 0, memoryview(data), zstandard.ZstdDecompressor(), 1
     try:
         while rest:
             frame = decompressor.decompressobj()
@@ -79,10 +99,12 @@ def _unzstd(data: bytes, limit: int) -> bytes:
             while not frame.eof:
                 if position == len(rest):
                     raise _undecodable("the zstd body is truncated")
-                step = max(_ZSTD_MIN_STEP, _ZSTD_MIN_BLOCK_BYTES * (limit - size) // zstandard.BLOCKSIZE_MAX)
+                bound = _ZSTD_MIN_BLOCK_BYTES * (limit - size) // zstandard.BLOCKSIZE_MAX
+                step = max(_ZSTD_MIN_STEP, min(bound, _ZSTD_STEP_OUTPUT // ratio))
                 chunks.append(frame.decompress(rest[position : position + step]))
                 position = min(position + step, len(rest))
                 size += len(chunks[-1])
+                ratio = max(1, len(chunks[-1]) // step)
                 if size > limit:
                     raise _too_large(limit, "decompressed")
             rest = rest[position - len(frame.unused_data) :]  # the next frame starts in the last step
