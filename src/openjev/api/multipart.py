@@ -9,7 +9,8 @@ naming it, as soon as the parser passes the cap; a body of more than `max_parts`
 and one per image) is a 422 as soon as the parser meets the part past it, so a body of many tiny parts
 costs no more than a few, and one of a huge part no more than its cap. Part headers are bounded by
 python-multipart (8 headers of 4 KiB at most); the whole body was bounded by `BodyDecoder` already,
-and is parsed from memory, once (`fast_path` runs a large one on a worker thread).
+and is parsed from memory, once, FEED_BYTES at a time (`fast_path` runs a large one on a worker
+thread), and each part's pieces are joined once (`bytes.join` copies a large part without the GIL).
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from openjev.errors import Issue, RequestRejected
 
 #: The part that holds the request's JSON body.
 REQUEST_PART = "request"
+#: Bytes fed to the parser at a time: each of its searches and copies holds the GIL (and so the event
+#: loop, where a worker thread splits) for a fraction of a millisecond, and a part past its cap is
+#: refused within one piece of its cap, however much of the body is left.
+FEED_BYTES = 256 * 1024
 
 
 class _TooManyParts(Exception):
@@ -86,9 +91,8 @@ class _Collector:
         self._size += end - start
         if self._size > self._limit:
             raise _PartTooLarge(self._name, self._limit)
-        # The part's bytes copied once: a part that arrives in one piece (a body parsed from memory)
-        # is that piece, joined (`split_body`) without another copy.
-        self.parts[-1][1].append(data[start:end])
+        # A whole piece fed to the parser is kept as it is; the pieces are joined in `split_body`.
+        self.parts[-1][1].append(data if start == 0 and end == len(data) else data[start:end])
 
 
 def _bad(message: str) -> HttpError:
@@ -103,7 +107,8 @@ def _parse(body: bytes, content_type: str, collector: _Collector) -> list[tuple[
     max_parts = collector.max_parts
     parser = MultipartParser(boundary, collector.callbacks())  # type: ignore[arg-type]
     try:
-        parser.write(body)
+        for offset in range(0, len(body), FEED_BYTES):
+            parser.write(body[offset : offset + FEED_BYTES])
         parser.finalize()
     except MultipartParseError as error:
         raise _bad(f"the multipart/form-data body does not parse: {error}") from error
