@@ -6,9 +6,11 @@ The interpreter is the pinned environment (`pinned.py`: `.cache/sglang-0.5.19`, 
 A session that recorded nothing has nothing to judge; one that recorded something and cannot get the
 interpreter fails, naming the command that builds it. In CI (`CI` or `OPENJEV_REQUIRE_SGLANG_CONTRACT`
 set) the check must also have judged at least `MIN_PAYLOADS` payloads and `MIN_COMMANDS` launch
-commands (a whole run records more; see their comment): fewer means the recording broke, and a check
-of nothing passes nothing. A disagreement fails the run. The summary says how many
-it judged.
+commands (a whole run records more; see their comment), and among the payloads SGLang accepted at
+least one carrying `image_data` (an image's transfer) and one carrying `sampling_params.regex` (a box
+question's constrained decoding): fewer means the recording broke, or the tests no longer reach a part
+of the contract, and a check of nothing passes nothing. A disagreement fails the run. The summary says
+how many it judged.
 """
 
 from __future__ import annotations
@@ -36,6 +38,14 @@ VALIDATOR = Path(__file__).with_name("validate.py")
 #: robustness suites (schemathesis) many more.
 MIN_PAYLOADS = 60
 MIN_COMMANDS = 8
+#: The parts of a payload a CI run must have had judged at least once among the accepted payloads, each
+#: with its floor-error text. Counted module by module: tests/api/test_boxes.py 9 accepted payloads
+#: with `image_data` and 3 with a regex (the only source of regexes), test_image_traffic.py and
+#: test_image_values.py 31 with `image_data`.
+REQUIRED_KINDS = {
+    "image_data": "`image_data` (images sent to SGLang)",
+    "regex": "`sampling_params.regex` (a box question's constrained decoding)",
+}
 _TIMEOUT = 900
 _result: dict[str, Any] = {}
 
@@ -67,25 +77,50 @@ def validate(python: Path, payloads: Path, commands: Path) -> dict[str, Any]:
     return {**json.loads(done.stdout.splitlines()[-1]), "seconds": round(time.monotonic() - started, 1)}
 
 
-def floor_errors(payloads: int, commands: int) -> list[str]:
-    """What is missing for a CI run: too few payloads or launch commands judged."""
+def floor_errors(payloads: int, commands: int, kinds: dict[str, int]) -> list[str]:
+    """What is missing for a CI run: too few payloads or launch commands judged, or no accepted payload
+    of a kind in `REQUIRED_KINDS` (`kinds` counts them)."""
     errors = []
     for what, judged, floor in (("payloads", payloads, MIN_PAYLOADS), ("launch commands", commands, MIN_COMMANDS)):
         if judged < floor:
             errors.append(f"judged {judged} {what}, fewer than the {floor} a CI run must (the recording broke?)")
+    for kind, described in REQUIRED_KINDS.items():
+        if not kinds.get(kind):
+            errors.append(
+                f"judged no accepted payload carrying {described}; a CI run must judge at least one "
+                "(the recording broke, or no test sends one any more?)"
+            )
     return errors
 
 
-def _lines(path: Path) -> int:
-    return sum(1 for _ in path.open()) if path.is_file() else 0
+def payload_kinds(body: Any) -> set[str]:
+    """Which of `REQUIRED_KINDS` a `/generate` body carries."""
+    if not isinstance(body, dict):
+        return set()
+    params = body.get("sampling_params")
+    params = params if isinstance(params, list) else [params]
+    regex = any(isinstance(each, dict) and each.get("regex") is not None for each in params)
+    return {kind for kind, present in (("image_data", body.get("image_data") is not None), ("regex", regex)) if present}
+
+
+def recorded(payloads: Path, commands: Path) -> tuple[int, int, dict[str, int]]:
+    """Lines in each log, and the accepted payloads (`expect` ok) of each kind in `REQUIRED_KINDS`."""
+    kinds = dict.fromkeys(REQUIRED_KINDS, 0)
+    lines = 0
+    for line in payloads.open() if payloads.is_file() else ():
+        lines += 1
+        record = json.loads(line)
+        for kind in payload_kinds(record["body"]) if record.get("expect") == "ok" else ():
+            kinds[kind] += 1
+    return lines, sum(1 for _ in commands.open()) if commands.is_file() else 0, kinds
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if "directory" not in _result:  # a nested run: the outer session judges what it recorded
         return
     payloads, commands = (Path(os.environ.get(name, "")) for name in (PAYLOAD_LOG, COMMAND_LOG))
-    recorded = (_lines(payloads), _lines(commands))
-    if not any(recorded) and not required():
+    payload_lines, command_lines, kinds = recorded(payloads, commands)
+    if not (payload_lines or command_lines) and not required():
         return
     try:
         python = contract_python()
@@ -93,10 +128,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         _result.update(errors=[str(error)])
     else:
         _result.update(validate(python, payloads, commands))
-    _result.setdefault("payloads", recorded[0])
-    _result.setdefault("commands", recorded[1])
+    _result.setdefault("payloads", payload_lines)
+    _result.setdefault("commands", command_lines)
+    _result["kinds"] = kinds  # the validator judges every line of the log
     if required():
-        _result["errors"] = _result["errors"] + floor_errors(_result["payloads"], _result["commands"])
+        _result["errors"] = _result["errors"] + floor_errors(_result["payloads"], _result["commands"], kinds)
     if _result["errors"]:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -114,7 +150,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     for error in _result.get("errors", []):
         write(f"SGLang 0.5.19 contract: {error}", red=True)
     checked = f" with SGLang's own classes in {_result['seconds']} s" if "seconds" in _result else ""
+    kinds = ", ".join(f"{count} accepted with {kind}" for kind, count in _result.get("kinds", {}).items())
     write(
-        f"SGLang 0.5.19 contract: judged {_result['payloads']} payloads and {_result['commands']} launch "
-        f"commands{checked} (CI floors {MIN_PAYLOADS} and {MIN_COMMANDS}), {len(_result['errors'])} errors"
+        f"SGLang 0.5.19 contract: judged {_result['payloads']} payloads ({kinds}) and {_result['commands']} "
+        f"launch commands{checked} (CI floors {MIN_PAYLOADS} and {MIN_COMMANDS}, at least one of each kind), "
+        f"{len(_result['errors'])} errors"
     )

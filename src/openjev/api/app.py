@@ -28,6 +28,7 @@ from openjev.api.fast_path import SystemOneFastPath
 from openjev.api.middleware import DECISIONS_PATH, ApiKeyMiddleware, RequestIdMiddleware, StatusMetricsMiddleware
 from openjev.api.openai_errors import OpenAIErrorEnvelope
 from openjev.api.routes import router
+from openjev.api.workers import worker_pool
 from openjev.backends.base import Backend
 from openjev.config import Settings
 from openjev.service import Service
@@ -42,6 +43,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        asyncio.get_running_loop().set_default_executor(worker_pool())
         starter = asyncio.create_task(service.start())
         try:
             yield

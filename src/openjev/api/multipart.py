@@ -9,7 +9,8 @@ naming it, as soon as the parser passes the cap; a body of more than `max_parts`
 and one per image) is a 422 as soon as the parser meets the part past it, so a body of many tiny parts
 costs no more than a few, and one of a huge part no more than its cap. Part headers are bounded by
 python-multipart (8 headers of 4 KiB at most); the whole body was bounded by `BodyDecoder` already,
-and is parsed from memory, once (`fast_path` runs a large one on a worker thread).
+and is parsed from memory, once, FEED_BYTES at a time (`fast_path` runs a large one on a worker
+thread), and each part's pieces are joined once (`bytes.join` copies a large part without the GIL).
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from openjev.errors import Issue, RequestRejected
 
 #: The part that holds the request's JSON body.
 REQUEST_PART = "request"
+#: Bytes fed to the parser at a time: each of its searches and copies holds the GIL (and so the event
+#: loop, where a worker thread splits) for a fraction of a millisecond, and a part past its cap is
+#: refused within one piece of its cap, however much of the body is left.
+FEED_BYTES = 256 * 1024
 
 
 class _TooManyParts(Exception):
@@ -50,11 +55,12 @@ class _Collector:
     max_parts: int
     max_json_bytes: int
     max_part_bytes: int
-    parts: list[tuple[dict[bytes, bytes], bytearray]] = field(default_factory=list)
+    parts: list[tuple[dict[bytes, bytes], list[bytes]]] = field(default_factory=list)
     _field: bytearray = field(default_factory=bytearray)
     _value: bytearray = field(default_factory=bytearray)
     _name: str = ""
     _limit: int = 0
+    _size: int = 0
 
     def callbacks(self) -> dict[str, object]:
         return {
@@ -69,7 +75,8 @@ class _Collector:
     def _part_begin(self) -> None:
         if len(self.parts) == self.max_parts:
             raise _TooManyParts
-        self.parts.append(({}, bytearray()))
+        self.parts.append(({}, []))
+        self._size = 0
 
     def _header_end(self) -> None:
         self.parts[-1][0][bytes(self._field).lower()] = bytes(self._value)
@@ -81,17 +88,18 @@ class _Collector:
         self._limit = self.max_json_bytes if self._name == REQUEST_PART else self.max_part_bytes
 
     def _part_data(self, data: bytes, start: int, end: int) -> None:
-        collected = self.parts[-1][1]
-        if len(collected) + end - start > self._limit:
+        self._size += end - start
+        if self._size > self._limit:
             raise _PartTooLarge(self._name, self._limit)
-        collected.extend(memoryview(data)[start:end])  # a view: the part's bytes are copied once
+        # A whole piece fed to the parser is kept as it is; the pieces are joined in `split_body`.
+        self.parts[-1][1].append(data if start == 0 and end == len(data) else data[start:end])
 
 
 def _bad(message: str) -> HttpError:
     return HttpError(400, "invalid_body", message)
 
 
-def _parse(body: bytes, content_type: str, collector: _Collector) -> list[tuple[dict[bytes, bytes], bytearray]]:
+def _parse(body: bytes, content_type: str, collector: _Collector) -> list[tuple[dict[bytes, bytes], list[bytes]]]:
     _, options = parse_options_header(content_type)
     boundary = options.get(b"boundary")
     if not boundary:
@@ -99,7 +107,8 @@ def _parse(body: bytes, content_type: str, collector: _Collector) -> list[tuple[
     max_parts = collector.max_parts
     parser = MultipartParser(boundary, collector.callbacks())  # type: ignore[arg-type]
     try:
-        parser.write(body)
+        for offset in range(0, len(body), FEED_BYTES):
+            parser.write(body[offset : offset + FEED_BYTES])
         parser.finalize()
     except MultipartParseError as error:
         raise _bad(f"the multipart/form-data body does not parse: {error}") from error
@@ -132,7 +141,7 @@ def split_body(
             raise _bad("every part of a multipart/form-data body needs a name (Content-Disposition: form-data; name=)")
         if name in named:
             raise RequestRejected([Issue((name,), f"the body has two parts named {name!r}", "part_duplicate")])
-        named[name] = bytes(data)
+        named[name] = b"".join(data)
     request = named.pop(REQUEST_PART, None)
     if request is None:
         message = "a multipart body needs a part named 'request' holding the JSON request"
