@@ -7,6 +7,7 @@ import pytest
 from openjev.backends.warm_prefixes import WarmPrefixes
 from openjev.prompting.prompt_ids import SharedIds
 from openjev.request.images import ImageInput
+from tests.fake_sglang.batch import rids_of
 
 PREFIX = SharedIds(list(range(1000, 1100)))  # 100 tokens
 
@@ -79,25 +80,26 @@ def test_a_cached_prefix_is_answered_in_one_step_and_an_evicted_one_once_in_one_
                 scheduler.prefilled - prefilled)  # fmt: skip
 
     first, calls, steps, cold = ask()
-    prefix = fake_sglang.generate_calls[-2]["body"]["input_ids"]
-    # The warm-up, then the eight branches as one batched call, in one step after the warm-up's.
-    assert calls == 2 and steps == 2 and len(prefix) > 400
-    assert len(fake_sglang.generate_calls[-1]["body"]["input_ids"]) == 8 and scheduler.step_sizes[-1] == 8
+    prefix = fake_sglang.generate_calls[-9]["body"]["input_ids"]
+    assert calls == 9 and steps == 2 and len(prefix) > 400  # the warm-up's step, then the branches'
+    # The branches went out as one batched call, in one step.
+    assert [len(rids_of(post["body"])) for post in fake_sglang.generate_posts[-2:]] == [1, 8]
+    assert scheduler.step_sizes[-2:] == [1, 8]
     assert cold < len(prefix) + 8 * 40  # the prefix prefilled once
     again, calls, steps, warm = ask()
     assert again == first
     if share == "0":
-        assert (calls, steps) == (2, 2)  # the warm-up awaited again
+        assert (calls, steps) == (9, 2)  # the warm-up awaited again
     else:
-        assert (calls, steps, warm) == (1, 1, 8)  # one step; each branch computes its last token only
+        assert (calls, steps, warm) == (8, 1, 8)  # one step; each branch computes its last token only
     # The cache loses everything behind openjev's back: the next request pays for it once.
     assert httpx.post(f"{fake_sglang.url}/flush_cache").status_code == 200
     lost, calls, steps, evicted = ask()
     assert lost == first
     if share == "0":
-        assert (calls, steps) == (2, 2) and evicted == cold
+        assert (calls, steps) == (9, 2) and evicted == cold
         return
-    assert (calls, steps) == (1, 1) and evicted > 8 * len(prefix)  # each branch prefilled the prefix
+    assert (calls, steps) == (8, 1) and evicted > 8 * len(prefix)  # each branch prefilled the prefix
     after, calls, steps, _ = ask()
-    assert after == first and (calls, steps) == (2, 2)  # the record forgot it: warmed up again
+    assert after == first and (calls, steps) == (9, 2)  # the record forgot it: warmed up again
     assert fake_sglang.violations == []

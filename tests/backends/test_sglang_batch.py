@@ -16,9 +16,9 @@ from openjev.affinity import common_prefix_length
 from openjev.backends.base import ReadoutCall
 from openjev.backends.sglang import SGLangBackend
 from openjev.backends.slots import BackendSlots
-from tests.backends.test_sglang_control import rids_of
 from tests.conftest import ServeOpenJev
 from tests.fake_sglang import FakeSGLang
+from tests.fake_sglang.batch import rids_of
 
 DOCUMENT = " ".join(f"Clause {i}: the supplier delivers part {i} within {i + 3} days." for i in range(60))
 QUESTIONS = {
@@ -39,7 +39,7 @@ def ask(url: str, questions: dict[str, Any], state: str = DOCUMENT) -> dict[str,
 
 def sizes(fake: FakeSGLang, since: int) -> list[int]:
     """The readouts each `/generate` after the first `since` carried."""
-    return [len(rids_of(call["body"])) for call in fake.generate_calls[since:]]
+    return [len(rids_of(post["body"])) for post in fake.generate_posts[since:]]
 
 
 def test_64_questions_are_one_call_in_one_step_with_the_answers_of_one_call_each(
@@ -54,14 +54,14 @@ def test_64_questions_are_one_call_in_one_step_with_the_answers_of_one_call_each
         }
         answers, calls = {}, {}
         for slots, server in servers.items():
-            before, steps = len(fake.generate_calls), len(fake.scheduler.step_sizes)
+            before, steps = len(fake.generate_posts), len(fake.scheduler.step_sizes)
             answers[slots] = ask(server.url, QUESTIONS)
             calls[slots] = sizes(fake, before)
             if slots == 64:
                 # The warm-up alone, then every branch in one call, all in the step after the warm-up's.
                 assert calls[64] == [1, 64]
                 assert fake.scheduler.step_sizes[steps:] == [1, 64]
-                batch = fake.generate_calls[-1]["body"]
+                batch = fake.generate_posts[-1]["body"]
                 assert len(set(batch["rid"])) == 64 and all(batch["token_ids_logprob"])
         # Fewer slots than readouts: chunks of that many (one slot: one plain call per readout).
         assert calls[16] == [1, 16, 16, 16, 16] and calls[1] == [1] * 65
@@ -75,18 +75,18 @@ def test_content_free_readouts_go_in_the_same_call_and_a_failed_batch_is_aborted
     with FakeSGLang() as fake:
         server = serve_openjev("--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir))
         questions = {"strict": SCORE, "q1": QUESTIONS["q1"], "q2": QUESTIONS["q2"]}
-        before = len(fake.generate_calls)
+        before = len(fake.generate_posts)
         ask(server.url, questions, "A short contract.")
         # The warm-up, then three branches and the score question's content-free readout in one call.
         assert sizes(fake, before) == [1, 4]
-        prompts = fake.generate_calls[-1]["body"]["input_ids"]
+        prompts = fake.generate_posts[-1]["body"]["input_ids"]
         shared = common_prefix_length(prompts[0], prompts[1])  # the request's state, which "N/A" replaces
         assert common_prefix_length(prompts[2], prompts[0]) == shared > common_prefix_length(prompts[3], prompts[0])
         fake.fail_on_call = fake._calls + 2  # the next request's batch (after its warm-up)
         response = httpx.post(f"{server.url}/v1/systemone", json={"model": "jev-latest", "state": "Another one.",
                                                                   "questions": questions}, timeout=30)  # fmt: skip
         assert response.status_code == 502 and response.json()["detail"]["error_type"] == "backend_error"
-        failed = set(rids_of(fake.generate_calls[-1]["body"]))
+        failed = set(rids_of(fake.generate_posts[-1]["body"]))
         posted = {call["body"]["rid"] for call in fake.requests if call["path"] == "/abort_request"}
         assert len(failed) == 3 and posted == failed
         assert fake.violations == []
@@ -110,17 +110,15 @@ def test_a_batch_answers_as_its_single_readouts_and_one_readout_stays_a_plain_ca
 
     async def both(backend: SGLangBackend) -> tuple[Any, Any, Any]:
         together = await backend.readout_batch(calls)
-        alone = [
-            await backend.readout(ReadoutCall(call.rid + "a", call.input_ids, call.label_token_ids)) for call in calls
-        ]
-        one = await backend.readout_batch(calls[:1])
+        alone = [await backend.readout(ReadoutCall(f"{c.rid}a", c.input_ids, c.label_token_ids)) for c in calls]
+        [one] = await backend.readout_batch(calls[:1])
         return together, alone, one
 
     with FakeSGLang(rust_frontend=rust) as fake:
         together, alone, one = run(fake, both)
         assert [r.logprobs for r in together] == [r.logprobs for r in alone] and one.logprobs == alone[0].logprobs
         assert [len(r.logprobs) for r in together] == [1, 2, 3, 1, 2]
-        bodies = [call["body"] for call in fake.generate_calls[1:]]
+        bodies = [post["body"] for post in fake.generate_posts[1:]]
         assert bodies[0]["rid"] == [call.rid for call in calls] and fake.scheduler.step_sizes[1] == 5
         assert isinstance(bodies[-1]["rid"], str) and bodies[-1]["input_ids"] == [100, 200, 300]
         assert fake.violations == []

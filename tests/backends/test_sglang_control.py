@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import RunningOpenJev, ServeOpenJev, eventually
 from tests.fake_sglang import FakeSGLang
+from tests.fake_sglang.batch import rids_of
 
 NOUL = {"type": "noul", "instructions": "Is this urgent?"}
 
@@ -47,12 +48,6 @@ BROKEN = {
     "logprob -1e308": first_entry(-1e308),
     "logprob null (NaN)": first_entry(None),
 }
-
-
-def rids_of(generate: dict[str, Any]) -> list[str]:
-    """The rids of one `/generate` body: one, or a list in the batched form."""
-    rid = generate["rid"]
-    return rid if isinstance(rid, list) else [rid]
 
 
 def connect(serve_openjev: ServeOpenJev, fake: FakeSGLang, tokenizer: Any, *args: str) -> RunningOpenJev:
@@ -99,13 +94,13 @@ def test_a_cancelled_request_aborts_every_readout(
         # Asked before, the prefix is cached (the fake says its pool size): the eight
         # branches go out at once, as one batched call, which the abort must stop whole.
         assert httpx.post(f"{server.url}/v1/systemone", json=body(8), timeout=30).status_code == 200
-        fake.delay_from_call, fake.generate_delay = len(fake.generate_calls) + 1, 30
+        fake.delay_from_call, fake.generate_delay = len(fake.generate_posts) + 1, 30
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(f"{server.url}/v1/systemone", json=body(8), timeout=1)
         cancelled = time.monotonic()
         assert eventually(lambda: fake.in_flight == 0, 3), f"work still running: {fake.in_flight}"
         assert time.monotonic() - cancelled < 3
-        delayed = fake.generate_calls[fake.delay_from_call - 1 :]
+        delayed = fake.generate_posts[fake.delay_from_call - 1 :]
         readouts = {rid for call in delayed for rid in rids_of(call["body"])}
         assert [len(rids_of(call["body"])) for call in delayed] == [8]
         assert set(fake.aborted) == readouts

@@ -24,6 +24,18 @@ from tests.fake_sglang.rules import Outcome
 _PER_REQUEST = ("sampling_params", "return_logprob", "logprob_start_len")
 
 
+def requests_of(body: Any) -> list[Any]:
+    """The single-form body of each request a posted body holds: a batch's split, anything else itself."""
+    items = split_batch(body) if is_batch(body) else [body]
+    return [body] if isinstance(items, Outcome) else items
+
+
+def rids_of(body: dict[str, Any]) -> list[str]:
+    """The rids of one `/generate` body openjev sent: one, or a batch's list."""
+    rid = body["rid"]
+    return rid if isinstance(rid, list) else [rid]
+
+
 def is_batch(body: Any) -> bool:
     ids = body.get("input_ids") if isinstance(body, dict) else None
     return isinstance(ids, list) and bool(ids) and isinstance(ids[0], list)

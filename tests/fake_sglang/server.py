@@ -35,7 +35,7 @@ from starlette.routing import Route
 from openjev.backends.supervised import free_port
 from tests.fake_sglang import payloads
 from tests.fake_sglang.aborts import work_until_aborted
-from tests.fake_sglang.batch import is_batch, rid_breach, split_batch
+from tests.fake_sglang.batch import is_batch, requests_of, rid_breach, split_batch
 from tests.fake_sglang.generation import (
     BOX_TEXT,
     box_generation,
@@ -47,7 +47,7 @@ from tests.fake_sglang.generation import (
 from tests.fake_sglang.meta import readout, readout_answer
 from tests.fake_sglang.model import Logprobs, hashed_logprobs, local_model_dir
 from tests.fake_sglang.ranks import RankCaches
-from tests.fake_sglang.rules import Outcome, contract_violation, judge, max_req_input_len
+from tests.fake_sglang.rules import Outcome, contract_violation, judge_all, max_req_input_len
 from tests.fake_sglang.scheduler import Scheduler
 from tests.fake_sglang.vision import SeenPrompt, seen_prompt, vision_model_dir
 
@@ -141,8 +141,14 @@ class FakeSGLang:
         return len(self._in_flight)
 
     @property
-    def generate_calls(self) -> list[dict[str, Any]]:
+    def generate_posts(self) -> list[dict[str, Any]]:
+        """Each `/generate` as posted (a batch in its list form)."""
         return [entry for entry in self.requests if entry["path"] == "/generate"]
+
+    @property
+    def generate_calls(self) -> list[dict[str, Any]]:
+        """Each request of every `/generate` in its single form (a batch's as SGLang splits it), in order."""
+        return [{"path": "/generate", "body": one} for post in self.generate_posts for one in requests_of(post["body"])]
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -293,7 +299,8 @@ class FakeSGLang:
         limits = {"context_length": self.context_length, "max_total_num_tokens": self.max_total_num_tokens}
         batched = is_batch(body)
         items = split_batch(body) if batched else [body]
-        outcome = items if isinstance(items, Outcome) else self._judge(items, limits)
+        facts = {"rust": self.rust_frontend, "dp_size": self.dp_size, **limits}
+        outcome = items if isinstance(items, Outcome) else judge_all(items, **facts)
         expect = "ok" if outcome is None else "crash" if outcome.crash else "refused"
         payloads.record_payload(body, rust=self.rust_frontend, expect=expect, dp_size=self.dp_size, **limits)
         if outcome is not None:
@@ -313,13 +320,6 @@ class FakeSGLang:
         if isinstance(answers, Response):
             return answers
         return JSONResponse(answers if batched else answers[0])
-
-    def _judge(self, items: list[dict[str, Any]], limits: dict[str, int]) -> Outcome | None:
-        """0.5.19's answer: a refusal of any request (a batch's are all checked before any runs), else a
-        crash on one; None: all admitted."""
-        verdicts = [judge(item, rust=self.rust_frontend, dp_size=self.dp_size, **limits) for item in items]
-        found = [verdict for verdict in verdicts if verdict is not None]
-        return next((verdict for verdict in found if not verdict.crash), found[0] if found else None)
 
     def _seen(self, item: dict[str, Any]) -> SeenPrompt | str:
         """The prompt as the model sees it, or the contract violation the request is."""
