@@ -79,9 +79,10 @@ def test_a_failing_batch_is_aborted_whole_and_cancels_the_next(connect, fake_sgl
     # The warm-up, then the failed batch; the other never went out.
     warm_up, failed = (post["body"]["rid"] for post in fake_sglang.generate_posts[before:])
     assert isinstance(warm_up, str) and len(failed) == 2
-    # SGLang may still run the rest of a batch one of whose readouts failed: every rid is aborted.
-    posted = {call["body"]["rid"] for call in fake_sglang.requests if call["path"] == "/abort_request"}
-    assert posted == set(failed)
+    # SGLang may still run the rest of a batch one of whose readouts failed: every rid is aborted (and
+    # the other batch's, if its cancellation caught it on its way out).
+    posted = [call["body"]["rid"] for call in fake_sglang.requests if call["path"] == "/abort_request"]
+    assert set(failed) <= set(posted) and len(posted) in (2, 4)
 
 
 def test_client_disconnect_aborts_everything_in_flight(connect, fake_sglang):

@@ -16,6 +16,7 @@ from openjev.affinity import common_prefix_length
 from openjev.backends.base import ReadoutCall
 from openjev.backends.sglang import SGLangBackend
 from openjev.backends.slots import BackendSlots
+from tests.backends.test_sglang_limits import with_backend
 from tests.conftest import ServeOpenJev
 from tests.fake_sglang import FakeSGLang
 from tests.fake_sglang.batch import rids_of
@@ -92,16 +93,25 @@ def test_content_free_readouts_go_in_the_same_call_and_a_failed_batch_is_aborted
         assert fake.violations == []
 
 
-def run(fake: FakeSGLang, action: Any) -> Any:
-    async def session() -> Any:
-        backend = SGLangBackend(fake.url)
-        try:
-            await backend.start()
-            return await action(backend)
-        finally:
-            await backend.aclose()
-
-    return asyncio.run(session())
+def test_a_server_that_refuses_the_list_form_gets_one_call_per_readout(
+    serve_openjev: ServeOpenJev, qwen_tokenizer_dir: Any
+) -> None:
+    # sgl-model-gateway 0.3.2 answers the list form 422 (its rid is one string) and forwards single calls.
+    with FakeSGLang(list_form=False) as fake:
+        gateway = serve_openjev("--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir))
+        questions = {name: QUESTIONS[name] for name in ("q0", "q1", "q2")}
+        before = len(fake.generate_posts)
+        first = ask(gateway.url, questions)
+        # The warm-up, the refused batch, then each readout alone; later requests never try the list form.
+        assert sizes(fake, before) == [1, 3, 1, 1, 1]
+        before = len(fake.generate_posts)
+        assert ask(gateway.url, questions) == first and sizes(fake, before) == [1, 1, 1]
+        fake.list_form = True
+        direct = serve_openjev("--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir))
+        before = len(fake.generate_posts)
+        assert ask(direct.url, questions) == first and sizes(fake, before) == [1, 3]
+        assert "refuses /generate's list form" in gateway.log()
+        assert fake.violations == []
 
 
 @pytest.mark.parametrize("rust", [False, True], ids=["python", "rust"])
@@ -115,7 +125,7 @@ def test_a_batch_answers_as_its_single_readouts_and_one_readout_stays_a_plain_ca
         return together, alone, one
 
     with FakeSGLang(rust_frontend=rust) as fake:
-        together, alone, one = run(fake, both)
+        together, alone, one = with_backend(fake, both)
         assert [r.logprobs for r in together] == [r.logprobs for r in alone] and one.logprobs == alone[0].logprobs
         assert [len(r.logprobs) for r in together] == [1, 2, 3, 1, 2]
         bodies = [post["body"] for post in fake.generate_posts[1:]]

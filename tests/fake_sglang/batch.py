@@ -20,6 +20,10 @@ from typing import Any
 
 from tests.fake_sglang.rules import Outcome
 
+#: What sgl-model-gateway 0.3.2 answers a list-form body (422): its `rid` is one string.
+GATEWAY_REFUSAL = (
+    "Failed to deserialize the JSON body into the target type: rid: invalid type: sequence, expected a string"
+)
 #: The fields that hold one value per request in the list form; the rest are the same for all.
 _PER_REQUEST = ("sampling_params", "return_logprob", "logprob_start_len")
 

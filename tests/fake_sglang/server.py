@@ -35,7 +35,7 @@ from starlette.routing import Route
 from openjev.backends.supervised import free_port
 from tests.fake_sglang import payloads
 from tests.fake_sglang.aborts import work_until_aborted
-from tests.fake_sglang.batch import is_batch, requests_of, rid_breach, split_batch
+from tests.fake_sglang.batch import GATEWAY_REFUSAL, is_batch, requests_of, rid_breach, split_batch
 from tests.fake_sglang.generation import (
     BOX_TEXT,
     box_generation,
@@ -101,6 +101,8 @@ class FakeSGLang:
     vision: bool = False
     #: How long one scheduler step takes (`scheduler.py`): requests arriving meanwhile share the next one.
     step_seconds: float = 0.0
+    #: False: a `/generate` in the list form is a 422, as sgl-model-gateway 0.3.2 answers it (`batch.py`).
+    list_form: bool = True
 
     requests: list[dict[str, Any]] = field(default_factory=list)
     #: Bytes of each `/generate` body as received, in order (what openjev sent over the wire).
@@ -141,8 +143,7 @@ class FakeSGLang:
         return len(self._in_flight)
 
     @property
-    def generate_posts(self) -> list[dict[str, Any]]:
-        """Each `/generate` as posted (a batch in its list form)."""
+    def generate_posts(self) -> list[dict[str, Any]]:  # each as posted (a batch in its list form)
         return [entry for entry in self.requests if entry["path"] == "/generate"]
 
     @property
@@ -298,6 +299,8 @@ class FakeSGLang:
         call_number = self._calls
         limits = {"context_length": self.context_length, "max_total_num_tokens": self.max_total_num_tokens}
         batched = is_batch(body)
+        if batched and not self.list_form:
+            return PlainTextResponse(GATEWAY_REFUSAL, status_code=422)
         items = split_batch(body) if batched else [body]
         facts = {"rust": self.rust_frontend, "dp_size": self.dp_size, **limits}
         outcome = items if isinstance(items, Outcome) else judge_all(items, **facts)
@@ -321,8 +324,7 @@ class FakeSGLang:
             return answers
         return JSONResponse(answers if batched else answers[0])
 
-    def _seen(self, item: dict[str, Any]) -> SeenPrompt | str:
-        """The prompt as the model sees it, or the contract violation the request is."""
+    def _seen(self, item: dict[str, Any]) -> SeenPrompt | str:  # as the model sees it, or the breach it is
         breach = contract_violation(item) or (generation_violation(item) if is_generation(item) else None)
         limit = max_req_input_len(self.context_length, self.max_total_num_tokens)
         return breach or seen_prompt(item, self.vision, limit)

@@ -2,7 +2,9 @@
 
 - A readout is one `/generate`; readouts that go out together (`readout_batch`, an evaluation's
   branches) are one `/generate` in SGLang's list form, which reaches its scheduler at once. Their
-  bodies and SGLang's batch semantics: `sglang_readouts.py`.
+  bodies and SGLang's batch semantics: `sglang_readouts.py`. A server that answers the list form
+  with 422 (SGLang never does; sgl-model-gateway 0.3.2 does: its `rid` is one string) gets that batch
+  and every later one as one call per readout.
 - The label logprobs are `meta_info.output_token_ids_logprobs[0]`, one `[logprob, id, text]` per
   requested id, in request order (`sglang_answers.py`).
 - A cancelled call closes its connection (which aborts it on the Rust frontend) and posts
@@ -54,7 +56,7 @@ from openjev.backends.base import (
 from openjev.backends.sglang_answers import error_message, parse_label_logprobs
 from openjev.backends.sglang_generation import generation_payload, parse_generation
 from openjev.backends.sglang_images import Base64Images, ImageTransport, image_transport
-from openjev.backends.sglang_readouts import batch_payload, generate_payload, parse_batch
+from openjev.backends.sglang_readouts import ListFormRefused, batch_payload, generate_payload, parse_batch
 from openjev.backends.sglang_vision import read_vision
 from openjev.backends.sglang_vocab import check_vocabulary, model_vocab_size
 from openjev.config import Settings
@@ -145,6 +147,8 @@ class SGLangBackend(Backend):
         #: How images reach SGLang (`sglang_images.py`); base64 unless the settings say otherwise.
         self.images = images or Base64Images(Settings.model_fields["encoded_image_cache_bytes"].default)
         self._tokenizer = tokenizer
+        #: Readouts that go out together are one call (False once the server refused that: `ListFormRefused`).
+        self.list_form = True
 
     # -- readout ----------------------------------------------------------------------------------
 
@@ -154,13 +158,19 @@ class SGLangBackend(Backend):
         return parse_label_logprobs(await self._post(body, [call.rid], call.images), call)
 
     async def readout_batch(self, calls: Sequence[ReadoutCall]) -> list[LabelLogprobs]:
-        """One `/generate` for all (`sglang_readouts.py`); a single readout stays a plain call."""
-        if len(calls) == 1:
-            return [await self.readout(calls[0])]
+        """One `/generate` for all (`sglang_readouts.py`); a single readout stays a plain call, and so
+        does every readout once the server has refused the list form."""
+        if len(calls) == 1 or not self.list_form:
+            return await super().readout_batch(calls)
         self._check_vocabulary(calls)
         body = functools.partial(batch_payload, calls)
         images = [image for call in calls for image in call.images]
-        return parse_batch(await self._post(body, [call.rid for call in calls], images), calls)
+        try:
+            return parse_batch(await self._post(body, [call.rid for call in calls], images), calls)
+        except ListFormRefused as refused:
+            log.warning("%s: each readout goes out as its own /generate from now on", refused)
+            self.list_form = False
+        return await super().readout_batch(calls)
 
     async def generate(self, call: GenerationCall) -> Generation:
         if self._vocab_size is not None:
@@ -200,6 +210,8 @@ class SGLangBackend(Backend):
             raise BackendUnavailable(f"SGLang is unreachable at {self.base_url}: {error!r}") from error
         if response.status_code != 200 and len(rids) > 1:
             await self._abort(rids)  # one readout's failure leaves the batch's others running in SGLang
+        if response.status_code == 422 and len(rids) > 1:
+            raise ListFormRefused(f"{self.base_url} refuses /generate's list form: {error_message(response)}")
         if response.status_code == 503:
             raise BackendUnavailable(f"SGLang is not accepting work: {error_message(response)}")
         if response.status_code != 200:

@@ -36,6 +36,8 @@ and `__getitem__`; `managers/tokenizer_manager.py` `_handle_batch_request`):
   (`sglang_answers.parse_label_logprobs`). A refused or failed readout fails the whole call with its
   error, and the others may still run (SGLang does not abort them): the caller aborts every rid.
 - The Rust frontend (`SGLANG_RUST_SERVER=1`) takes the same list form and answers the same list.
+  sgl-model-gateway (`sglang-router` 0.3.2) does not: it re-reads `/generate` into a struct whose
+  `rid` is one string and answers 422 ("rid: invalid type: sequence"), before any readout runs.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ from openjev.backends.sglang_answers import parse_label_logprobs
 from openjev.prompting.prompt_ids import json_ids
 
 READOUT_SAMPLING_PARAMS = {"max_new_tokens": 1, "temperature": 0}
+
+
+class ListFormRefused(BackendError):
+    """The server answered a list-form `/generate` with 422: it reads only the single form."""
 
 
 def _rank(call: ReadoutCall) -> dict[str, Any]:
