@@ -155,6 +155,8 @@ class Backend(abc.ABC):
     async def readout_batch(self, calls: Sequence[ReadoutCall]) -> list[LabelLogprobs]:
         """`readout` of every call, answered in order. The first failure is raised and cancels the others;
         cancelling stops every call as `readout` does."""
+        if len(calls) == 1:
+            return [await self.readout(calls[0])]
         try:
             async with asyncio.TaskGroup() as group:
                 tasks = [group.create_task(self.readout(call)) for call in calls]
