@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from openjev.backends.base import ReadoutCall
-from openjev.backends.sglang import generate_payload
+from openjev.backends.sglang_readouts import generate_payload
 from openjev.backends.supervised import sglang_command
 from openjev.config import Frontend, Settings
 from tests.conftest import ServeOpenJev

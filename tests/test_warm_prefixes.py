@@ -7,6 +7,7 @@ import pytest
 from openjev.backends.warm_prefixes import WarmPrefixes
 from openjev.prompting.prompt_ids import SharedIds
 from openjev.request.images import ImageInput
+from tests.fake_sglang.batch import rids_of
 
 PREFIX = SharedIds(list(range(1000, 1100)))  # 100 tokens
 
@@ -81,6 +82,9 @@ def test_a_cached_prefix_is_answered_in_one_step_and_an_evicted_one_once_in_one_
     first, calls, steps, cold = ask()
     prefix = fake_sglang.generate_calls[-9]["body"]["input_ids"]
     assert calls == 9 and steps == 2 and len(prefix) > 400  # the warm-up's step, then the branches'
+    # The branches went out as one batched call, in one step.
+    assert [len(rids_of(post["body"])) for post in fake_sglang.generate_posts[-2:]] == [1, 8]
+    assert scheduler.step_sizes[-2:] == [1, 8]
     assert cold < len(prefix) + 8 * 40  # the prefix prefilled once
     again, calls, steps, warm = ask()
     assert again == first

@@ -190,7 +190,9 @@ class Settings(BaseSettings):
     encoded_image_cache_bytes: int = Field(
         32 * 1024 * 1024, ge=0, description="Bytes of base64 images kept for SGLang (`base64` transfer); 0: none."
     )
-    max_concurrent_branches: int = Field(64, ge=1, description="Backend calls in flight, process-wide.")
+    max_concurrent_branches: int = Field(
+        64, ge=1, description="Readouts and generations in flight at the backend, process-wide; a batch counts each."
+    )
     warm_prefix_share: float = Field(
         0.5,
         ge=0,

@@ -9,13 +9,15 @@
    a prompt is certainly over. Nothing is truncated. Image assets (`image_marks.py`) become the
    model's vision spans where their placeholders stand, and every position they take counts.
 2. `evaluate` (backend I/O): one warm-up readout of the shared prefix, awaited so the backend's
-   prefix cache holds it, then one readout per question view (a box question: one constrained
-   generation, `box_reading.py`) and the content-free readouts, concurrently. The warm-up is skipped
-   while the prefix is certainly cached already (`warm_prefixes.py`): the branches go out at once.
-   Every backend call in the process shares `OPENJEV_MAX_CONCURRENT_BRANCHES` slots. The first
-   failure cancels the siblings (each backend aborts its own cancelled work); the whole backend phase
-   is bounded by OPENJEV_REQUEST_TIMEOUT. With a data-parallel backend every call of one evaluation carries one
-   rank, chosen from the conversation's key (`affinity.py`).
+   prefix cache holds it, then one readout per question view and the content-free readouts, all
+   together as one `Backend.readout_batch` (SGLang: one `/generate`, whose readouts reach its
+   scheduler at once), beside one constrained generation per box question (`box_reading.py`). The
+   warm-up is skipped while the prefix is certainly cached already (`warm_prefixes.py`): the branches
+   go out at once. Every readout in the process holds one of `OPENJEV_MAX_CONCURRENT_BRANCHES` slots
+   (`backends/slots.py`), so a batch of more readouts than slots goes out in chunks of that many.
+   The first failure cancels the siblings (each backend aborts its own cancelled work); the whole
+   backend phase is bounded by OPENJEV_REQUEST_TIMEOUT. With a data-parallel backend every call of one
+   evaluation carries one rank, chosen from the conversation's key (`affinity.py`).
 3. Answer: `readouts.py` turns each question's readouts into its typed answer (views combined,
    content-free priors divided out, the temperature applied). `usage.output_tokens` counts every
    backend call, and every id a box's generation wrote.
@@ -38,6 +40,7 @@ from openjev.answering.evaluation import Branch, Evaluation, PreparedRequest
 from openjev.answering.readouts import QuestionViews, Readout
 from openjev.answering.thinking import Limits, Thinker, escalation_calls, reading
 from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall, new_rid
+from openjev.backends.slots import BackendSlots
 from openjev.backends.warm_prefixes import WarmPrefixes
 from openjev.config import Settings
 from openjev.errors import Issue, RequestRejected
@@ -69,7 +72,7 @@ class Engine:
         #: The budgets of a request without and with the long-context header (`budget.py`).
         self.budget = TokenBudget.of(*limits, long_context=False)
         self.long_budget = TokenBudget.of(*limits, long_context=True)
-        self._backend_slots = asyncio.Semaphore(settings.max_concurrent_branches)
+        self._backend_slots = BackendSlots(settings.max_concurrent_branches)
         self._ids_in_vocabulary = chat.ids_below(backend.vocab_size)
         #: Several data-parallel ranks: which one serves each evaluation (None: one rank, nothing routed).
         self.router = RankRouter.of(backend.data_parallel_size)
@@ -197,13 +200,7 @@ class Engine:
                 )  # fmt: skip
                 warmed = time.perf_counter()
                 try:
-                    async with asyncio.TaskGroup() as group:
-                        tasks = [group.create_task(self._branch(prefix, b, pin, seen)) for b in prepared.branches]
-                        content_free = group.create_task(
-                            self.content_free.read(
-                                prepared.content_free, lambda ids, labels: self._call_backend(ids, labels, pin)
-                            )
-                        )
+                    results, priors, prior_calls, prior_tokens = await self._fan_out(prefix, prepared, pin)
                 except* BackendError as failures:
                     raise failures.exceptions[0] from None
                 finished = time.perf_counter()
@@ -211,9 +208,7 @@ class Engine:
             raise BackendTimeout(
                 f"the backend did not finish within OPENJEV_REQUEST_TIMEOUT={self.settings.request_timeout:g}s"
             ) from error
-        results = [task.result() for task in tasks]
         self.warm_prefixes.settle(use, [result.cached_tokens for result in results])
-        priors, prior_calls, prior_tokens = content_free.result()
         readouts, answers = self.views.answers(prepared.branches, results, priors)
         reported = [result.cached_tokens for result in results]
         evaluation = Evaluation(
@@ -231,21 +226,54 @@ class Engine:
         )
         return evaluation, readouts
 
+    async def _fan_out(
+        self, prefix: SharedIds, prepared: PreparedRequest, pin: Pin
+    ) -> tuple[list[LabelLogprobs | BoxReading], list[tuple[float, ...] | None], int, int]:
+        """Every branch's answer (in order) and the content-free priors, their calls and prompt tokens: the
+        readouts together as batches of at most a slot count, each box's generation beside them."""
+        seen = prepared.prefix_images
+        boxed = [isinstance(branch.question, BoxQuestion) for branch in prepared.branches]
+        calls = [
+            self._readout_call(PromptIds(prefix, branch.suffix_ids), branch.label_token_ids, pin, seen + branch.images)
+            for branch, box in zip(prepared.branches, boxed, strict=True)
+            if not box
+        ]
+        calls += [
+            self._readout_call(ids, labels, pin) for ids, labels in self.content_free.requests(prepared.content_free)
+        ]
+        size = self._backend_slots.size
+        async with asyncio.TaskGroup() as group:
+            batches = [
+                group.create_task(self._call_batch(calls[at : at + size], pin)) for at in range(0, len(calls), size)
+            ]
+            boxes = [
+                group.create_task(self.boxes.read(PromptIds(prefix, branch.suffix_ids), seen + branch.images, pin))
+                for branch, box in zip(prepared.branches, boxed, strict=True)
+                if box
+            ]
+        answered = iter([result for batch in batches for result in batch.result()])
+        box_results = iter([task.result() for task in boxes])
+        results = [next(box_results) if box else next(answered) for box in boxed]
+        # What is left of the answers: the content-free readouts'.
+        return results, *self.content_free.priors(prepared.content_free, list(answered))
+
+    def _readout_call(
+        self, input_ids: Sequence[int], label_token_ids: tuple[int, ...], pin: Pin, images: tuple[ImageInput, ...] = ()
+    ) -> ReadoutCall:
+        """A readout on the evaluation's rank; `images`: one per image pad of `input_ids`, in order."""
+        return ReadoutCall(new_rid(), input_ids, label_token_ids, self._ids_in_vocabulary, pin.rank, images)
+
     async def _call_backend(
         self, input_ids: Sequence[int], label_token_ids: tuple[int, ...], pin: Pin, images: tuple[ImageInput, ...] = ()
     ) -> LabelLogprobs:
-        """One backend call on the evaluation's rank; `images`: one per image pad of `input_ids`, in order."""
-        async with self._backend_slots:
-            call = ReadoutCall(new_rid(), input_ids, label_token_ids, self._ids_in_vocabulary, pin.rank, images)
-            result = await self.backend.readout(call)
-        pin.record(result.prompt_tokens, result.cached_tokens)
+        """One readout on the evaluation's rank (`_readout_call`)."""
+        [result] = await self._call_batch([self._readout_call(input_ids, label_token_ids, pin, images)], pin)
         return result
 
-    async def _branch(
-        self, prefix: SharedIds, branch: Branch, pin: Pin, seen: tuple[ImageInput, ...]
-    ) -> LabelLogprobs | BoxReading:
-        """A branch's call after the shared prefix (whose images are `seen`): a readout, or a box's generation."""
-        ids, images = PromptIds(prefix, branch.suffix_ids), seen + branch.images
-        if not isinstance(branch.question, BoxQuestion):
-            return await self._call_backend(ids, branch.label_token_ids, pin, images)
-        return await self.boxes.read(ids, images, pin)
+    async def _call_batch(self, calls: list[ReadoutCall], pin: Pin) -> list[LabelLogprobs]:
+        """Readouts that go out together, one slot each; every answer's counts recorded on the rank."""
+        async with self._backend_slots.held(len(calls)):
+            results = await self.backend.readout_batch(calls)
+        for result in results:
+            pin.record(result.prompt_tokens, result.cached_tokens)
+        return results

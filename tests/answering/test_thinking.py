@@ -8,6 +8,7 @@ import pytest
 from openjev.answering.readouts import QuestionViews
 from openjev.answering.thinking import EscalationPolicy, Thinker, escalation_calls, margin, reading, share_cap
 from openjev.backends.base import Backend, LabelLogprobs, ReadoutCall
+from openjev.backends.slots import BackendSlots
 from openjev.config import Settings
 from openjev.prompting.tokenizer import ChatTokenizer
 from openjev.request.schema import ChoiceQuestion
@@ -63,10 +64,8 @@ class _Idle(Backend):
 
 @pytest.fixture(scope="module")
 def qwen3_thinker(qwen_tokenizer_dir):
-    import asyncio
-
     chat = ChatTokenizer(qwen_tokenizer_dir)
-    return chat, Thinker(Settings(think_budget_tokens=16), chat, _Idle(), asyncio.Semaphore(1), ["Answer:\n"])
+    return chat, Thinker(Settings(think_budget_tokens=16), chat, _Idle(), BackendSlots(1), ["Answer:\n"])
 
 
 def test_qwen3_thinks_in_its_own_thinking_mode(qwen3_thinker):

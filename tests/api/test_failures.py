@@ -66,21 +66,23 @@ def test_backend_timeout_is_504_and_the_call_is_aborted(connect, fake_sglang):
     assert fake_sglang.aborted, "the timed-out call must be aborted in SGLang"
 
 
-def test_one_failing_branch_cancels_and_aborts_its_siblings(connect, fake_sglang):
-    server = connect(fake_sglang)
-    before = len(fake_sglang.generate_calls)
-    fake_sglang.fail_on_call = fake_sglang._calls + 2  # the first branch after the warm-up
-    fake_sglang.generate_delay = 10
-    fake_sglang.delay_from_call = fake_sglang._calls + 2  # the warm-up is quick, every branch is slow
+def test_a_failing_batch_is_aborted_whole_and_cancels_the_next(connect, fake_sglang):
+    # Two slots: the four branches go out as two batched calls of two, the second once the first's
+    # slots are free.
+    server = connect(fake_sglang, "--max-concurrent-branches", "2")
+    before = len(fake_sglang.generate_posts)
+    fake_sglang.fail_on_call = fake_sglang._calls + 2  # the first batch after the warm-up
     fake_sglang.fail_status = 500
-    started = time.monotonic()
     response = httpx.post(f"{server.url}/v1/systemone", json=body({f"q{i}": NOUL for i in range(4)}), timeout=30)
-    assert time.monotonic() - started < 5
     error_of(response, 502, "backend_error")
     assert eventually(lambda: fake_sglang.in_flight == 0)
-    branch_rids = {call["body"]["rid"] for call in fake_sglang.generate_calls[before + 1 :]}
-    failed_rid = fake_sglang.generate_calls[before + 1]["body"]["rid"]
-    assert set(fake_sglang.aborted) == branch_rids - {failed_rid}
+    # The warm-up, then the failed batch; the other never went out.
+    warm_up, failed = (post["body"]["rid"] for post in fake_sglang.generate_posts[before:])
+    assert isinstance(warm_up, str) and len(failed) == 2
+    # SGLang may still run the rest of a batch one of whose readouts failed: every rid is aborted (and
+    # the other batch's, if its cancellation caught it on its way out).
+    posted = [call["body"]["rid"] for call in fake_sglang.requests if call["path"] == "/abort_request"]
+    assert set(failed) <= set(posted) and len(posted) in (2, 4)
 
 
 def test_client_disconnect_aborts_everything_in_flight(connect, fake_sglang):

@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import RunningOpenJev, ServeOpenJev, eventually
 from tests.fake_sglang import FakeSGLang
+from tests.fake_sglang.batch import rids_of
 
 NOUL = {"type": "noul", "instructions": "Is this urgent?"}
 
@@ -66,17 +67,18 @@ def test_broken_backend_answers_are_502(serve_openjev: ServeOpenJev, qwen_tokeni
 
 def test_health_is_not_queued_behind_readouts(serve_openjev: ServeOpenJev, qwen_tokenizer_dir: Any) -> None:
     with FakeSGLang() as fake:
-        # Eight branches fill the one readout pool (eight connections) for three seconds.
+        # Eight requests' warm-ups fill the one readout pool (eight connections) for three seconds.
         server = connect(serve_openjev, fake, qwen_tokenizer_dir, "--max-concurrent-branches", "8")
         fake.generate_delay = 3
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            busy = pool.submit(httpx.post, f"{server.url}/v1/systemone", json=body(8), timeout=30)
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            states = [{**body(1), "state": f"The lift {i} is stuck."} for i in range(8)]
+            busy = [pool.submit(httpx.post, f"{server.url}/v1/systemone", json=state, timeout=30) for state in states]
             assert eventually(lambda: fake.in_flight == 8, 10)
             started = time.monotonic()
             health = httpx.get(f"{server.url}/health", timeout=10)
             assert health.status_code == 200, health.text
             assert time.monotonic() - started < 1.5
-            assert busy.result().status_code == 200
+            assert all(future.result().status_code == 200 for future in busy)
         assert fake.violations == []
 
 
@@ -89,14 +91,19 @@ def test_a_cancelled_request_aborts_every_readout(
     # Each variant fails when its abort is removed from the backend.
     with FakeSGLang(rust_frontend=rust) as fake:
         server = connect(serve_openjev, fake, qwen_tokenizer_dir, "--max-concurrent-branches", "8")
-        fake.generate_delay = 30
+        # Asked before, the prefix is cached (the fake says its pool size): the eight
+        # branches go out at once, as one batched call, which the abort must stop whole.
+        assert httpx.post(f"{server.url}/v1/systemone", json=body(8), timeout=30).status_code == 200
+        fake.delay_from_call, fake.generate_delay = len(fake.generate_posts) + 1, 30
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(f"{server.url}/v1/systemone", json=body(8), timeout=1)
         cancelled = time.monotonic()
         assert eventually(lambda: fake.in_flight == 0, 3), f"work still running: {fake.in_flight}"
         assert time.monotonic() - cancelled < 3
-        readouts = {call["body"]["rid"] for call in fake.generate_calls[1:]}
-        assert readouts and set(fake.aborted) == readouts
+        delayed = fake.generate_posts[fake.delay_from_call - 1 :]
+        readouts = {rid for call in delayed for rid in rids_of(call["body"])}
+        assert [len(rids_of(call["body"])) for call in delayed] == [8]
+        assert set(fake.aborted) == readouts
         posted = {call["body"]["rid"] for call in fake.requests if call["path"] == "/abort_request"}
         if rust:
             assert set(fake.disconnected) == readouts

@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+FLOAT32_MIN = -3.4028234663852886e38
+ABORTED = {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
 
 
 @dataclass(frozen=True)
@@ -21,6 +26,16 @@ class Readout:
     cached: int
     #: The serving rank where the server has several (None: one rank, `dp_rank` null).
     rank: int | None
+
+
+def readout(rid: str, ids: Sequence[int], values: Sequence[float], aborted: bool, counts: tuple[int, int],
+            rank: int | None) -> Readout:  # fmt: skip
+    """The readout of the label `ids` whose logprobs are `values` (-inf as float32's least), the most
+    likely sampled; `counts`: its prompt and cached tokens."""
+    position = [[FLOAT32_MIN if math.isinf(v) else v, t, None] for v, t in zip(values, ids, strict=True)]
+    best = max(range(len(ids)), key=lambda i: values[i])
+    finish = ABORTED if aborted else {"type": "length", "length": 1}
+    return Readout(rid, dict(finish), position, ids[best], position[best][0], *counts, rank)
 
 
 def readout_answer(readout: Readout, *, rust: bool) -> dict[str, Any]:

@@ -61,8 +61,11 @@ def record_payload(
     if not os.environ.get(PAYLOAD_LOG):
         return
     body = _kept_image_files(body)
-    # Bodies equal but for the rid teach nothing new: one of them is kept (a bounded file).
-    shape = dict(body, rid="r") if isinstance(body, dict) and "rid" in body else body
+    # Bodies equal but for the rids teach nothing new: one of them is kept (a bounded file). A batch keeps
+    # its list of distinct rids.
+    rids = body.get("rid") if isinstance(body, dict) else None
+    kept = [f"r{rids.index(rid)}" for rid in rids] if isinstance(rids, list) else "r"  # repeats kept
+    shape = dict(body, rid=kept) if rids else body
     record = {
         "body": shape, "frontend": "rust" if rust else "python", "context_length": context_length,
         "max_total_num_tokens": max_total_num_tokens, "vocab_size": VOCAB_SIZE, "expect": expect,

@@ -101,3 +101,10 @@ def judge(body: Any, *, rust: bool, context_length: int, max_total_num_tokens: i
         return Outcome(f"Input length ({len(input_ids)} tokens) exceeds the maximum allowed length ({limit} tokens).",
                        crash=not rust)  # fmt: skip
     return None
+
+
+def judge_all(items: list[dict[str, Any]], **facts: Any) -> Outcome | None:
+    """0.5.19's answer to one call's requests (`judge`'s facts): a refusal of any (a batch's requests are
+    all checked before any runs), else a crash on one; None: all admitted."""
+    found = [verdict for verdict in (judge(item, **facts) for item in items) if verdict is not None]
+    return next((verdict for verdict in found if not verdict.crash), found[0] if found else None)

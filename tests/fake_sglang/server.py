@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +34,8 @@ from starlette.routing import Route
 
 from openjev.backends.supervised import free_port
 from tests.fake_sglang import payloads
+from tests.fake_sglang.aborts import work_until_aborted
+from tests.fake_sglang.batch import GATEWAY_REFUSAL, is_batch, requests_of, rid_breach, split_batch
 from tests.fake_sglang.generation import (
     BOX_TEXT,
     box_generation,
@@ -43,14 +44,13 @@ from tests.fake_sglang.generation import (
     generation_violation,
     is_generation,
 )
-from tests.fake_sglang.meta import Readout, readout_answer
+from tests.fake_sglang.meta import readout, readout_answer
 from tests.fake_sglang.model import Logprobs, hashed_logprobs, local_model_dir
 from tests.fake_sglang.ranks import RankCaches
-from tests.fake_sglang.rules import Outcome, contract_violation, judge, max_req_input_len
+from tests.fake_sglang.rules import Outcome, contract_violation, judge_all, max_req_input_len
 from tests.fake_sglang.scheduler import Scheduler
 from tests.fake_sglang.vision import SeenPrompt, seen_prompt, vision_model_dir
 
-FLOAT32_MIN = -3.4028234663852886e38
 # SGLang's TokenizerManager looks at a waiting request's connection this often (SGLANG_REQUEST_STATE_WAIT_TIMEOUT).
 PYTHON_DISCONNECT_CHECK = 4.0
 RUST_DISCONNECT_CHECK = 0.02
@@ -101,6 +101,8 @@ class FakeSGLang:
     vision: bool = False
     #: How long one scheduler step takes (`scheduler.py`): requests arriving meanwhile share the next one.
     step_seconds: float = 0.0
+    #: False: a `/generate` in the list form is a 422, as sgl-model-gateway 0.3.2 answers it (`batch.py`).
+    list_form: bool = True
 
     requests: list[dict[str, Any]] = field(default_factory=list)
     #: Bytes of each `/generate` body as received, in order (what openjev sent over the wire).
@@ -141,8 +143,13 @@ class FakeSGLang:
         return len(self._in_flight)
 
     @property
-    def generate_calls(self) -> list[dict[str, Any]]:
+    def generate_posts(self) -> list[dict[str, Any]]:  # each as posted (a batch in its list form)
         return [entry for entry in self.requests if entry["path"] == "/generate"]
+
+    @property
+    def generate_calls(self) -> list[dict[str, Any]]:
+        """Each request of every `/generate` in its single form (a batch's as SGLang splits it), in order."""
+        return [{"path": "/generate", "body": one} for post in self.generate_posts for one in requests_of(post["body"])]
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -291,64 +298,74 @@ class FakeSGLang:
         self._calls += 1
         call_number = self._calls
         limits = {"context_length": self.context_length, "max_total_num_tokens": self.max_total_num_tokens}
-        outcome = judge(body, rust=self.rust_frontend, dp_size=self.dp_size, **limits)
+        batched = is_batch(body)
+        if batched and not self.list_form:
+            return PlainTextResponse(GATEWAY_REFUSAL, status_code=422)
+        items = split_batch(body) if batched else [body]
+        facts = {"rust": self.rust_frontend, "dp_size": self.dp_size, **limits}
+        outcome = items if isinstance(items, Outcome) else judge_all(items, **facts)
         expect = "ok" if outcome is None else "crash" if outcome.crash else "refused"
         payloads.record_payload(body, rust=self.rust_frontend, expect=expect, dp_size=self.dp_size, **limits)
         if outcome is not None:
             return self._answer(outcome)
-        breach = contract_violation(body) or (generation_violation(body) if is_generation(body) else None)
-        seen = seen_prompt(body, self.vision, max_req_input_len(self.context_length, self.max_total_num_tokens))
-        if breach or isinstance(seen, str):
-            breach = breach or str(seen)
+        seen = [self._seen(item) for item in items]  # type: ignore[union-attr]
+        breach = rid_breach(body, items) or next((found for found in seen if isinstance(found, str)), None)  # type: ignore[arg-type]
+        if breach is not None:
             self._violate(breach)
             return _error(breach, 500)
         if not self.rust_frontend:  # 0.5.19's Rust frontend has no starting state at all
             while self._starting():  # noqa: ASYNC110 - the Python frontend queues work until it is up
                 await asyncio.sleep(0.02)
-        rid = body.get("rid")
-        if not isinstance(rid, str) or not rid:
-            self._violate("a readout without a rid cannot be aborted")
-            return _error("rid required", 500)
-        if rid in self._in_flight:
-            return self._answer(Outcome(f"Duplicate request ID detected: {rid}"))
-        return await self._run(request, rid, body, seen, call_number)
+        rids = [item["rid"] for item in items]  # type: ignore[index]
+        if any(rid in self._in_flight for rid in rids):
+            return self._answer(Outcome(f"Duplicate request ID detected: {rids}"))
+        answers = await self._run(request, items, seen, call_number)  # type: ignore[arg-type]
+        if isinstance(answers, Response):
+            return answers
+        return JSONResponse(answers if batched else answers[0])
+
+    def _seen(self, item: dict[str, Any]) -> SeenPrompt | str:  # as the model sees it, or the breach it is
+        breach = contract_violation(item) or (generation_violation(item) if is_generation(item) else None)
+        limit = max_req_input_len(self.context_length, self.max_total_num_tokens)
+        return breach or seen_prompt(item, self.vision, limit)
 
     async def _run(
-        self, request: Request, rid: str, body: dict[str, Any], seen: SeenPrompt, call_number: int
-    ) -> Response:
-        event = self._in_flight[rid] = asyncio.Event()
+        self, request: Request, items: list[dict[str, Any]], seen: list[SeenPrompt], call_number: int
+    ) -> list[Any] | Response:
+        """Every request of one call in one scheduler step (the ones not aborted first); their answers."""
+        events = {item["rid"]: asyncio.Event() for item in items}
+        self._in_flight.update(events)
         self.max_in_flight = max(self.max_in_flight, len(self._in_flight))
         try:
             if self.fail_on_call == call_number:
                 await asyncio.sleep(0.05)
                 return _error("injected failure", self.fail_status)
-            aborted = False
+            aborted: set[str] = set()
             if self.generate_delay and call_number >= self.delay_from_call:
-                aborted = await self._wait(request, rid, event, self.generate_delay)
-            rank = self.served_by[rid] = self._caches.route(body)
-            if not aborted:
-                cached = await self.scheduler.prefill(rank, list(seen.key), body, self.page_size)
-            answer = self._result(rid, body, seen, aborted, cached if not aborted else 0)
-            if is_generation(body) and not aborted:
-                self._generated(rid, answer, body)
-            return JSONResponse(self.mangle(answer) if self.mangle else answer)
+                aborted = await self._wait(request, events, self.generate_delay)
+            for item in items:
+                self.served_by[item["rid"]] = self._caches.route(item)
+            live = [index for index, item in enumerate(items) if item["rid"] not in aborted]
+            steps = [(self.served_by[items[i]["rid"]], list(seen[i].key), items[i]) for i in live]
+            cached = dict(zip(live, await self.scheduler.prefill(steps, self.page_size), strict=True)) if live else {}
+            answers = []
+            for index, (item, prompt) in enumerate(zip(items, seen, strict=True)):
+                answer = self._result(item["rid"], item, prompt, index not in cached, cached.get(index, 0))
+                if is_generation(item) and index in cached:
+                    self._generated(item["rid"], answer, item)
+                answers.append(self.mangle(answer) if self.mangle else answer)
+            return answers
         finally:
-            self._in_flight.pop(rid, None)
+            for rid in events:
+                self._in_flight.pop(rid, None)
 
-    async def _wait(self, request: Request, rid: str, event: asyncio.Event, seconds: float) -> bool:
-        """Work for `seconds`; True when aborted first (by /abort_request or a closed connection)."""
+    async def _wait(self, request: Request, events: dict[str, asyncio.Event], seconds: float) -> set[str]:
+        """Work for `seconds`; the rids aborted first (by /abort_request, or all by a closed connection)."""
         check = RUST_DISCONNECT_CHECK if self.rust_frontend else PYTHON_DISCONNECT_CHECK
-        deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                await asyncio.wait_for(event.wait(), min(check, left))
-                return True
-            except TimeoutError:
-                if await request.is_disconnected():
-                    self.disconnected.append(rid)
-                    self.aborted.append(rid)
-                    return True
-        return False
+        aborted, gone = await work_until_aborted(request, events, seconds, check)
+        self.disconnected += gone
+        self.aborted += gone
+        return aborted
 
     def _generated(self, rid: str, answer: dict[str, Any], body: dict[str, Any]) -> None:
         """Turn a readout answer into a generation's (`generation.py`); prompt and output enter the
@@ -370,15 +387,6 @@ class FakeSGLang:
     def _result(self, rid: str, body: dict[str, Any], seen: SeenPrompt, aborted: bool, cached: int) -> dict[str, Any]:
         # The prompt as the model sees it (vision.py): its images' positions keyed by their bytes.
         prompt, ids = seen.key, body["token_ids_logprob"]
-        values = self.logprobs(prompt, ids)
-        position = [[FLOAT32_MIN if math.isinf(v) else v, t, None] for v, t in zip(values, ids, strict=True)]
-        best = max(range(len(ids)), key=lambda i: values[i])
-        sampled, sampled_logprob = ids[best], position[best][0]
-        finish: dict[str, Any] = (
-            {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
-            if aborted
-            else {"type": "length", "length": 1}
-        )
         rank = self.served_by[rid]
         self.cached_tokens[rid] = cached
         if self.call_log:
@@ -386,6 +394,6 @@ class FakeSGLang:
                     "cached_tokens": cached}  # fmt: skip
             with open(self.call_log, "a", encoding="utf-8") as log:
                 log.write(json.dumps(call) + "\n")
-        readout = Readout(rid, finish, position, sampled, sampled_logprob, len(seen.expanded), cached,
-                          rank if self.dp_size > 1 else None)  # fmt: skip
-        return readout_answer(readout, rust=self.rust_frontend)
+        found = readout(rid, ids, self.logprobs(prompt, ids), aborted, (len(seen.expanded), cached),
+                        rank if self.dp_size > 1 else None)  # fmt: skip
+        return readout_answer(found, rust=self.rust_frontend)

@@ -7,6 +7,8 @@ Each payload line is `{"body", "frontend", "context_length", "max_total_num_toke
 "expect"}` where `expect` is the fake SGLang's verdict (`ok`, `refused` or `crash`); SGLang's verdict
 must be the same, so this also checks the fake. SGLang's verdict, in its own request path:
 - `GenerateReqInput` parsed as FastAPI does (pydantic), `normalize_batch_and_arguments()`
+  (a body in the list form is a batch: each of its requests, `request[i]`, checked as follows,
+  every one before any reaches the scheduler, as `_handle_batch_request` does)
   (`managers/io_struct.py:378`), the TokenizerManager's `generate_request` up to its `routed_dp_rank`
   check against the record's `dp_size` (`tokenizer_manager.py:790-799`), its `_validate_one_request`
   (`managers/tokenizer_manager.py:1162`: lengths, `token_ids_logprob` ids), `SamplingParams(**params)`
@@ -72,7 +74,8 @@ class _RankChecked(Exception):
 
 
 def check_rank(request: GenerateReqInput, dp_size: int) -> None:
-    """TokenizerManager.generate_request's own code, with `dp_size` ranks, up to its rank check."""
+    """TokenizerManager.generate_request's own code, with `dp_size` ranks, up to its rank check: it
+    normalizes the request (`normalize_batch_and_arguments`) first."""
 
     def stop(*_: object) -> None:
         raise _RankChecked
@@ -90,7 +93,7 @@ def check_rank(request: GenerateReqInput, dp_size: int) -> None:
 def image_refusal(request: GenerateReqInput, pad_id: int | None) -> str:
     """Why 0.5.19 would not take the request's images as openjev means them; empty when it would."""
     images = request.image_data
-    if images is None:
+    if images is None:  # a batch's request without images has `[]`, which the pad count below checks
         return ""
     images = images if isinstance(images, list) else [images]
     if pad_id is None or request.input_ids.count(pad_id) != len(images):
@@ -105,30 +108,47 @@ def image_refusal(request: GenerateReqInput, pad_id: int | None) -> str:
     return ""
 
 
-def verdict(record: dict) -> tuple[str, str]:
-    body, vocab = record["body"], record["vocab_size"]
-    context, kv = record["context_length"], record["max_total_num_tokens"]
+def refusal(request: GenerateReqInput, context: int, vocab: int, pad_id: int | None) -> str:
+    """Why the TokenizerManager refuses one normalized request (one of a batch); empty when it admits it."""
     try:
-        request = pydantic.TypeAdapter(GenerateReqInput).validate_python(body)
-        request.normalize_batch_and_arguments()
-        check_rank(request, record.get("dp_size", 1))
         TokenizerManager._validate_one_request(tokenizer_manager(context, vocab), request, request.input_ids)
         params = SamplingParams(**(request.sampling_params or {}))
         params.normalize(None)
         params.verify(vocab)
         if params.regex is not None:  # what 0.5.19's default grammar backend compiles (a box's grammar)
             xgrammar.Grammar.from_regex(params.regex)
-    except (pydantic.ValidationError, ValueError, TypeError, RuntimeError) as error:
-        return "refused", f"{type(error).__name__}: {str(error)[:200]}"
-    refused_images = image_refusal(request, record.get("image_pad_id"))
-    if refused_images:
-        return "refused", refused_images
+    except (ValueError, TypeError, RuntimeError) as error:
+        return f"{type(error).__name__}: {str(error)[:200]}"
+    return image_refusal(request, pad_id)
+
+
+def scheduler_failure(request: GenerateReqInput, context: int, kv: int, vocab: int) -> str:
+    """Why the scheduler or the model fails on one admitted request; empty when it runs."""
     limit = min(context - 1, kv - 1) - SCHEDULER_RESERVED
     scheduler = validate_input_length(types.SimpleNamespace(origin_input_ids=request.input_ids), limit, False)
     oov = [token for token in request.input_ids if not 0 <= token < vocab]
-    if scheduler or oov:
-        reason = scheduler or f"input id {oov[0]} is outside the embedding ({vocab} rows)"
-        return ("refused" if record["frontend"] == "rust" else "crash"), reason
+    return scheduler or (f"input id {oov[0]} is outside the embedding ({vocab} rows)" if oov else "")
+
+
+def verdict(record: dict) -> tuple[str, str]:
+    """A single request, or a batch (the list form: every request checked before any is scheduled)."""
+    body, vocab = record["body"], record["vocab_size"]
+    context, kv = record["context_length"], record["max_total_num_tokens"]
+    try:
+        request = pydantic.TypeAdapter(GenerateReqInput).validate_python(body)
+        # Normalizes it first, once (a second `normalize_batch_and_arguments` would wrap a batch's images again).
+        check_rank(request, record.get("dp_size", 1))
+    except (pydantic.ValidationError, ValueError, TypeError, RuntimeError) as error:
+        return "refused", f"{type(error).__name__}: {str(error)[:200]}"
+    requests = [request] if request.is_single else [request[index] for index in range(request.batch_size)]
+    for one in requests:
+        refused = refusal(one, context, vocab, record.get("image_pad_id"))
+        if refused:
+            return "refused", refused
+    for one in requests:
+        failure = scheduler_failure(one, context, kv, vocab)
+        if failure:
+            return ("refused" if record["frontend"] == "rust" else "crash"), failure
     return "ok", ""
 
 
@@ -153,7 +173,7 @@ def main() -> None:
         record = json.loads(line)
         found, reason = verdict(record)
         if found != record["expect"]:
-            body = {**record["body"], "input_ids": f"<{len(record['body'].get('input_ids') or [])} ids>"}
+            body = {**record["body"], "input_ids": f"<{len(record['body'].get('input_ids') or [])} ids or requests>"}
             body.pop("image_data", None)
             errors.append(f"SGLang 0.5.19 says {found} ({reason}), the fake said {record['expect']}: {body}")
     errors += check_commands(commands)

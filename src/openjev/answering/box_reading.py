@@ -19,7 +19,6 @@ Contract:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Any
 from openjev.affinity import Pin
 from openjev.answering.boxes import box_answer, edges_of
 from openjev.backends.base import Backend, BackendError, GenerationCall, new_rid
+from openjev.backends.slots import BackendSlots
 from openjev.prompting.box_grammar import BoxFormatError, BoxGrammar
 from openjev.prompting.tokenizer import ChatTokenizer
 from openjev.request.images import ImageInput
@@ -48,9 +48,7 @@ class BoxReading:
 class BoxReader:
     """Box questions on an engine's backend (module doc)."""
 
-    def __init__(
-        self, chat: ChatTokenizer, backend: Backend, slots: asyncio.Semaphore, stop_ids: Sequence[int]
-    ) -> None:
+    def __init__(self, chat: ChatTokenizer, backend: Backend, slots: BackendSlots, stop_ids: Sequence[int]) -> None:
         """`slots`: the engine's backend slots; `stop_ids`: the ids that end the model's turn."""
         self.backend, self.slots, self.stop_ids = backend, slots, list(stop_ids)
         self.vision = backend.vision

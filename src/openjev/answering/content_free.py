@@ -5,16 +5,16 @@ question suffix (the same token ids: question turn, cue, labels) after the conve
 the state CONTENT_FREE_STATE instead of the request's state. It depends only on the suffix and the
 label ids, so it is kept in an LRU of OPENJEV_CONTENT_FREE_CACHE entries keyed by both; a
 repeated question costs no backend call. `plan` (at preparation) fixes which readouts a request
-makes and what they send, so the token budget counts them before anything is sent; `read` returns
-one entry per branch (None where the question type is not calibrated), the number of backend calls
-made and their prompt tokens.
+makes and what they send, so the token budget counts them before anything is sent; `requests` are
+those readouts' prompts and label ids (the engine sends them beside the branches), and `priors`,
+given their answers in that order, returns one entry per branch (None where the question type is
+not calibrated), the number of backend calls made and their prompt tokens.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -22,8 +22,6 @@ from openjev.answering.debias import CONTENT_FREE_STATE
 from openjev.backends.base import LabelLogprobs
 from openjev.prompting.prompts import frame_conversation
 from openjev.prompting.tokenizer import ChatTokenizer
-
-Call = Callable[[list[int], tuple[int, ...]], Awaitable[LabelLogprobs]]
 
 
 class BranchLike(Protocol):
@@ -79,11 +77,15 @@ class ContentFreePriors:
         readouts = [(index, len(self.prefix_ids) + len(key[0])) for key, index in first.items()]
         return ContentFreePlan(keys, known, list(first), readouts)
 
-    async def read(self, plan: ContentFreePlan, call: Call) -> tuple[list[tuple[float, ...] | None], int, int]:
-        """Each planned branch's content-free logprobs (known, else read concurrently); calls and prompt tokens."""
-        results = await asyncio.gather(
-            *(call(self.prefix_ids + list(suffix), labels) for suffix, labels in plan.missing)
-        )
+    def requests(self, plan: ContentFreePlan) -> list[tuple[list[int], tuple[int, ...]]]:
+        """The prompt and label ids of each readout still to make, in the plan's order."""
+        return [(self.prefix_ids + list(suffix), labels) for suffix, labels in plan.missing]
+
+    def priors(
+        self, plan: ContentFreePlan, results: Sequence[LabelLogprobs]
+    ) -> tuple[list[tuple[float, ...] | None], int, int]:
+        """Each planned branch's content-free logprobs (known, else `results`: the answers to `requests`);
+        calls and prompt tokens."""
         found = dict(plan.known)
         for key, result in zip(plan.missing, results, strict=True):
             self.remember(key, result.logprobs)

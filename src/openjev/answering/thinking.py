@@ -57,6 +57,7 @@ from openjev.affinity import Pin
 from openjev.answering.answers import PROBABILITY_FLOOR, NonFiniteLogprob
 from openjev.answering.readouts import AnswerableQuestion, AnyQuestion, QuestionViews, Readout
 from openjev.backends.base import Backend, BackendError, GenerationCall, ReadoutCall, new_rid
+from openjev.backends.slots import BackendSlots
 from openjev.config import Settings
 from openjev.prompting.budget import TokenBudget
 from openjev.prompting.prompts import ANSWER_CUES, frame_conversation
@@ -250,7 +251,7 @@ class Thinker:
     """Runs the escalations of the thinking tier for an engine (module doc, steps 2 and 3)."""
 
     def __init__(
-        self, settings: Settings, chat: ChatTokenizer, backend: Backend, slots: asyncio.Semaphore, cues: Sequence[str]
+        self, settings: Settings, chat: ChatTokenizer, backend: Backend, slots: BackendSlots, cues: Sequence[str]
     ) -> None:
         """`cues`: the answer cues in use (each question type's), each with its own tail."""
         self.backend, self.slots, self.chat = backend, slots, chat

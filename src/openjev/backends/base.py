@@ -1,4 +1,4 @@
-"""The backend contract: one required method, `readout`, and an optional one, `generate`.
+"""The backend contract: one required method, `readout`, and optional ones, `readout_batch` and `generate`.
 
 A backend receives a fully tokenized prompt and the token ids of the answer labels, and returns
 the natural-log probabilities the model assigns to each of those ids as the *first* token after the
@@ -7,7 +7,9 @@ prompt (a log-softmax over the whole vocabulary, before any renormalisation over
 decodes up to `max_new_tokens` ids after a prompt, greedily (`temperature` 0) or sampled with a
 seed, stopping after one of `stop_token_ids` (which stays in `output_ids`). Everything above this
 line (templates, labels, budgets, readout maths) is shared by every backend, so the HTTP API cannot
-tell backends apart except by speed.
+tell backends apart except by speed. `readout_batch` answers readouts that go out together (an
+evaluation's branches), in order, exactly as `readout` answers each; by default each is its own
+concurrent `readout`, and a backend whose server can take them in one request overrides it.
 
 Lifecycle hooks (`start`, `health`, `aclose`) have working defaults; a backend overrides what it
 needs. Failures are reported with the `BackendError` family; the HTTP layer maps each to one status.
@@ -16,6 +18,7 @@ needs. Failures are reported with the `BackendError` family; the HTTP layer maps
 from __future__ import annotations
 
 import abc
+import asyncio
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -148,6 +151,18 @@ class Backend(abc.ABC):
         Cancelling the awaiting task must stop the work (or abort it on the server) before
         the cancellation propagates.
         """
+
+    async def readout_batch(self, calls: Sequence[ReadoutCall]) -> list[LabelLogprobs]:
+        """`readout` of every call, answered in order. The first failure is raised and cancels the others;
+        cancelling stops every call as `readout` does."""
+        if len(calls) == 1:
+            return [await self.readout(calls[0])]
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self.readout(call)) for call in calls]
+        except* BackendError as failures:
+            raise failures.exceptions[0] from None
+        return [task.result() for task in tasks]
 
     #: The thinking budget used when OPENJEV_THINK_BUDGET_TOKENS is unset (the published probe's 1,024).
     default_think_budget: int = 1024

@@ -1,18 +1,15 @@
-"""SGLang as a backend: one `/generate` call per readout, over pooled keep-alive HTTP.
+"""SGLang as a backend: `/generate` calls over pooled keep-alive HTTP.
 
-Every call has the same shape (SGLang's native `/generate`, `GenerateReqInput`):
-
-    {"rid", "input_ids", "sampling_params": {"max_new_tokens": 1, "temperature": 0},
-     "return_logprob": true, "logprob_start_len": -1, "token_ids_logprob": [label ids]}
-
-- `token_ids_logprob` is never empty, so any two of our calls can share a batch without the
-  mixed-batch scheduler crash (SGLang #34719).
-- `logprob_start_len = -1` asks for output logprobs only and keeps full radix-prefix reuse.
-- `temperature = 0` returns the raw log-softmax; openjev applies its own temperature afterwards.
+- A readout is one `/generate`; readouts that go out together (`readout_batch`, an evaluation's
+  branches) are one `/generate` in SGLang's list form, which reaches its scheduler at once. Their
+  bodies and SGLang's batch semantics: `sglang_readouts.py`. A server that answers the list form
+  with 422 (SGLang never does; sgl-model-gateway 0.3.2 does: its `rid` is one string) gets that batch
+  and every later one as one call per readout.
 - The label logprobs are `meta_info.output_token_ids_logprobs[0]`, one `[logprob, id, text]` per
-  requested id, in request order.
+  requested id, in request order (`sglang_answers.py`).
 - A cancelled call closes its connection (which aborts it on the Rust frontend) and posts
-  `/abort_request` with its rid (the Python frontend's way); neither may leave work running.
+  `/abort_request` with each of its rids (the Python frontend's way); neither may leave work
+  running. A batch that fails is aborted the same way: SGLang leaves its other readouts running.
 
 Readiness: `/health` must answer 200, then one real generation must succeed (the Rust frontend's
 `/health` has no "starting" state, so a 200 alone does not prove the warm-up is done), then the
@@ -59,16 +56,15 @@ from openjev.backends.base import (
 from openjev.backends.sglang_answers import error_message, parse_label_logprobs
 from openjev.backends.sglang_generation import generation_payload, parse_generation
 from openjev.backends.sglang_images import Base64Images, ImageTransport, image_transport
+from openjev.backends.sglang_readouts import ListFormRefused, batch_payload, generate_payload, parse_batch
 from openjev.backends.sglang_vision import read_vision
 from openjev.backends.sglang_vocab import check_vocabulary, model_vocab_size
 from openjev.config import Settings
-from openjev.prompting.prompt_ids import json_ids
 from openjev.prompting.vision import VisionSpec
 from openjev.request.images import ImageInput
 
 log = logging.getLogger("openjev.sglang")
 
-READOUT_SAMPLING_PARAMS = {"max_new_tokens": 1, "temperature": 0}
 _ABORT_TIMEOUT = 2.0
 _PROBE_INTERVAL = 0.5
 _CONNECTIONS_PER_POOL = 8
@@ -89,22 +85,6 @@ def client_options(settings: Settings, *, co_located: bool = False) -> dict[str,
         "vocab_size": settings.backend_vocab_size,
         "data_parallel_size": settings.data_parallel_size,
         "tokenizer": settings.tokenizer,
-    }
-
-
-def generate_payload(call: ReadoutCall, image_data: list[str] | None = None) -> dict[str, Any]:
-    """The readout body; `image_data`: one entry (a base64 PNG or a file's path, `sglang_images.py`) per
-    image pad of the ids, in order (`sglang_vision.py`)."""
-    return {
-        "rid": call.rid,
-        "input_ids": json_ids(call.input_ids),
-        "sampling_params": READOUT_SAMPLING_PARAMS,
-        "return_logprob": True,
-        "logprob_start_len": -1,
-        "token_ids_logprob": list(call.label_token_ids),
-        # Only with several ranks: one rank's payload stays exactly what it was.
-        **({} if call.routed_dp_rank is None else {"routed_dp_rank": call.routed_dp_rank}),
-        **({"image_data": image_data} if image_data else {}),
     }
 
 
@@ -167,45 +147,71 @@ class SGLangBackend(Backend):
         #: How images reach SGLang (`sglang_images.py`); base64 unless the settings say otherwise.
         self.images = images or Base64Images(Settings.model_fields["encoded_image_cache_bytes"].default)
         self._tokenizer = tokenizer
+        #: Readouts that go out together are one call (False once the server refused that: `ListFormRefused`).
+        self.list_form = True
 
     # -- readout ----------------------------------------------------------------------------------
 
     async def readout(self, call: ReadoutCall) -> LabelLogprobs:
-        if self._vocab_size is not None and not call.ids_in_vocabulary:
-            check_vocabulary(call, self._vocab_size)
+        self._check_vocabulary([call])
         body = functools.partial(generate_payload, call)
-        return parse_label_logprobs(await self._post(body, call.rid, call.images), call)
+        return parse_label_logprobs(await self._post(body, [call.rid], call.images), call)
+
+    async def readout_batch(self, calls: Sequence[ReadoutCall]) -> list[LabelLogprobs]:
+        """One `/generate` for all (`sglang_readouts.py`); a single readout stays a plain call, and so
+        does every readout once the server has refused the list form."""
+        if len(calls) == 1 or not self.list_form:
+            return await super().readout_batch(calls)
+        self._check_vocabulary(calls)
+        body = functools.partial(batch_payload, calls)
+        images = [image for call in calls for image in call.images]
+        try:
+            return parse_batch(await self._post(body, [call.rid for call in calls], images), calls)
+        except ListFormRefused as refused:
+            log.warning("%s: each readout goes out as its own /generate from now on", refused)
+            self.list_form = False
+        return await super().readout_batch(calls)
 
     async def generate(self, call: GenerationCall) -> Generation:
         if self._vocab_size is not None:
             check_vocabulary(call, self._vocab_size)
         body = functools.partial(generation_payload, call)
-        return parse_generation(await self._post(body, call.rid, call.images), call)
+        return parse_generation(await self._post(body, [call.rid], call.images), call)
+
+    def _check_vocabulary(self, calls: Sequence[ReadoutCall]) -> None:
+        if self._vocab_size is not None:
+            for call in calls:
+                if not call.ids_in_vocabulary:
+                    check_vocabulary(call, self._vocab_size)
 
     async def _post(
-        self, body: Callable[[list[str] | None], dict[str, Any]], rid: str, images: Sequence[ImageInput]
+        self, body: Callable[[list[str] | None], dict[str, Any]], rids: list[str], images: Sequence[ImageInput]
     ) -> Any:
-        """POST the `/generate` body that `body(image_data)` builds; the decoded answer, or the
+        """POST the `/generate` body that `body(image_data)` builds for `rids`; the decoded answer, or the
         BackendError its failure means. A call's images are held (their files stay) until it is answered."""
         if not images:
             # orjson: a 24k-id payload encodes in about 1 ms instead of about 20 ms with the json module.
-            return await self._send(orjson.dumps(body(None)), rid)
+            return await self._send(orjson.dumps(body(None)), rids)
         with self.images.held(images):
             # Encoding or writing images and a body of megabytes: off the event loop.
             content = await asyncio.to_thread(lambda: orjson.dumps(body(self.images.entries(images))))
-            return await self._send(content, rid)
+            return await self._send(content, rids)
 
-    async def _send(self, content: bytes, rid: str) -> Any:
+    async def _send(self, content: bytes, rids: list[str]) -> Any:
         try:
             response = await next(self._next_pool).post("/generate", content=content, headers=_JSON_HEADERS)
         except asyncio.CancelledError:
-            await self._abort(rid)
+            await self._abort(rids)
             raise
         except httpx.TimeoutException as error:
-            await self._abort(rid)
+            await self._abort(rids)
             raise BackendTimeout(f"SGLang did not answer in time ({type(error).__name__})") from error
         except httpx.TransportError as error:
             raise BackendUnavailable(f"SGLang is unreachable at {self.base_url}: {error!r}") from error
+        if response.status_code != 200 and len(rids) > 1:
+            await self._abort(rids)  # one readout's failure leaves the batch's others running in SGLang
+        if response.status_code == 422 and len(rids) > 1:
+            raise ListFormRefused(f"{self.base_url} refuses /generate's list form: {error_message(response)}")
         if response.status_code == 503:
             raise BackendUnavailable(f"SGLang is not accepting work: {error_message(response)}")
         if response.status_code != 200:
@@ -215,7 +221,10 @@ class SGLangBackend(Backend):
         except orjson.JSONDecodeError as error:
             raise BackendError("SGLang answered with a body that is not JSON") from error
 
-    async def _abort(self, rid: str) -> None:
+    async def _abort(self, rids: list[str]) -> None:
+        await asyncio.gather(*(self._abort_one(rid) for rid in rids))
+
+    async def _abort_one(self, rid: str) -> None:
         # The connection of the cancelled call is closed already (the Rust frontend's abort); this is
         # the Python frontend's. The Rust frontend has no such route (404), a dead server cannot be
         # reached; neither may delay the cancellation, but a failure is logged, never silent.
