@@ -4,7 +4,8 @@ Usage: uv run evals/report.py DIR
 
 Contract: reads only DIR/run.json and DIR/results.jsonl (runs.py); the suite named in run.json
 (registry.py) writes DIR/report.json and DIR/report.md (and its figures). Every report starts with
-`run_identity` (suite, description, URL, protocol, dataset sha256, answering models) and states
+`run_identity` (suite, description, URL, protocol, dataset sha256, answering models, what the
+harness could not read from the server: `server_unread`, runs.py) and states
 accuracies as `accuracy_of` does: n, accuracy and its 95% Wilson interval (metrics.py).
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.harness import metrics, registry
-from evals.harness.runs import read_meta
+from evals.harness.runs import UNREAD, read_meta
 
 ECE_BINS = 10
 
@@ -41,6 +42,7 @@ def run_identity(meta: dict[str, Any], answered: Sequence[dict[str, Any]]) -> di
         "protocol": meta["protocol"],
         "dataset_sha256": meta["dataset_sha256"],
         "models": sorted({str(record.get("model")) for record in answered}),
+        UNREAD: meta.get(UNREAD) or {},
     }
 
 

@@ -4,8 +4,10 @@ Contract:
 - run.json holds the run's identity: suite, protocol, dataset sha256, URL, the suite's own identity
   keys (`--shifts` of the MMLU family), the request's `--model` when given, the server's answer
   settings (`answer_settings` of its `/v1/limits`; None for a server that does not say them) and
-  its `/v1/models`; and the harness checkout's git revision, the installed openjev version when the
-  server is on this machine, one entry per session. The API key is never written.
+  its `/v1/models` (as served; None where unreadable), with `server_unread` naming each endpoint the
+  harness could not read in openjev's shape and why (transport.py; updated each session); and the
+  harness checkout's git revision, the installed openjev version when the server is on this
+  machine, one entry per session. The API key is never written.
 - Resuming checks every identity key against the stored run.json (a key a suite adds that an older
   run.json lacks takes the suite's `absent` value; answer settings absent from a run made before
   they were recorded are taken from the server) and refuses (RunRefused) a run made for anything else.
@@ -38,6 +40,8 @@ REPO = Path(__file__).resolve().parents[2]
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 #: The key of openjev's `/v1/limits` answer settings, kept under the same name in run.json.
 ANSWER_SETTINGS = "answer_settings"
+#: run.json's record of what the harness could not read from the server: {endpoint: why}.
+UNREAD = "server_unread"
 Unit = TypeVar("Unit")
 
 
@@ -70,7 +74,9 @@ def local_openjev_version(url: str) -> str | None:
 
 
 def model_names(models: Any) -> list[str]:
-    return sorted(str(entry.get("name")) for entry in models.get("models", []) if isinstance(entry, dict))
+    """The model names of an openjev-shaped `/v1/models` answer; none for any other answer."""
+    entries = models.get("models") if isinstance(models, dict) else None
+    return sorted(str(entry.get("name")) for entry in entries or [] if isinstance(entry, dict))
 
 
 def prepare_run(
@@ -83,6 +89,7 @@ def prepare_run(
     model: str | None = None,
     extra: Mapping[str, Any] | None = None,
     absent: Mapping[str, Any] | None = None,
+    unread: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """run.json's content: the stored one when resuming (after checking it matches), else a new one (DIR created)."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -100,12 +107,13 @@ def prepare_run(
             raise RunRefused(f"{directory} holds a run asking model {meta.get('model')!r}, not {model!r}")
         if model_names(meta["server_models"]) != model_names(models):
             raise RunRefused(f"{directory} was run against other models: {model_names(meta['server_models'])}")
-        return {**meta, ANSWER_SETTINGS: settings}
+        return {**meta, ANSWER_SETTINGS: settings, UNREAD: dict(unread or {})}
     return {
         **identity,
         ANSWER_SETTINGS: settings,
         "description": suite.description,
         "server_models": models,
+        UNREAD: dict(unread or {}),
         "openjev_version": local_openjev_version(url),
         "git": git_state(),
         "sessions": [],

@@ -3,9 +3,12 @@
 Contract:
 - 429, 503 and 529 are retried after `retry-after-ms` or `Retry-After` (1 s when absent, at most
   MAX_RETRY_WAIT_S a wait) for up to RETRY_DEADLINE_S; then the last answer stands.
-- `connect` opens a client on `--url` with `--api-key` as a bearer token and reads `/v1/models`
-  (required) and the answer settings of `/v1/limits` (None for a server that does not say them);
-  a server that cannot be reached is RunRefused.
+- `connect` opens a client on `--url` with `--api-key` as a bearer token and reads the server's
+  `/v1/models` and the answer settings of its `/v1/limits`. A server that is not openjev (SGLang's
+  own `/v1/systemone`, TypeSafe's API) may serve neither in openjev's shape: what could not be read
+  is None, and `unread` names each such endpoint with the reason (run.json `server_unread`), so the
+  run goes on. A server that cannot be reached, or that refuses the key (401/403), is RunRefused:
+  nothing it serves would answer.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -22,6 +26,7 @@ import httpx
 from evals.harness.runs import ANSWER_SETTINGS, RunRefused
 
 RETRY_STATUSES = frozenset({429, 503, 529})
+AUTH_STATUSES = frozenset({401, 403})
 RETRY_DEADLINE_S = 1800.0
 MAX_RETRY_WAIT_S = 60.0
 REQUEST_TIMEOUT_S = 600.0
@@ -83,31 +88,50 @@ def thinking_headers(headers: httpx.Headers) -> dict[str, int]:
     return found
 
 
-async def fetch_answer_settings(client: httpx.AsyncClient) -> Any:
-    """The server's answer settings (openjev's `/v1/limits`), or None where it does not say them."""
-    response, _, _ = await send_with_retry(lambda: client.get("/v1/limits"))
+async def fetch_json(client: httpx.AsyncClient, path: str) -> tuple[Any, str | None]:
+    """GET `path`'s JSON body, or None and why it could not be read (a status other than 200, not JSON);
+    RunRefused when the server refuses the key."""
+    response, _, _ = await send_with_retry(lambda: client.get(path))
+    if response.status_code in AUTH_STATUSES:
+        raise RunRefused(f"GET {path} answered {response.status_code}: {response.text[:300]}")
     if response.status_code != 200:
-        return None
-    with contextlib.suppress(ValueError, AttributeError):
-        return response.json().get(ANSWER_SETTINGS)
-    return None
+        return None, f"HTTP {response.status_code}: {response.text[:200]}"
+    try:
+        return response.json(), None
+    except ValueError:
+        return None, f"not JSON: {response.text[:200]}"
 
 
-async def fetch_models(client: httpx.AsyncClient) -> Any:
-    response, _, _ = await send_with_retry(lambda: client.get("/v1/models"))
-    if response.status_code != 200:
-        raise RunRefused(f"GET /v1/models answered {response.status_code}: {response.text[:300]}")
-    return response.json()
+async def fetch_answer_settings(client: httpx.AsyncClient) -> tuple[Any, str | None]:
+    """The server's answer settings (openjev's `/v1/limits`), or None and why it does not say them."""
+    limits, unread = await fetch_json(client, "/v1/limits")
+    if unread is not None:
+        return None, unread
+    if not isinstance(limits, dict) or ANSWER_SETTINGS not in limits:
+        return None, f"no `{ANSWER_SETTINGS}` in its answer"
+    return limits[ANSWER_SETTINGS], None
+
+
+async def fetch_models(client: httpx.AsyncClient) -> tuple[Any, str | None]:
+    """The server's `/v1/models` as served, and why it is not openjev's shape (a `models` list), if it is not."""
+    models, unread = await fetch_json(client, "/v1/models")
+    if unread is None and not (isinstance(models, dict) and isinstance(models.get("models"), list)):
+        unread = "no `models` list in its answer (kept as served)"
+    return models, unread
 
 
 @contextlib.asynccontextmanager
-async def connect(args: argparse.Namespace) -> AsyncIterator[tuple[httpx.AsyncClient, Any, Any]]:
-    """A client on `args.url`, the server's `/v1/models` and its answer settings (module doc)."""
+async def connect(args: argparse.Namespace) -> AsyncIterator[tuple[httpx.AsyncClient, Any, Any, dict[str, str]]]:
+    """A client on `args.url`, the server's `/v1/models`, its answer settings and what could not be read
+    ({endpoint: why}), as the module doc says."""
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     async with httpx.AsyncClient(base_url=args.url, headers=headers, timeout=REQUEST_TIMEOUT_S) as client:
         try:
-            models = await fetch_models(client)
-            settings = await fetch_answer_settings(client)
+            models, models_unread = await fetch_models(client)
+            settings, settings_unread = await fetch_answer_settings(client)
         except httpx.TransportError as error:
             raise RunRefused(f"{args.url} cannot be reached: {error!r}") from error
-        yield client, models, settings
+        unread = {path: why for path, why in (("/v1/models", models_unread), ("/v1/limits", settings_unread)) if why}
+        for path, why in unread.items():
+            print(f"note: {args.url}{path} not read in openjev's shape: {why}", file=sys.stderr)
+        yield client, models, settings, unread

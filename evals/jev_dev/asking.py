@@ -201,8 +201,8 @@ def load_suite() -> Suite:
 async def evaluate(args: argparse.Namespace, suite: Suite, directory: Path) -> int:
     states = suite.items[: args.limit]
     types = set(args.types.split(","))
-    async with connect(args) as (client, models, settings):
-        meta = runs.prepare_run(directory, suite, args.url, models, settings, PROTOCOL, args.model)
+    async with connect(args) as (client, models, settings, unread):
+        meta = runs.prepare_run(directory, suite, args.url, models, settings, PROTOCOL, args.model, unread=unread)
         started = runs.begin_session(directory, meta, limit=args.limit, types=",".join(sorted(types)))
         served = served_corrections(settings)
         calibrated = frozenset(kind for kind in types if "cc" in served.get(kind, ()))

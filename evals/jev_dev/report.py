@@ -31,7 +31,7 @@ from typing import Any
 
 from evals.harness import metrics
 from evals.harness.report import accuracy_of, run_identity, write_json_and_markdown
-from evals.harness.runs import ANSWER_SETTINGS, read_run
+from evals.harness.runs import ANSWER_SETTINGS, UNREAD, read_run
 from evals.jev_dev.variants import TYPES, NotDerivable, jev_variant_records, served_corrections
 
 #: The offline variants reported (variants.py); each is scored where the readouts allow it.
@@ -212,6 +212,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"{report['errors']} errors; uniform answer {report['uniform_accuracy']:.1%}",
         f"- dataset sha256 `{report['dataset_sha256']}`; synthetic: it catches biases and "
         "regressions, not a leaderboard",
+        *(f"- not read from the server: `{path}`, {why}" for path, why in report.get(UNREAD, {}).items()),
         "",
         "| readout | all | noul | choice | score | score MAE | most-predicted level by size | noul yes pred / gold |",
         "|---|---|---|---|---|---|---|---|",

@@ -112,10 +112,10 @@ async def ask_unit(client: httpx.AsyncClient, args: argparse.Namespace, unit: tu
 async def evaluate(args: argparse.Namespace, suite: Suite, directory: Path) -> int:
     """Ask every item of the suite's first --limit that DIR has no answer for; the number of errors."""
     items = suite.items[: args.limit]
-    async with connect(args) as (client, models, settings):
+    async with connect(args) as (client, models, settings, unread):
         # The protocol's own answer is unchanged by --shifts; the rotations are extra questions in the same request.
         meta = runs.prepare_run(directory, suite, args.url, models, settings, PROTOCOL, args.model,
-                                extra={"shifts": args.shifts}, absent={"shifts": 1})  # fmt: skip
+                                extra={"shifts": args.shifts}, absent={"shifts": 1}, unread=unread)  # fmt: skip
         done = runs.keep_answered(directory)
         pending = [(position, item) for position, item in enumerate(items) if item.id not in done]
         started = runs.begin_session(directory, meta, limit=args.limit)
