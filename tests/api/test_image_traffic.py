@@ -60,8 +60,10 @@ def test_file_transfer_sends_each_image_once_with_the_same_answers_and_cache_hit
             answers[name] = response.json()["answers"]
         (png_file,) = images.glob("openjev-*.png")
         assert answers["file"] == answers["base64"]
-        assert len(sent["file"]) == len(sent["base64"]) == 11
-        assert min(sent["base64"]) > png_file.stat().st_size  # every call carried the whole image
+        # Two posts each: the warm-up, then the 10 readouts as one batched /generate.
+        assert len(sent["file"]) == len(sent["base64"]) == 2
+        warm_up, batch = sent["base64"]
+        assert warm_up > png_file.stat().st_size and batch > 10 * png_file.stat().st_size  # a copy per readout
         assert sum(sent["file"]) < 64 * 1024  # paths: the image crossed once, as a file
         # The same photo again: its warm-up is a prefix hit, image positions included.
         again = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=120)
@@ -89,12 +91,13 @@ def test_no_caller_byte_reaches_sglang_and_repeated_placeholders_are_bounded(vis
     prepared = httpx.Request("POST", f"{server.url}/v1/systemone", files=files)
     body = zstd_compress(prepared.read())
     headers = {"content-type": prepared.headers["content-type"], "content-encoding": "zstd"}
-    before = len(fake.generate_bytes)
+    before, readouts_before = len(fake.generate_bytes), len(fake.generate_calls)
     assert httpx.post(f"{server.url}/v1/systemone", content=body, headers=headers, timeout=120).status_code == 200
-    sent = fake.generate_bytes[before:]
-    assert len(body) < 4096 and len(sent) == 3
-    # At most the client's bytes and the pixels of each image shown, per call.
-    assert sum(sent) < len(sent) * (len(body) + 25 * 64 * 64 * 3)
+    sent, readouts = fake.generate_bytes[before:], len(fake.generate_calls) - readouts_before
+    # The warm-up, then both readouts in one batched /generate.
+    assert len(body) < 4096 and len(sent) == 2 and readouts == 3
+    # At most the client's bytes and the pixels of each image shown, per readout.
+    assert sum(sent) < readouts * (len(body) + 25 * 64 * 64 * 3)
     # 20 times a 1024x1024 image (1,024 positions each) is 20,480 positions: over the default 16,384.
     big = base64.b64encode(png(1024, 1024, (9, 9, 9))).decode()
     repeated = {"model": "jev-latest", "state": "see " + "<image:r> " * 20,

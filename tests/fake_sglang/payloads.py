@@ -38,21 +38,25 @@ def _append(variable: str, line: str) -> None:
 
 def _kept_image_files(body: Any) -> Any:
     """`body` with each `image_data` path (`file` transfer) pointing at a copy beside the log: openjev
-    removes its own files when it stops, before the end-of-session check reads them."""
+    removes its own files when it stops, before the end-of-session check reads them. A batch's
+    `image_data` holds one list per request."""
     images = body.get("image_data") if isinstance(body, dict) else None
-    if not isinstance(images, list) or not any(isinstance(entry, str) and entry.startswith("/") for entry in images):
+    if not isinstance(images, list):
         return body
     folder = Path(os.environ[PAYLOAD_LOG]).parent / "images"
-    folder.mkdir(exist_ok=True)
-    kept = []
-    for entry in images:
+
+    def kept(entry: Any) -> Any:
+        if isinstance(entry, list):
+            return [kept(one) for one in entry]
         if isinstance(entry, str) and entry.startswith("/") and Path(entry).is_file():
             copy = folder / Path(entry).name
             if not copy.exists():
+                folder.mkdir(exist_ok=True)
                 shutil.copyfile(entry, copy)
-            entry = str(copy)
-        kept.append(entry)
-    return dict(body, image_data=kept)
+            return str(copy)
+        return entry
+
+    return dict(body, image_data=kept(images))
 
 
 def record_payload(
