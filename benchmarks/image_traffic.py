@@ -8,9 +8,10 @@ Cases:
   `data_base64`, each time a new photo (a new seed), so nothing is cached by openjev or the fake;
 - attack: a multipart zstd body of a 64x64 PNG carrying a 9 MiB private ancillary chunk, its
   placeholder written 25 times in the state, 2 questions.
-Printed per case and transfer: the body the client sent (bytes on the wire), the `/generate` calls
-and the bytes they carried (median of `--repeats` requests), and that total over the client's bytes;
-and the size of the honest case's prepared PNG (what `file` transfer writes to disk, once).
+Printed per case and transfer: the body the client sent (bytes on the wire), the `/generate` posts
+(a batch of readouts is one post), the readouts they held and the bytes they carried (median of
+`--repeats` requests), and that total over the client's bytes; and the size of the honest case's
+prepared PNG (what `file` transfer writes to disk, once).
 
     uv run python benchmarks/image_traffic.py [--repeats 3] [--transfers base64,file]
 """
@@ -104,7 +105,7 @@ def main() -> None:
     )
     print(f"the honest case's photo is a {len(prepared.png):,}-byte PNG once prepared (with `file` transfer, "
           "written to disk once per photo)")  # fmt: skip
-    print(f"{'case':8s} {'transfer':8s} {'client bytes':>13s} {'status':>6s} {'calls':>5s} "
+    print(f"{'case':8s} {'transfer':8s} {'client bytes':>13s} {'status':>6s} {'posts':>5s} {'readouts':>8s} "
           f"{'bytes to SGLang':>16s} {'x client':>9s}")  # fmt: skip
     for transfer in options.transfers.split(","):
         fake = FakeSGLang(vision=True, tokenizer_path=str(tokenizer)).start()
@@ -118,13 +119,15 @@ def main() -> None:
                     for name, send in (("honest", honest), ("attack", attack)):
                         rows = []
                         for seed in range(options.repeats):
-                            before = len(fake.generate_bytes)
+                            before, readouts_before = len(fake.generate_bytes), len(fake.generate_calls)
                             sent, status = send(client, seed + 1)
-                            calls = fake.generate_bytes[before:]
-                            rows.append((sent, status, len(calls), sum(calls)))
-                        sent, status, calls, total = (statistics.median(column) for column in zip(*rows, strict=True))
-                        print(f"{name:8s} {transfer:8s} {sent:13,.0f} {status:6.0f} {calls:5.0f} {total:16,.0f} "
-                              f"{total / sent:9.2f}")  # fmt: skip
+                            posts, readouts = fake.generate_bytes[before:], len(fake.generate_calls) - readouts_before
+                            rows.append((sent, status, len(posts), readouts, sum(posts)))
+                        sent, status, posts, readouts, total = (
+                            statistics.median(column) for column in zip(*rows, strict=True)
+                        )
+                        print(f"{name:8s} {transfer:8s} {sent:13,.0f} {status:6.0f} {posts:5.0f} {readouts:8.0f} "
+                              f"{total:16,.0f} {total / sent:9.2f}")  # fmt: skip
             finally:
                 stop_openjev(server)
                 fake.stop()
