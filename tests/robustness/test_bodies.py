@@ -244,5 +244,6 @@ def test_large_questions_over_a_remembered_state_are_not_prepared_on_the_event_l
     )
     assert all(status in (200, 422, 529) for status in statuses), statuses
     # Before, such bodies were prepared on the event loop: p99 1.45 s. The body's JSON parse (about 22 ms
-    # for 1.9 MB) holds the GIL wherever it runs, so the tail is bounded by it, not by preparation.
-    assert len(latencies) >= 10 and statistics.median(latencies) < 0.05 and p99 < 0.1
+    # for 1.9 MB) holds the GIL wherever it runs, so the tail is bounded by it, not by preparation (measured:
+    # p99 15.5 ms on an idle 2-core machine).
+    assert len(latencies) >= 10 and statistics.median(latencies) < 0.05 and p99 < 0.05

@@ -2,9 +2,9 @@
 
 - Liveness: 1.6 KB zstd bombs (a multipart body that decodes to 39 MiB) and 9 MB photo uploads arrive
   from several senders while another process polls `/health/live`: decoding, splitting, image work and
-  the backend's image bodies all run off the event loop, so its p99 stays under 100 ms (with the work on
-  the loop it was 3.8 s; on an idle 2-core machine, senders and server sharing its cores, p50 is about
-  14 ms and p99 about 50 ms, so the bound leaves room for a CI machine's noise).
+  the backend's image bodies all run off the event loop, on worker threads less favoured than the
+  loop's (`api/workers.py`), so its p99 stays under 50 ms (with the work on the loop it was 3.8 s; on
+  an idle 2-core machine, senders and server sharing its cores, four runs gave p99 26-38 ms, max 50).
 - Memory: a burst of 20 concurrent small bodies, each a PNG carrying a 9 MiB private chunk: no caller
   byte is kept or forwarded (the image is encoded again from its pixels) and every cache is bounded in
   bytes, so resident memory comes back near where it started.
@@ -135,7 +135,7 @@ def flat_png(width: int, height: int, shade: int) -> bytes:
 
 
 #: Seconds: `/health/live`'s p99 while bodies arrive (see the module docstring for the figures measured).
-LIVENESS_P99 = 0.1
+LIVENESS_P99 = 0.05
 
 
 def p99(latencies: list[float]) -> float:
@@ -224,8 +224,10 @@ def test_memory_returns_near_its_start_after_a_burst_of_padded_images(serve_open
     assert statuses.count(200) >= 10 and set(statuses) <= {200, 529}, statuses
     # No caller byte forwarded: each call carries a 64x64 image, not its 9 MiB chunk.
     assert max(sent) < 64 * 1024
-    # The caches' byte bounds, and no more than 100 MiB of the burst's buffers left behind.
-    assert rss_after - rss_before < 2 * cache_mib + 100, (rss_before, rss_after)
+    # Within 300 MB of its start (before the byte bounds: 647 MiB more). Measured on an idle 2-core
+    # machine: 45-163 MiB over six runs, the caches' 2 x 16 MiB included; the rest is the burst's
+    # buffers the allocator keeps, which varies with how the 20 requests interleave.
+    assert rss_after - rss_before < 300 * 1000**2 / 2**20, (rss_before, rss_after)
 
 
 def test_image_work_never_makes_a_small_text_request_529(serve_openjev, vision_fake, figures):
