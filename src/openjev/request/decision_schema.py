@@ -142,40 +142,41 @@ class AssistantMessage(_Wire):
 Status = Literal["in_progress", "completed", "incomplete"]
 
 
-class FunctionCall(_Wire):
+class _ToolCall(_Wire):
+    """What a function call and a custom tool call share; each adds its `type` and its payload."""
+
+    call_id: str
+    name: str
+    id: str | None = None
+    namespace: str | None = None
+    status: Status | None = None
+
+
+class _ToolCallOutput(_Wire):
+    """A tool call's result, tied to its call by `call_id`; each kind adds its `type`."""
+
+    call_id: str
+    output: _text_or_list(ToolOutputPart)  # type: ignore[valid-type]
+    id: str | None = None
+    status: Status | None = None
+
+
+class FunctionCall(_ToolCall):
     type: Literal["function_call"]
-    call_id: str
-    name: str
     arguments: str
-    id: str | None = None
-    namespace: str | None = None
-    status: Status | None = None
 
 
-class FunctionCallOutput(_Wire):
+class FunctionCallOutput(_ToolCallOutput):
     type: Literal["function_call_output"]
-    call_id: str
-    output: _text_or_list(ToolOutputPart)  # type: ignore[valid-type]
-    id: str | None = None
-    status: Status | None = None
 
 
-class CustomToolCall(_Wire):
+class CustomToolCall(_ToolCall):
     type: Literal["custom_tool_call"]
-    call_id: str
-    name: str
     input: str
-    id: str | None = None
-    namespace: str | None = None
-    status: Status | None = None
 
 
-class CustomToolCallOutput(_Wire):
+class CustomToolCallOutput(_ToolCallOutput):
     type: Literal["custom_tool_call_output"]
-    call_id: str
-    output: _text_or_list(ToolOutputPart)  # type: ignore[valid-type]
-    id: str | None = None
-    status: Status | None = None
 
 
 InputItem = _tagged(
