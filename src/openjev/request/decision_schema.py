@@ -114,26 +114,28 @@ ToolOutputPart = _tagged({"input_text": InputText, "input_image": InputImage})
 AssistantPart = _tagged({"output_text": OutputText, "refusal": RefusalPart})
 
 
-class UserMessage(_Wire):
+class _Message(_Wire):
+    """An input message; each role has its own content parts."""
+
     type: Literal["message"] = "message"
+
+
+class UserMessage(_Message):
     role: Literal["user"]
     content: _text_or_list(InputPart)  # type: ignore[valid-type]
 
 
-class DeveloperMessage(_Wire):
-    type: Literal["message"] = "message"
+class DeveloperMessage(_Message):
     role: Literal["developer"]
     content: _text_or_list(TextPart)  # type: ignore[valid-type]
 
 
-class SystemMessage(_Wire):
-    type: Literal["message"] = "message"
+class SystemMessage(_Message):
     role: Literal["system"]
     content: _text_or_list(TextPart)  # type: ignore[valid-type]
 
 
-class AssistantMessage(_Wire):
-    type: Literal["message"] = "message"
+class AssistantMessage(_Message):
     role: Literal["assistant"]
     content: _text_or_list(AssistantPart)  # type: ignore[valid-type]
     phase: Literal["commentary", "final_answer"] | None = None
