@@ -21,6 +21,7 @@ from fastapi.staticfiles import StaticFiles
 
 from openjev import __version__
 from openjev.api.body import BodyDecoder
+from openjev.api.catalog import router as catalog_router
 from openjev.api.decisions import router as decisions_router
 from openjev.api.docs import GUIDES, STATIC_DIR, STATIC_PATH
 from openjev.api.errors import install_error_handlers
@@ -66,6 +67,7 @@ def create_app(
     )
     app.state.service = service
     app.include_router(router)
+    app.include_router(catalog_router)
     app.include_router(decisions_router)
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC_DIR), name="static")
     install_error_handlers(app, settings.retry_after)

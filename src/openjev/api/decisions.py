@@ -8,7 +8,8 @@
 - Both honour TypeSafe's long-context header (`TypeSafe-Danger-Zone-Long-Context: true`), as
   `/v1/systemone` does.
 - `POST /api/alpha/decisions`: OpenRouter's route, the System One contract itself, whose `state`
-  array may hold `image_url` items (`request/openrouter.py`); answers and errors as `/v1/systemone`'s.
+  array may hold `image_url` items (`request/openrouter.py`), and whose `model` may be an OpenRouter
+  slug (`~typesafe/jev-latest`, `openai/gpt-6-luna-decisions`); answers and errors as `/v1/systemone`'s.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from openjev.api.strict_json import StrictJSONRoute
 from openjev.errors import RequestRejected
 from openjev.request.decision_schema import DecisionRequest, DecisionResponse, OpenAIError
 from openjev.request.decisions import translate
-from openjev.request.openrouter import ImageItems, with_image_assets
+from openjev.request.openrouter import ImageItems, model_of_slug, with_image_assets
 from openjev.request.schema import SystemOneRequest, SystemOneResponse
 from openjev.service import Runtime, Service
 
@@ -117,6 +118,8 @@ async def openrouter_decisions(
 ) -> Response:
     places = ImageItems()
     jev = with_image_assets(body, places)
+    if (model := model_of_slug(jev.model, runtime.accepted_models)) != jev.model:
+        jev = jev.model_copy(update={"model": model})
     try:
         long_context = asks_long_context(request.headers)
         return await answer_request(

@@ -11,7 +11,6 @@ here only documents it.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import functools
 import json
 import time
@@ -34,11 +33,10 @@ from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HEALTH_RESPONSES
 from openjev.api.limits import box_limits, image_limits
 from openjev.api.middleware import SYSTEM_ONE_PATH
 from openjev.api.strict_json import StrictJSONRoute
-from openjev.config import COMPAT_MODEL_ALIAS
 from openjev.errors import RequestRejected
 from openjev.prompting.budget import LONG_CONTEXT_HEADER, STANDARD_INPUT_TOKENS
 from openjev.request.assets import asset_sources
-from openjev.request.schema import ModelList, SystemOneRequest, SystemOneResponse
+from openjev.request.schema import SystemOneRequest, SystemOneResponse
 from openjev.request.validation import check_request
 from openjev.service import Runtime, Service
 
@@ -235,43 +233,6 @@ async def evaluate_request(
     # The thinking tier answers under its own name, so a client sees which tier answered.
     name = body.model if body.model == service.settings.think_model else runtime.served_model_name
     return Answered(evaluation, prepared_at - started, name)
-
-
-@router.get(
-    "/v1/models",
-    response_model=ModelList,
-    responses=AUTH_RESPONSES,
-    dependencies=AUTHORIZED,
-    summary="List model names",
-)
-async def list_models(service: ServiceDep) -> dict[str, Any]:
-    served, aliases = service.model_names()
-    released = service.settings.model_release_date or dt.date.today().isoformat()
-    names = [
-        (COMPAT_MODEL_ALIAS, f"Alias of {served or 'the served model'}."),
-        *([(served, "The model that answers, by first-token readout.")] if served else []),
-        *((alias, f"Alias of {served}.") for alias in aliases),
-        (
-            service.settings.think_model,
-            f"{served or 'The served model'}, thinking first on the questions it is least sure of.",
-        ),
-    ]
-    created = int(service.started_wall)
-    images = service.backend.vision is not None if service.current else None
-    think = service.settings.think_model  # the thinking tier reads text only (`image_marks.py`)
-    return {
-        "models": [
-            {
-                "name": name,
-                "description": text,
-                "release_date": released,
-                "x_images": False if name == think else images,
-            }
-            for name, text in names
-        ],
-        "object": "list",
-        "data": [{"id": name, "object": "model", "created": created, "owned_by": "openjev"} for name, _ in names],
-    }
 
 
 @router.get(

@@ -191,6 +191,10 @@ InputItem = _tagged(
         "function_call_output": FunctionCallOutput,
         "custom_tool_call": CustomToolCall,
         "custom_tool_call_output": CustomToolCallOutput,
+        # Bare content parts: an input of only these is one user message (`decisions.py`).
+        "input_text": InputText,
+        "input_image": InputImage,
+        "input_json": InputJson,
     },
     role=True,
 )

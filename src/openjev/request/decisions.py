@@ -10,6 +10,9 @@ plus what it takes to answer in OpenAI's shape and to name OpenAI's fields in er
   (after the assistant text right before them, if any), with the arguments as sent (a custom tool's
   free-text input as a JSON string); each `*_output` is a `tool` turn naming its call, which must
   come earlier in the input and be of the same kind (a function call's output for a function call).
+- An input of bare content parts (`input_text`, `input_image`, `input_json` items without a message
+  around them, as typesafe-eval sends a document with its images) is one user message; bare parts
+  beside messages are refused, naming the first.
 - Images (`input_image` in a user message, a tool output or a question's instructions) must be data
   URLs of PNG or JPEG; each becomes an image asset whose placeholder stands where the part was, so
   the asset rules (`assets.py`: a text-only model, counts, sizes) and the image preparation are
@@ -257,6 +260,18 @@ def choice_texts(values: Sequence[ChoiceValue]) -> list[str]:
     return [orjson.dumps(value).decode() if text in clashing else text for text, value in pairs]
 
 
+def user_parts(translator: _Translator, items: list[Any]) -> list[dict[str, Any]] | None:
+    """An input of bare content parts (no message around them) as one user message; None when it has none."""
+    bare = [index for index, item in enumerate(items) if isinstance(item, InputText | InputImage | InputJson)]
+    if not bare:
+        return None
+    if len(bare) < len(items):
+        message = "content parts outside a message must make up the whole input (read as one user message)"
+        raise _refused(("input", bare[0]), message, "item_type")
+    translator.places[("state", 0)] = ("input",)
+    return [{"role": "user", "content": translator.text(items, ("input",))}]
+
+
 def translate(body: DecisionRequest) -> Translation:
     """The Jev request that answers `body`, or `RequestRejected` naming OpenAI's fields."""
     translator = _Translator()
@@ -267,7 +282,7 @@ def translate(body: DecisionRequest) -> Translation:
         if not body.input:
             raise _refused(("input",), "input must hold at least one item", "too_short")
         translator.places[("state",)] = ("input",)
-        state = translator.messages(body.input)
+        state = user_parts(translator, body.input) or translator.messages(body.input)
     questions: dict[str, Any] = {}
     asked = []
     for index, question in enumerate(body.questions):

@@ -201,6 +201,7 @@ class OpenAIModel(BaseModel):
     object: Literal["model"] = "model"
     created: int
     owned_by: str = "openjev"
+    output_modalities: list[str] = Field(["decisions"], description="What the model answers: decisions.")
 
 
 class ModelList(BaseModel):
