@@ -15,11 +15,6 @@ from pathlib import Path
 
 import openai
 import pytest
-from jevper import SystemOneClient
-from langchain_core.messages import HumanMessage
-from langchain_openai.decisions import Choice, OpenAIDecisions, Predicate, Score
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
 from typesafe_sdk import Choice as SdkChoice
 from typesafe_sdk import Noul as SdkNoul
 from typesafe_sdk import Score as SdkScore
@@ -29,6 +24,14 @@ from tests.api.test_images import image_calls
 
 TICKET = "Stripe has failed to connect for three days and I was charged twice. Help ASAP."
 SCRIPTS = Path(sys.executable).parent
+CLIENTS = "the clients dependency group is not installed"
+jevper = pytest.importorskip("jevper", reason=CLIENTS)
+langchain = pytest.importorskip("langchain_openai.decisions", reason=CLIENTS)
+messages = pytest.importorskip("langchain_core.messages", reason=CLIENTS)
+mcp = pytest.importorskip("mcp", reason=CLIENTS)
+mcp_stdio = pytest.importorskip("mcp.client.stdio", reason=CLIENTS)
+pytest.importorskip("typesafe_eval", reason=CLIENTS)
+pytest.importorskip("jev_mcp", reason=CLIENTS)
 
 
 @pytest.fixture(scope="module")
@@ -42,18 +45,24 @@ def official(server):
         yield client
 
 
+def langchain_decisions(server):
+    return langchain.OpenAIDecisions(model="gpt-6-luna", base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+
+
 def test_langchain_openai_decisions_answers_as_the_openai_sdk_does(server, official):
-    decisions = OpenAIDecisions(model="gpt-6-luna", base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+    decisions = langchain_decisions(server)
     response = decisions.invoke(
         {
             "input": TICKET,
             "questions": {
-                "department": Choice(
+                "department": langchain.Choice(
                     instructions="Which team should handle this request?",
                     choices={"billing": "Payment or subscription issues.", "technical": None},
                 ),
-                "urgent": Predicate(instructions="Is this request urgent?"),
-                "frustration": Score(instructions="How frustrated is the customer?", levels=["Calm", "Angry"]),
+                "urgent": langchain.Predicate(instructions="Is this request urgent?"),
+                "frustration": langchain.Score(
+                    instructions="How frustrated is the customer?", levels=["Calm", "Angry"]
+                ),
             },
         }
     )
@@ -82,11 +91,13 @@ def test_langchain_openai_decisions_answers_as_the_openai_sdk_does(server, offic
 
 def test_langchain_openai_decisions_sends_an_image_message(vision_stack):
     server, fake = vision_stack
-    decisions = OpenAIDecisions(model="gpt-6-luna", base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+    decisions = langchain_decisions(server)
     image = {"type": "image_url", "image_url": {"url": data_url(RED)}}
-    photo = HumanMessage(content=[{"type": "text", "text": "Photo:"}, image])
+    photo = messages.HumanMessage(content=[{"type": "text", "text": "Photo:"}, image])
     before = len(fake.generate_calls)
-    response = decisions.invoke({"input": [photo], "questions": {"red": Predicate(instructions="Is it red?")}})
+    response = decisions.invoke(
+        {"input": [photo], "questions": {"red": langchain.Predicate(instructions="Is it red?")}}
+    )
     assert 0 <= response.predicates["red"].probability <= 1
     assert any("image_data" in call for call in image_calls(fake, before))
 
@@ -119,7 +130,7 @@ def test_typesafe_eval_include_images_reads_the_documents_images(vision_stack, t
 
 
 def test_jevper_system_one_answers_as_the_typesafe_sdk_does(server, sdk):
-    client = SystemOneClient(
+    client = jevper.SystemOneClient(
         openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused"), model="jev-latest", api="systemone"
     )
     questions = {
@@ -143,8 +154,8 @@ def test_jevper_system_one_answers_as_the_typesafe_sdk_does(server, sdk):
 
 
 async def call_jev_mcp(environment: dict[str, str], tool: str, arguments: dict[str, object]) -> object:
-    parameters = StdioServerParameters(command=str(SCRIPTS / "jev-mcp"), env=environment)
-    async with stdio_client(parameters) as (read, write), ClientSession(read, write) as session:
+    parameters = mcp.StdioServerParameters(command=str(SCRIPTS / "jev-mcp"), env=environment)
+    async with mcp_stdio.stdio_client(parameters) as (read, write), mcp.ClientSession(read, write) as session:
         await session.initialize()
         return await session.call_tool(tool, arguments)
 
