@@ -171,3 +171,19 @@ def test_jev_mcp_tools_answer_through_the_typesafe_sdk(vision_stack, tmp_path):
     assert verdict["action"] in {"deny", "review", "allow"}
     assert all(0 <= verdict[key] <= 1 for key in ("destructive", "touches_secrets", "exfiltrates", "irreversible"))
     assert len(fake.generate_calls) > before
+
+
+def test_bare_content_parts_are_one_user_message(official):
+    """typesafe-eval's `input` with images: parts with no message around them."""
+    parts = [{"type": "input_text", "text": "Photo:"}, {"type": "input_image", "image_url": data_url(RED)}]
+    question = [{"type": "predicate", "instructions": "Is the picture red?"}]
+    bare = official.decisions.create(model="gpt-6-luna", input=parts, questions=question)
+    wrapped = official.decisions.create(
+        model="gpt-6-luna", input=[{"role": "user", "content": parts}], questions=question
+    )
+    assert bare.answers[0].probability == pytest.approx(wrapped.answers[0].probability, abs=1e-9)
+    with pytest.raises(openai.BadRequestError) as caught:
+        official.decisions.create(
+            model="gpt-6-luna", input=[{"role": "user", "content": "Hi"}, parts[0]], questions=question
+        )
+    assert caught.value.param == "input[1]"
