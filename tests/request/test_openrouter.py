@@ -6,7 +6,7 @@ import pytest
 
 from openjev.request.openrouter import modalities_asked, model_of_slug
 
-ACCEPTED = frozenset({"jev-latest", "Qwen/Qwen3.6-35B-A3B", "gpt-6-luna", "openjev-think"})
+ACCEPTED = frozenset({"jev-latest", "Qwen/Qwen3.6-35B-A3B", "gpt-6-luna", "openjev-think", "qwen2.5:1.5b"})
 
 
 @pytest.mark.parametrize(
@@ -24,6 +24,9 @@ ACCEPTED = frozenset({"jev-latest", "Qwen/Qwen3.6-35B-A3B", "gpt-6-luna", "openj
         ("~typesafe/jev-latest:nitro", "jev-latest"),
         ("typesafe/jev-1.14:floor", "jev-latest"),
         ("Qwen/Qwen3.6-35B-A3B:exacto", "Qwen/Qwen3.6-35B-A3B"),
+        ("qwen2.5:1.5b", "qwen2.5:1.5b"),
+        ("ollama/qwen2.5:1.5b", "qwen2.5:1.5b"),
+        ("ollama/qwen2.5:1.5b:nitro", "qwen2.5:1.5b"),
     ],
 )
 def test_a_slug_of_the_served_model_reads_as_its_name(slug, model):

@@ -42,9 +42,10 @@ def model_of_slug(slug: str, accepted: Collection[str]) -> str:
     """The name among `accepted` that an OpenRouter slug stands for; the slug itself when none does."""
     if slug in accepted:
         return slug
-    stem, colon, variant = slug.removeprefix("~").partition(":")
-    if colon and variant not in ROUTING_VARIANTS:
-        return slug
+    stem = slug.removeprefix("~")
+    head, colon, variant = stem.rpartition(":")
+    if colon and variant in ROUTING_VARIANTS:
+        stem = head
     author, _, name = stem.rpartition("/")
     for candidate in (stem, name, name.removesuffix(DECISIONS_SUFFIX)):
         if candidate in accepted:
