@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, StrictStr, Tag
+from pydantic.json_schema import SkipJsonSchema
 
 #: The model name OpenAI's SDK documents; accepted (with OPENJEV_OPENAI_MODEL_ALIASES) for the served model.
 OPENAI_MODEL = "gpt-6-luna"
@@ -191,10 +192,11 @@ InputItem = _tagged(
         "function_call_output": FunctionCallOutput,
         "custom_tool_call": CustomToolCall,
         "custom_tool_call_output": CustomToolCallOutput,
-        # Bare content parts: an input of only these is one user message (`decisions.py`).
-        "input_text": InputText,
-        "input_image": InputImage,
-        "input_json": InputJson,
+        # Bare content parts: an input of only these is one user message (`decisions.py`). Read, not
+        # documented: OpenAI's schema has none, and the published one stays OpenAI's.
+        "input_text": SkipJsonSchema[InputText],
+        "input_image": SkipJsonSchema[InputImage],
+        "input_json": SkipJsonSchema[InputJson],
     },
     role=True,
 )
