@@ -158,7 +158,7 @@ def test_every_flag_carrying_an_openjev_setting_is_protected(tmp_path: Path) -> 
 def test_flags_environment_and_logs_reach_sglang(supervised: Any, stand_in: StandIn, qwen_tokenizer_dir: Path) -> None:
     server = supervised(
         "--model", "org/weights-NVFP4", "--revision", "abc123", "--served-model-name", "acme/model",
-        "--max-input-tokens", "20000", "--frontend", "python",
+        "--max-long-context-tokens", "20000", "--frontend", "python",
         env={"OPENJEV_BACKEND_API_KEY": "backend-secret"},
     )  # fmt: skip
     flags = stand_in.flags()
