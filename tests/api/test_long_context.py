@@ -82,8 +82,10 @@ def test_a_29k_input_with_64_questions_is_answered_and_billed_once(server, token
     # The input once and each question's own text with the template around it: within 10% of what was sent.
     assert sent <= usage["input_tokens"] <= 1.1 * sent
     assert usage["output_tokens"] == 64
-    # The backend was sent the prefix in every call: openjev's own work, in a header.
+    # The backend was sent the prefix in every call: openjev's own work, in a header and in /metrics.
     assert int(response.headers["x-openjev-backend-input-tokens"]) > 64 * tokens(state)
+    metrics = httpx.get(f"{server.url}/metrics").text
+    assert f"openjev_usage_input_tokens_total {float(usage['input_tokens'])}" in metrics
 
 
 @pytest.mark.parametrize("path", ["/v1/systemone", "/api/alpha/decisions"])
