@@ -269,9 +269,9 @@ def run_decisions_case(openjev: httpx.Client, bodies: list[dict[str, Any]]) -> t
 
 
 def backend_lengths(response: httpx.Response, count: int) -> str:
-    """Warm-up and branch prompt lengths of openjev's calls, from its headers and usage."""
+    """Warm-up and branch prompt lengths of openjev's calls, from its headers."""
     prefix = int(response.headers["x-openjev-prefix-tokens"])
-    branches = response.json()["usage"]["input_tokens"] - prefix
+    branches = int(response.headers["x-openjev-backend-input-tokens"]) - prefix
     return ",".join([str(prefix)] + [str(branches // count)] * count)
 
 

@@ -126,11 +126,12 @@ class Settings(BaseSettings):
     max_choice_options: int = Field(255, ge=2, le=255, description="Options per choice question.")
     max_score_levels: int = Field(64, ge=2, le=255, description="Levels per score question.")
     max_body_bytes: int = Field(2 * 1024 * 1024, ge=1024, description="Request body size, after decompression.")
-    max_input_tokens: int = Field(
-        32768, ge=16, description="Tokens per question branch, including its one output token."
+    max_input_tokens: int = Field(32768, ge=16, description="Tokens per question call without the long-context header.")
+    max_long_context_tokens: int | None = Field(
+        None, ge=16, description="Tokens per question call with the long-context header; unset: the model's context."
     )
-    max_total_input_tokens: int = Field(
-        262144, ge=16, description="Input tokens per request: warm-up, branches, content-free readouts, escalations."
+    max_total_input_tokens: int | None = Field(
+        None, ge=16, description="Tokens a request makes the backend compute; unset: twice the per-question budget."
     )
     max_concurrent_requests: int = Field(16, ge=1, description="Evaluations at once; more get 529.")
     max_concurrent_preparations: int = Field(

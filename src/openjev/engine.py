@@ -5,9 +5,10 @@
    question view's suffix on its own (each distinct text once per process: `encoding.py`), with the
    views, texts, cues and label ids of `readouts.py`; fix the content-free readouts it will make
    (`content_free.py`) and keep the token budgets (`budget.py`): every call within the branch
-   limit, everything the first pass sends within the request's total, tokenizing stopped early once
-   a prompt is certainly over. Nothing is truncated. Image assets (`image_marks.py`) become the
-   model's vision spans where their placeholders stand, and every position they take counts.
+   limit, what the first pass makes the backend compute (the prefix once) within the request's
+   total, tokenizing stopped early once a prompt is certainly over. Nothing is truncated. Image
+   assets (`image_marks.py`) become the model's vision spans where their placeholders stand, and
+   every position they take counts.
 2. `evaluate` (backend I/O): one warm-up readout of the shared prefix, awaited so the backend's
    prefix cache holds it, then one readout per question view and the content-free readouts, all
    together as one `Backend.readout_batch` (SGLang: one `/generate`, whose readouts reach its
@@ -19,8 +20,8 @@
    backend phase is bounded by OPENJEV_REQUEST_TIMEOUT. With a data-parallel backend every call of one
    evaluation carries one rank, chosen from the conversation's key (`affinity.py`).
 3. Answer: `readouts.py` turns each question's readouts into its typed answer (views combined,
-   content-free priors divided out, the temperature applied). `usage.output_tokens` counts every
-   backend call, and every id a box's generation wrote.
+   content-free priors divided out, the temperature applied). `usage` bills what the caller sent,
+   counted once (`usage.py`); every call's tokens are the evaluation's own counts, for the headers.
 4. The thinking tier (a request naming OPENJEV_THINK_MODEL): `thinking.py` escalates its least
    confident questions within the same OPENJEV_REQUEST_TIMEOUT, slots and token budget, each read
    again in every view of its first pass with the same priors; its generated ids count as output.
@@ -39,6 +40,7 @@ from openjev.answering.content_free import ContentFreePriors
 from openjev.answering.evaluation import Branch, Evaluation, PreparedRequest
 from openjev.answering.readouts import QuestionViews, Readout
 from openjev.answering.thinking import Limits, Thinker, escalation_calls, reading
+from openjev.answering.usage import billed
 from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall, new_rid
 from openjev.backends.slots import BackendSlots
 from openjev.backends.warm_prefixes import WarmPrefixes
@@ -68,10 +70,9 @@ class Engine:
         self.encoder = PromptEncoder(chat, settings.tokenize_cache_bytes)
         self.memo = ConversationMemo(chat, settings.conversation_memo_bytes, self.encoder.cuts_at_special_tokens)
         self.backend = backend
-        limits = settings.max_input_tokens, settings.max_total_input_tokens, backend.context_length
         #: The budgets of a request without and with the long-context header (`budget.py`).
-        self.budget = TokenBudget.of(*limits, long_context=False)
-        self.long_budget = TokenBudget.of(*limits, long_context=True)
+        self.budget = TokenBudget.of(settings, backend.context_length, long_context=False)
+        self.long_budget = TokenBudget.of(settings, backend.context_length, long_context=True)
         self._backend_slots = BackendSlots(settings.max_concurrent_branches)
         self._ids_in_vocabulary = chat.ids_below(backend.vocab_size)
         #: Several data-parallel ranks: which one serves each evaluation (None: one rank, nothing routed).
@@ -211,6 +212,13 @@ class Engine:
         self.warm_prefixes.settle(use, [result.cached_tokens for result in results])
         readouts, answers = self.views.answers(prepared.branches, results, priors)
         reported = [result.cached_tokens for result in results]
+        # Each question as sent: its first view (`readouts.py`: view 0 shows the options as sent).
+        asked = [
+            (len(b.suffix_ids) + b.image_tokens, r.generated if isinstance(r, BoxReading) else 1, r.cached_tokens)
+            for b, r in zip(prepared.branches, results, strict=True)
+            if b.offset == 0
+        ]
+        prefix_tokens = len(prefix.ids) + prepared.prefix_image_tokens
         evaluation = Evaluation(
             answers=answers,
             input_tokens=(warm.prompt_tokens if warm else 0)
@@ -219,10 +227,11 @@ class Engine:
             output_tokens=(1 if warm else 0)
             + prior_calls
             + sum(r.generated if isinstance(r, BoxReading) else 1 for r in results),
-            prefix_tokens=len(prefix.ids) + prepared.prefix_image_tokens,
+            prefix_tokens=prefix_tokens,
             cached_tokens=None if any(value is None for value in reported) else sum(reported),  # type: ignore[misc]
             prefill_seconds=warmed - started,
             branches_seconds=finished - warmed,
+            usage=billed(prefix_tokens, asked, warm is not None, warm.cached_tokens if warm else None),
         )
         return evaluation, readouts
 

@@ -21,6 +21,9 @@ REQUEST_SECONDS = Histogram(
 IN_FLIGHT = Gauge("openjev_in_flight_requests", "Evaluations in progress.", registry=REGISTRY)
 QUESTIONS = Counter("openjev_questions", "Questions answered.", ["type"], registry=REGISTRY)
 INPUT_TOKENS = Counter("openjev_input_tokens", "Prompt tokens submitted to the backend.", registry=REGISTRY)
+USAGE_INPUT_TOKENS = Counter(
+    "openjev_usage_input_tokens", "Input tokens answers report in `usage`: what callers sent, once.", registry=REGISTRY
+)
 CACHED_TOKENS = Counter(
     "openjev_cached_tokens", "Prompt tokens the backend reported as reused from its cache.", registry=REGISTRY
 )

@@ -143,11 +143,13 @@ def test_the_settings_work_through_the_api_on_the_fake_sglang(
     assert first.status_code == 200, first.text
     answers = first.json()["answers"]
     assert sum(answers["s"]["probabilities"].values()) == pytest.approx(1.0) and 0 <= answers["n"]["noul"] <= 1
-    # warm-up + score in two views + noul, and one content-free readout per view of each question.
-    assert first.json()["usage"]["output_tokens"] == 1 + 3 + 3
+    # Billed: one answer per question; the backend read the warm-up, the score in two views, the noul,
+    # and one content-free readout per view of each question.
+    assert first.json()["usage"]["output_tokens"] == 2
+    assert first.headers["x-openjev-backend-output-tokens"] == str(1 + 3 + 3)
     second = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=30)
     # Its prefix cached (no warm-up) and its priors known (no content-free readouts): the three branches.
-    assert second.json()["usage"]["output_tokens"] == 3
+    assert second.json()["usage"]["output_tokens"] == 2 and second.headers["x-openjev-backend-output-tokens"] == "3"
     assert second.json()["answers"] == answers
 
 

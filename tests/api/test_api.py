@@ -72,8 +72,11 @@ def test_example_answers_have_the_official_shapes(stack, client):
     assert urgency["score"] == pytest.approx(sum(int(k) * p for k, p in urgency["probabilities"].items()))
     assert 0 <= urgency["confidence"] <= 1
     usage = body["usage"]
-    # Every backend call: warm-up, 3 branches, and the score's content-free readout unless cached already.
-    assert usage["output_tokens"] == len(fake.generate_calls) - before and usage["output_tokens"] in (4, 5)
+    # One answer per question billed; every backend call (warm-up, 3 branches, and the score's
+    # content-free readout unless cached already) is openjev's own work, in a header.
+    assert usage["output_tokens"] == 3
+    backend_calls = int(response.headers["x-openjev-backend-output-tokens"])
+    assert backend_calls == len(fake.generate_calls) - before and backend_calls in (4, 5)
     assert isinstance(usage["input_tokens"], int) and re.search(r'"input_tokens":\d+[,}]', response.text)
 
 
@@ -95,7 +98,10 @@ def test_backend_calls_follow_the_sglang_contract(stack, client):
     for branch in branches:
         assert branch["input_ids"][: len(prefix)] == prefix and len(branch["input_ids"]) > len(prefix)
     assert sorted(len(branch["token_ids_logprob"]) for branch in branches) == [2, 2]
-    assert response.json()["usage"]["input_tokens"] == sum(len(call["input_ids"]) for call in calls)
+    # Billed: the prefix once and each question's own tokens; the header: every prompt sent.
+    own = sum(len(branch["input_ids"]) - len(prefix) for branch in branches)
+    assert response.json()["usage"]["input_tokens"] == len(prefix) + own
+    assert int(response.headers["x-openjev-backend-input-tokens"]) == sum(len(call["input_ids"]) for call in calls)
     # The header sums what SGLang reported for the question readouts (not the warm-up).
     cached = int(response.headers["x-openjev-cached-tokens"])
     assert cached == sum(fake.cached_tokens[call["rid"]] for call in branches)
@@ -126,7 +132,7 @@ def test_255_options_and_64_questions(client):
     response = post(client, request_with(many))
     assert response.status_code == 200 and len(response.json()["answers"]) == 64
     # The state of the choice before: its prefix is still cached, so the branches go without a warm-up.
-    assert response.json()["usage"]["output_tokens"] == 64
+    assert response.json()["usage"]["output_tokens"] == 64 == int(response.headers["x-openjev-backend-output-tokens"])
 
 
 def test_states_of_every_shape(client):
@@ -320,7 +326,7 @@ def test_official_sdk_reads_every_answer_type_over_zstd(stack):
         assert result.choices["team"].choice in {"billing", "sales"}
         assert set(result.scores["anger"].probabilities) == {0, 1, 2}
         assert result.scores["anger"].legend[2] == {"level": "Furious"}
-        assert result.usage.output_tokens == 5  # a new score question: its content-free readout too
+        assert result.usage.output_tokens == 3  # one per question; the content-free readout is openjev's own
         assert [m.name for m in sdk.models.list().models][:2] == ["jev-latest", "Qwen/Qwen3.6-35B-A3B"]
 
 
@@ -350,7 +356,14 @@ def test_models_limits_health_docs(client):
     assert limits["max_questions"] == 64 and limits["max_choice_options"] == 255
     # The backend's limit wins when it is smaller (SGLang's max_req_input_len sits a few tokens under its context).
     assert limits["max_input_tokens"] == min(32768, limits["backend_context_length"])
-    assert limits["max_total_input_tokens"] == 262144
+    # Per request: the input once and every readout's own tokens, twice a question's budget by default.
+    assert limits["max_total_input_tokens"] == 2 * limits["max_input_tokens"]
+    routes = limits["token_budgets"]
+    assert sorted(routes) == ["/api/alpha/decisions", "/v1/decisions", "/v1/systemone"]
+    assert routes["/v1/decisions"]["standard"] == {
+        "per_question": limits["max_input_tokens"],
+        "per_request": limits["max_total_input_tokens"],
+    }
     assert limits["max_concurrent_requests"] == 16 and limits["max_body_bytes"] == 2 * 1024 * 1024
     health = client.get("/health")
     assert health.status_code == 200 and health.json()["ready"] is True

@@ -65,7 +65,7 @@ def test_the_sdk_gets_every_question_type_typed_and_in_order(client):
     assert [(p.value, p.label) for p in score.probabilities] == [(0, "Routine"), (1, "Urgent"), (2, "Emergency")]
     assert score.score == pytest.approx(sum(p.value * p.probability for p in score.probabilities))
     usage = decision.usage
-    assert usage.input_tokens > 0 and usage.output_tokens >= 4
+    assert usage.input_tokens > 0 and usage.output_tokens == 3  # one answer per question
     assert usage.total_tokens == usage.input_tokens + usage.output_tokens
     assert 0 <= usage.input_tokens_details.cached_tokens <= usage.input_tokens
     assert usage.output_tokens_details.reasoning_tokens == 0
@@ -75,7 +75,9 @@ def test_the_same_request_again_reports_the_backends_cached_tokens(client):
     questions = [{"type": "predicate", "instructions": "Is the customer angry?"}]
     client.decisions.create(model="gpt-6-luna", input=TICKET + " Again.", questions=questions)
     again = client.decisions.create(model="gpt-6-luna", input=TICKET + " Again.", questions=questions)
-    assert again.usage.input_tokens_details.cached_tokens > 0
+    # The input counted once, and all of it but the token each readout computes afresh was cached before.
+    usage = again.usage
+    assert usage.input_tokens - 1 <= usage.input_tokens_details.cached_tokens <= usage.input_tokens
 
 
 def test_typed_choice_values_come_back_typed_and_the_model_sees_them_apart(stack, client, tokenizer):

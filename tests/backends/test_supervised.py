@@ -152,13 +152,20 @@ def test_every_flag_carrying_an_openjev_setting_is_protected(tmp_path: Path) -> 
     assert own - SGLANG_FLAGS_SET_BY_OPENJEV == {"--cuda-graph-backend-prefill"}
 
 
+def test_sglang_runs_at_the_models_context_unless_the_operator_caps_long_contexts(tmp_path: Path) -> None:
+    """The long-context header reaches the model's context by default: no `--context-length` below it."""
+    assert "--context-length" not in sglang_command(Settings(sglang_python=tmp_path / "python"), 31234, tmp_path)
+    capped = sglang_command(Settings(sglang_python=tmp_path / "python", max_long_context_tokens=65536), 1, tmp_path)
+    assert capped[capped.index("--context-length") + 1] == "65536"
+
+
 # -- flags, environment, logs -----------------------------------------------------------------------
 
 
 def test_flags_environment_and_logs_reach_sglang(supervised: Any, stand_in: StandIn, qwen_tokenizer_dir: Path) -> None:
     server = supervised(
         "--model", "org/weights-NVFP4", "--revision", "abc123", "--served-model-name", "acme/model",
-        "--max-input-tokens", "20000", "--frontend", "python",
+        "--max-long-context-tokens", "20000", "--frontend", "python",
         env={"OPENJEV_BACKEND_API_KEY": "backend-secret"},
     )  # fmt: skip
     flags = stand_in.flags()

@@ -156,7 +156,9 @@ def stopped_early_at_the_token_budget(response: httpx.Response) -> bool:
     if response.status_code != 422:
         return False
     return any(
-        entry["loc"] == ["body", "state"] and entry["type"] == "too_long" and "needs at least" in entry["msg"]
+        entry["loc"] == ["body", "state"]
+        and entry["type"] == "context_length_exceeded"
+        and "needs at least" in entry["msg"]
         for entry in response.json()["detail"]
     )
 

@@ -32,6 +32,7 @@ from tests.sglang_live.environment import cpu_ranks_binding
 
 pytestmark = [pytest.mark.sglang_live, pytest.mark.timeout(900)]
 
+#: SGLang's context (OPENJEV_MAX_LONG_CONTEXT_TOKENS is its `--context-length`).
 MAX_INPUT_TOKENS = 1024
 #: SGLang's scheduler admits prompts shorter than min(context - 1, KV pool - 1) - 5 tokens.
 BRANCH_LIMIT = MAX_INPUT_TOKENS - 6
@@ -116,7 +117,8 @@ def serve_supervised(
 ) -> RunningOpenJev:
     server = serve_openjev(
         "--sglang-python", str(sglang_python), "--frontend", frontend, "--model", str(model),
-        "--tokenizer", str(model), "--served-model-name", "qwen-0.5b", "--max-input-tokens", str(MAX_INPUT_TOKENS),
+        "--tokenizer", str(model), "--served-model-name", "qwen-0.5b",
+        "--max-long-context-tokens", str(MAX_INPUT_TOKENS),
         env=environment, ready=False, timeout=60,
     )  # fmt: skip
     # SGLang loads for a minute or more: openjev is alive but not ready until SGLang really answers.
@@ -196,8 +198,10 @@ def check_thinking(server: RunningOpenJev) -> None:
     assert think.status_code == 200, think.text
     reasoning = int(think.headers["x-openjev-reasoning-tokens"])
     assert think.headers["x-openjev-escalated"] == "2" and 0 < reasoning <= 16
-    # The first pass: its two readouts, no warm-up (the plain request left the prefix in SGLang's cache).
-    assert think.json()["usage"]["output_tokens"] == 2 + reasoning + 2
+    # Billed: the two answers and the reasoning; the backend read the first pass's two readouts (no
+    # warm-up: the plain request left the prefix in SGLang's cache) and each call 2.
+    assert think.json()["usage"]["output_tokens"] == 2 + reasoning
+    assert int(think.headers["x-openjev-backend-output-tokens"]) == 2 + reasoning + 2
     prefix, cached = int(think.headers["x-openjev-prefix-tokens"]), int(think.headers["x-openjev-cached-tokens"])
     extra = cached - int(plain.headers["x-openjev-cached-tokens"])
     print(f"live thinking: {reasoning} reasoning tokens; the two calls per question reused {extra} cached tokens")

@@ -10,9 +10,10 @@ into the `Decision` body, answers in question order:
 `name` is the question's, null when it had none. Every question gets its typed answer: openjev never
 answers a refusal.
 
-Usage: `input_tokens` and `output_tokens` as `/v1/systemone` counts them; `cached_tokens`, the
-backend's own count of prompt tokens reused (0 where it reports none); `cache_write_tokens` 0 (no
-cache write is billed); `reasoning_tokens`, what the thinking tier generated; `total_tokens`, their sum.
+Usage: `input_tokens` and `output_tokens` as `/v1/systemone` counts them (`usage.py`: what the caller
+sent, once); `cached_tokens`, the part of `input_tokens` the backend held from earlier requests (0
+where it reports none); `cache_write_tokens` 0 (no cache write is billed); `reasoning_tokens`, what the
+thinking tier generated (within `output_tokens`); `total_tokens`, their sum.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from openjev.answering.usage import Usage
 from openjev.request.decisions import AskedQuestion
 
 
@@ -51,13 +53,13 @@ def decision_answer(answer: Mapping[str, Any], asked: AskedQuestion) -> dict[str
     }
 
 
-def decision_usage(input_tokens: int, output_tokens: int, cached: int | None, reasoning: int) -> dict[str, Any]:
+def decision_usage(usage: Usage, reasoning: int) -> dict[str, Any]:
     return {
-        "input_tokens": input_tokens,
-        "input_tokens_details": {"cached_tokens": cached or 0, "cache_write_tokens": 0},
-        "output_tokens": output_tokens,
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens or 0, "cache_write_tokens": 0},
+        "output_tokens": usage.output_tokens,
         "output_tokens_details": {"reasoning_tokens": reasoning},
-        "total_tokens": input_tokens + output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
     }
 
 

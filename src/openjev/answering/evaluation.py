@@ -12,6 +12,7 @@ from typing import Any
 from openjev.answering.content_free import ContentFreePlan
 from openjev.answering.readouts import AnyQuestion
 from openjev.answering.thinking import Escalation
+from openjev.answering.usage import Usage
 from openjev.request.images import ImageInput
 
 
@@ -54,6 +55,7 @@ class PreparedRequest:
 @dataclass(frozen=True, slots=True)
 class Evaluation:
     answers: dict[str, dict[str, Any]]
+    #: Prompt tokens sent to the backend over every call, and the tokens read or generated (openjev's work).
     input_tokens: int
     output_tokens: int
     prefix_tokens: int
@@ -61,6 +63,8 @@ class Evaluation:
     cached_tokens: int | None
     prefill_seconds: float
     branches_seconds: float
+    #: What the caller is billed (`usage.py`).
+    usage: Usage
     #: The thinking tier's work; None for a request of the one-token tier.
     escalation: Escalation | None = None
 
@@ -73,5 +77,6 @@ class Evaluation:
             input_tokens=self.input_tokens + escalation.input_tokens,
             output_tokens=self.output_tokens + escalation.output_tokens,
             cached_tokens=None if cached is None or more is None else cached + more,
+            usage=self.usage.with_reasoning(escalation.reasoning_tokens),
             escalation=escalation,
         )

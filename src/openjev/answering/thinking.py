@@ -28,15 +28,16 @@ Then:
    as the first pass.
 3. Bounded. Both calls hold the engine's backend slots and run before the request's deadline
    (OPENJEV_REQUEST_TIMEOUT, counted from the start of its backend work). Every escalation is planned
-   before any is sent (`Plan`) and made only while its worst-case prompt tokens
-   (`TokenBudget.escalation_cost`, summed over its views) fit what OPENJEV_MAX_TOTAL_INPUT_TOKENS left
+   before any is sent (`Plan`) and made only while its worst-case prompt tokens beyond the shared
+   prefix (`TokenBudget.escalation_cost`, summed over its views) fit what the request's budget left
    after the first pass; the rest keep their answers (`Escalation.over_budget`). A question whose
    thinking fails or runs out of time keeps its first-pass answer, and what its calls generated and
-   read still counts (`Spent`), a failed call's prompt in `usage.input_tokens` too; a cancelled
+   read still counts (`Spent`), a failed call's prompt in the backend's input tokens too; a cancelled
    request cancels both calls (each backend aborts its own work).
 
 Cost model: latency ~ first pass + (budget / decode speed) for the slowest escalated question, since
-escalated questions think concurrently; `usage.output_tokens` adds each generated id and each call 2.
+escalated questions think concurrently; the backend's output tokens add each generated id and each call 2,
+`usage.output_tokens` each generated id (`usage.py`).
 Every call is recorded on the evaluation's data-parallel rank (`affinity.Pin`); while it is pinned,
 the rank counts the most calls the tier may make (`escalation_calls`).
 """
@@ -231,10 +232,12 @@ class Plan:
     reading: Reading
     call_ones: tuple[list[int], ...]
     budgets: tuple[int, ...]
+    #: The shared prefix's length: every call 1 starts with it, computed once by the first pass.
+    shared: int = 0
 
     def cost(self, tail: int) -> int:
         return sum(
-            TokenBudget.escalation_cost(len(ids), budget, tail)
+            TokenBudget.escalation_cost(len(ids) - self.shared, budget, tail)
             for ids, budget in zip(self.call_ones, self.budgets, strict=True)
         )
 
@@ -293,7 +296,7 @@ class Thinker:
         call_ones = tuple(prefix + self.call_one_suffix(view.text) for view in reading.views)
         tail = len(self.tails[reading.cue])
         budgets = tuple(min(self.budget, branch_limit - len(ids) - tail - 2) for ids in call_ones)
-        return Plan(question_id, reading, call_ones, budgets) if min(budgets) >= 1 else None
+        return Plan(question_id, reading, call_ones, budgets, len(prefix)) if min(budgets) >= 1 else None
 
     async def escalate(
         self,

@@ -96,12 +96,7 @@ async def answer_decisions(
         return Response(status_code=499)
     evaluation = answered.evaluation
     escalation = evaluation.escalation
-    usage = decision_usage(
-        evaluation.input_tokens,
-        evaluation.output_tokens,
-        evaluation.cached_tokens,
-        escalation.reasoning_tokens if escalation is not None else 0,
-    )
+    usage = decision_usage(evaluation.usage, escalation.reasoning_tokens if escalation is not None else 0)
     payload = decision_payload(answered.model, evaluation.answers, translation.asked, usage)
     return json_response(payload, answer_headers(evaluation, answered.prep_seconds))
 

@@ -6,6 +6,10 @@ Every error of that route leaves as `{"error": {"message", "type", "param", "cod
   whose `param` names the first offending field as OpenAI writes it (`questions[1].choices`,
   `input[0].content[2].image_url`) and whose `code` is the failure's type (`too_long`, `missing`, ...);
   pydantic's union tags in a location (`string`, `parts`, a part's or question's `type`) are dropped;
+- a token budget over is OpenAI's context overflow: code `context_length_exceeded`, its message
+  opening "Input tokens exceed the configured limit of N tokens." and saying the "maximum context
+  length" (the words langchain-openai and routers match), `param` naming `input` when the input is
+  the problem;
 - an unknown model is a 404 with `param: "model"`;
 - overload (openjev's 529) is a 429 `rate_limit_error`, keeping `Retry-After` and `retry-after-ms`,
   which the SDK honours and retries;
@@ -23,6 +27,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from openjev.api.middleware import REQUEST_ID_HEADER
+from openjev.prompting.budget import CONTEXT_LENGTH_EXCEEDED
 
 #: Pydantic's names for the members of a tagged union, after a list index (`_tagged` in request/decisions.py).
 UNION_TAGS = frozenset(
@@ -81,6 +86,9 @@ def openai_error(status: int, body: Any) -> tuple[int, dict[str, Any]]:
                 codes.append(entry.get("type", "invalid_value"))
         message = "; ".join(f"{param}: {msg}" if param else msg for param, msg in seen.items())
         first = next(iter(seen))
+        if codes[0] == CONTEXT_LENGTH_EXCEEDED:
+            # OpenAI's opening for an input over the model's limit, which clients match to trim and retry.
+            message = f"Input tokens exceed the configured limit of {detail[0]['ctx']['limit']} tokens. {message}"
         return status, envelope(message, error_type(status), first, codes[0])
     if isinstance(detail, dict):
         code = detail.get("error_type")

@@ -30,11 +30,11 @@ from openjev.affinity import caller_key
 from openjev.answering.evaluation import Evaluation
 from openjev.api.docs import REFERENCE_PAGE, swagger_ui_page
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HEALTH_RESPONSES, retry_after_headers
-from openjev.api.limits import box_limits, image_limits
+from openjev.api.limits import box_limits, image_limits, token_limits
 from openjev.api.middleware import SYSTEM_ONE_PATH
 from openjev.api.strict_json import StrictJSONRoute
 from openjev.errors import RequestRejected
-from openjev.prompting.budget import LONG_CONTEXT_HEADER, STANDARD_INPUT_TOKENS
+from openjev.prompting.budget import LONG_CONTEXT_HEADER
 from openjev.request.assets import asset_sources
 from openjev.request.schema import SystemOneRequest, SystemOneResponse
 from openjev.request.validation import check_request
@@ -109,10 +109,14 @@ def server_timing(prep: float, evaluation: Evaluation) -> str:
 def answer_headers(evaluation: Evaluation, prep_seconds: float) -> dict[str, str]:
     """openjev's headers on a 200 answer; the metrics of a finished evaluation are counted here."""
     metrics.INPUT_TOKENS.inc(evaluation.input_tokens)
+    metrics.USAGE_INPUT_TOKENS.inc(evaluation.usage.input_tokens)
     for answer in evaluation.answers.values():
         metrics.QUESTIONS.labels(answer["type"]).inc()
     headers = {
         "x-openjev-prefix-tokens": str(evaluation.prefix_tokens),
+        # openjev's own work (`usage.py`): every call's prompt tokens, and the tokens read or generated.
+        "x-openjev-backend-input-tokens": str(evaluation.input_tokens),
+        "x-openjev-backend-output-tokens": str(evaluation.output_tokens),
         "Server-Timing": server_timing(prep_seconds, evaluation),
     }
     if evaluation.cached_tokens is not None:
@@ -152,7 +156,7 @@ def answer_response(answered: Answered) -> Response:
     payload = {
         "model": answered.model,
         "answers": evaluation.answers,
-        "usage": {"input_tokens": evaluation.input_tokens, "output_tokens": evaluation.output_tokens},
+        "usage": {"input_tokens": evaluation.usage.input_tokens, "output_tokens": evaluation.usage.output_tokens},
     }
     return json_response(payload, answer_headers(evaluation, answered.prep_seconds))
 
@@ -247,15 +251,7 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
         "max_body_bytes": settings.max_body_bytes,
         "images": image_limits(settings, current is not None, service.backend.vision),
         "boxes": box_limits(current.engine.boxes if current else None),
-        # Per call: the official budget, and with the long-context header the operator's cap within the context.
-        "max_input_tokens": current.engine.budget.branch_limit
-        if current
-        else min(settings.max_input_tokens, STANDARD_INPUT_TOKENS),
-        "max_input_tokens_long_context": current.engine.long_budget.branch_limit
-        if current
-        else settings.max_input_tokens,
-        "long_context_header": LONG_CONTEXT_HEADER,
-        "max_total_input_tokens": settings.max_total_input_tokens,
+        **token_limits(settings, service.backend.context_length if current else None),
         "max_concurrent_requests": settings.max_concurrent_requests,
         "max_concurrent_preparations": settings.max_concurrent_preparations,
         "max_concurrent_branches": settings.max_concurrent_branches,

@@ -306,7 +306,7 @@ class ScoreLevelsAnswer(BaseModel):
 
 
 class InputTokensDetails(BaseModel):
-    cached_tokens: int = Field(..., description="Prompt tokens the backend reused from its cache.")
+    cached_tokens: int = Field(..., description="Of input_tokens, those the backend held from earlier requests.")
     cache_write_tokens: int = Field(0, description="Always 0: no cache write is billed.")
 
 

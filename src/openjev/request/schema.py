@@ -149,10 +149,8 @@ Answer = Annotated[NoulAnswer | ChoiceAnswer | ScoreAnswer | BoxAnswer, Field(di
 
 
 class Usage(BaseModel):
-    input_tokens: int = Field(..., description="Prompt tokens submitted to the backend, warm-up included.")
-    output_tokens: int = Field(
-        ..., description="One per readout (questions + 1), plus every id a generation wrote (boxes, thinking)."
-    )
+    input_tokens: int = Field(..., description="What the caller sent, counted once: the input and each question.")
+    output_tokens: int = Field(..., description="One per question, plus every id a generation wrote (boxes, thinking).")
 
 
 class SystemOneResponse(BaseModel):

@@ -75,8 +75,7 @@ def assert_close_answers(shown: dict, got: dict) -> None:
 
 def test_the_readme_example_is_what_the_server_answers(embedded):
     """The README's curl request, sent as it is, gets the answer the README shows: the module server's first
-    request (tests run in file order), as the reader's first request is, so its score question's content-free
-    readout is counted in usage."""
+    request (tests run in file order), as the reader's first request is, its usage counting what it sent."""
     (curl,) = [block for block in readme_blocks("sh") if "examples/request.json" in block]
     assert "--data-binary @examples/request.json" in curl
     body = (ROOT / "examples" / "request.json").read_bytes()
@@ -149,10 +148,12 @@ def test_support_ticket_example_gets_sensible_answers(embedded):
     assert answers["department"]["choice"] == "billing"
     # A duplicate charge is not an emergency: the expected level stays below "Emergency".
     assert answers["urgency"]["score"] < 1.5
-    # Warm-up and 3 branches, and the score question's content-free readout unless read before.
-    assert body["usage"]["output_tokens"] in (4, 5)
-    again = httpx.post(f"{embedded.url}/v1/systemone", json=EXAMPLE, timeout=300).json()
-    assert again["usage"]["output_tokens"] == 4
+    # Billed: one answer per question; the backend read the warm-up and 3 branches, and the score
+    # question's content-free readout unless read before.
+    assert body["usage"]["output_tokens"] == 3
+    assert response.headers["x-openjev-backend-output-tokens"] in ("4", "5")
+    again = httpx.post(f"{embedded.url}/v1/systemone", json=EXAMPLE, timeout=300)
+    assert again.json()["usage"] == body["usage"] and again.headers["x-openjev-backend-output-tokens"] == "4"
 
 
 def test_long_conversation_answered_through_prefix_reuse(embedded):
