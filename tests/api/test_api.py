@@ -347,7 +347,7 @@ def test_models_limits_health_docs(client):
     assert all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", m["release_date"]) for m in models["models"])
     assert [m["id"] for m in models["data"]] == names
     limits = client.get("/v1/limits").json()
-    assert limits["max_questions"] == 64 and limits["max_choice_options"] == 255
+    assert limits["max_questions"] == 200 and limits["max_choice_options"] == 255
     # The backend's limit wins when it is smaller (SGLang's max_req_input_len sits a few tokens under its context).
     assert limits["max_input_tokens"] == min(32768, limits["backend_context_length"])
     assert limits["max_total_input_tokens"] == 262144

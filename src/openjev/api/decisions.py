@@ -3,7 +3,8 @@
 - `POST /v1/decisions`: OpenAI's Decisions API. The body is translated (`request/decisions.py`) into
   a Jev request, evaluated by `routes.evaluate_request` (the same checks, admission, preparation,
   readout and answering), and the answers shaped as OpenAI's `Decision` (`answering/decisions.py`).
-  A rejection names OpenAI's field; `openai_errors.py` writes every error in OpenAI's envelope.
+  A rejection names OpenAI's field; `openai_errors.py` writes every error in OpenAI's envelope. The
+  answer's `model` is the name the request asked for.
   `prompt_cache_key` names the conversation for the data-parallel rank.
 - Both honour TypeSafe's long-context header (`TypeSafe-Danger-Zone-Long-Context: true`), as
   `/v1/systemone` does.
@@ -101,7 +102,8 @@ async def answer_decisions(
         evaluation.cached_tokens,
         escalation.reasoning_tokens if escalation is not None else 0,
     )
-    payload = decision_payload(answered.model, evaluation.answers, translation.asked, usage)
+    # `model` is the name asked for, as OpenAI echoes it (`gpt-6-luna`, an alias, the thinking tier's).
+    payload = decision_payload(body.model, evaluation.answers, translation.asked, usage)
     return json_response(payload, answer_headers(evaluation, answered.prep_seconds))
 
 

@@ -1,6 +1,12 @@
-"""What `/v1/limits` says of images and box questions: whether each is accepted, and their limits.
+"""What `/v1/limits` says of images and box questions (whether each is accepted, and their limits), and
+each answering route's counts.
 
-`None` for "accepted" until the backend is ready and has said whether its model sees.
+`None` for "accepted" until the backend is ready and has said whether its model sees. A route's counts
+(`route_limits`) are its contract's, lowered by the operator's caps (OPENJEV_MAX_QUESTIONS,
+OPENJEV_MAX_CHOICE_OPTIONS, OPENJEV_MAX_SCORE_LEVELS, OPENJEV_MAX_IMAGES) where they are lower:
+OpenAI's on `/v1/decisions` (`request/decision_limits.py`); TypeSafe's on `/v1/systemone` and
+OpenRouter's route, which state no most questions, levels or images, so the caps are theirs (at least
+one option or level, as the official schema takes).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from typing import Any
 from openjev.answering.box_reading import BoxReader
 from openjev.config import Settings
 from openjev.prompting.vision import VisionSpec
+from openjev.request import decision_limits as openai
 
 
 def image_limits(settings: Settings, ready: bool, vision: VisionSpec | None) -> dict[str, Any]:
@@ -38,3 +45,29 @@ def box_limits(boxes: BoxReader | None) -> dict[str, Any]:
     if boxes is None or not boxes.accepted or boxes.vision is None:
         return {"accepted": None if boxes is None else False, "grounding": None, "max_new_tokens": None}
     return {"accepted": True, "grounding": boxes.vision.grounding, "max_new_tokens": boxes.max_tokens}
+
+
+def _counts(
+    settings: Settings, questions: int, choices: tuple[int, int], levels: tuple[int, int], images: int
+) -> dict[str, Any]:
+    return {
+        "max_questions": min(questions, settings.max_questions),
+        "min_choice_options": choices[0],
+        "max_choice_options": min(choices[1], settings.max_choice_options),
+        "min_score_levels": levels[0],
+        "max_score_levels": min(levels[1], settings.max_score_levels),
+        "max_images": min(images, settings.max_images),
+    }
+
+
+def route_limits(settings: Settings) -> dict[str, dict[str, Any]]:
+    """The counts each answering route takes, by path (module doc)."""
+    typesafe = _counts(settings, settings.max_questions, (1, 255), (1, settings.max_score_levels), settings.max_images)
+    decisions = _counts(
+        settings,
+        openai.MAX_QUESTIONS,
+        (openai.MIN_CHOICES, openai.MAX_CHOICES),
+        (openai.MIN_LEVELS, openai.MAX_LEVELS),
+        openai.MAX_IMAGES,
+    )
+    return {"/v1/systemone": typesafe, "/v1/decisions": decisions, "/api/alpha/decisions": typesafe}

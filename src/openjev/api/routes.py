@@ -31,7 +31,7 @@ from openjev.affinity import caller_key
 from openjev.answering.evaluation import Evaluation
 from openjev.api.docs import REFERENCE_PAGE, swagger_ui_page
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HEALTH_RESPONSES, retry_after_headers
-from openjev.api.limits import box_limits, image_limits
+from openjev.api.limits import box_limits, image_limits, route_limits
 from openjev.api.middleware import SYSTEM_ONE_PATH
 from openjev.api.strict_json import StrictJSONRoute
 from openjev.config import COMPAT_MODEL_ALIAS
@@ -284,6 +284,7 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
         "max_choice_options": settings.max_choice_options,
         "max_score_levels": settings.max_score_levels,
         "max_body_bytes": settings.max_body_bytes,
+        "routes": route_limits(settings),
         "images": image_limits(settings, current is not None, service.backend.vision),
         "boxes": box_limits(current.engine.boxes if current else None),
         # Per call: the official budget, and with the long-context header the operator's cap within the context.
