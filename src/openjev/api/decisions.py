@@ -9,7 +9,8 @@
 - Both honour TypeSafe's long-context header (`TypeSafe-Danger-Zone-Long-Context: true`), as
   `/v1/systemone` does.
 - `POST /api/alpha/decisions`: OpenRouter's route, the System One contract itself, whose `state`
-  array may hold `image_url` items (`request/openrouter.py`); answers and errors as `/v1/systemone`'s.
+  array may hold `image_url` and `input_image` items (`request/openrouter.py`); answers and errors as
+  `/v1/systemone`'s, its `images` list too.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from openjev.api.strict_json import StrictJSONRoute
 from openjev.errors import RequestRejected
 from openjev.request.decision_schema import DecisionRequest, DecisionResponse, OpenAIError
 from openjev.request.decisions import translate
-from openjev.request.openrouter import ImageItems, with_image_assets
+from openjev.request.openrouter import with_image_assets
+from openjev.request.positional_images import ImagePlaces
 from openjev.request.schema import SystemOneRequest, SystemOneResponse
 from openjev.service import Runtime, Service
 
@@ -117,7 +119,7 @@ async def answer_decisions(
 async def openrouter_decisions(
     body: SystemOneRequest, request: Request, service: ServiceDep, runtime: RuntimeDep
 ) -> Response:
-    places = ImageItems()
+    places = ImagePlaces()
     jev = with_image_assets(body, places)
     try:
         long_context = asks_long_context(request.headers)

@@ -38,6 +38,7 @@ from openjev.config import COMPAT_MODEL_ALIAS
 from openjev.errors import RequestRejected
 from openjev.prompting.budget import LONG_CONTEXT_HEADER, STANDARD_INPUT_TOKENS
 from openjev.request.assets import asset_sources
+from openjev.request.positional_images import ImagePlaces, with_positional_images
 from openjev.request.schema import ModelList, SystemOneRequest, SystemOneResponse
 from openjev.request.validation import check_request
 from openjev.service import Runtime, Service
@@ -188,8 +189,14 @@ async def answer_request(
 ) -> Response:
     """`POST /v1/systemone` once its body is a valid request of `body_bytes` bytes (from the route,
     or from `api.fast_path`); `receive` reports a client that leaves; `parts`: a multipart body's
-    image parts by name; `long_context`: the request sent the long-context header."""
-    answered = await evaluate_request(body, body_bytes, receive, service, runtime, parts, long_context=long_context)
+    image parts by name; `long_context`: the request sent the long-context header. Its `images` list
+    shows before the state (`request/positional_images.py`)."""
+    places = ImagePlaces()
+    try:
+        jev = with_positional_images(body, places)
+        answered = await evaluate_request(jev, body_bytes, receive, service, runtime, parts, long_context=long_context)
+    except RequestRejected as error:
+        raise places.rejected(error) from None
     return Response(status_code=499) if answered is None else answer_response(answered)
 
 

@@ -94,6 +94,17 @@ class Asset(BaseModel):
     )
 
 
+class ImageURL(BaseModel):
+    """An image as the chat APIs write one: its URL (a base64 data URL here), and how closely to look."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    url: str = Field(..., description="data:image/png;base64,... or data:image/jpeg;base64,...")
+    detail: Literal["auto", "low", "high"] | None = Field(
+        None, description="`low`: the image is shown within 512x512 pixels; otherwise within OPENJEV_MAX_IMAGE_PIXELS."
+    )
+
+
 class SystemOneRequest(BaseModel):
     model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [support_ticket()]})
 
@@ -107,6 +118,12 @@ class SystemOneRequest(BaseModel):
         description="Images keyed by a placeholder; wherever a string of the state, of a question's instructions "
         "or of its criteria holds the placeholder, the model sees the image there. A vision model only: a "
         "text-only deployment refuses them (422 naming `assets`).",
+    )
+    images: list[str | ImageURL] | None = Field(
+        None,
+        description="Extension (SGLang's and Ollama's `/v1/systemone`): images shown before the state, in order, "
+        'each a base64 data URL, bare base64, or `{"url", "detail"}`; image assets in every other way '
+        "(a vision model only; a refusal names `images[i]`).",
     )
 
 

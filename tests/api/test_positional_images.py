@@ -1,0 +1,80 @@
+"""The top-level `images` list (SGLang's and Ollama's `/v1/systemone` extension) and OpenAI-style
+`input_image` state items on OpenRouter's route, against openjev on the fake SGLang: each is answered
+exactly as the same image sent as an asset where the module says it goes, and refused by name where it
+cannot be shown; never dropped."""
+
+from __future__ import annotations
+
+import base64
+
+import httpx
+import pytest
+
+from tests.api.test_decision_images import BLUE, RED, asset, data_url, systemone
+
+NOUL = {"type": "noul", "instructions": "Is the picture red?"}
+
+
+def answer(server, path, body, status=200):
+    response = httpx.post(f"{server.url}{path}", json={"model": "jev-latest", "questions": {"q": NOUL}, **body})
+    assert response.status_code == status, response.text
+    return response.json()
+
+
+def noul(server, path, **body) -> float:
+    return answer(server, path, body)["answers"]["q"]["noul"]
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        data_url,
+        lambda image: base64.b64encode(image).decode(),
+        lambda image: {"url": data_url(image), "detail": "auto"},
+    ],
+)
+def test_images_show_before_a_text_state_as_the_same_assets(vision_stack, form):
+    server, _ = vision_stack
+    shown = noul(server, "/v1/systemone", state="Photo:", images=[form(RED), form(BLUE)])
+    jev = systemone(
+        server, "<image:a><image:b>Photo:", {"q": NOUL}, {"<image:a>": asset(RED), "<image:b>": asset(BLUE)}
+    )
+    assert shown == pytest.approx(jev["q"]["noul"], abs=1e-9)
+    assert noul(server, "/v1/systemone", state="Photo:", images=[form(BLUE), form(RED)]) != pytest.approx(shown)
+
+
+def test_images_open_the_first_user_turn_of_a_chat_and_the_turn_of_a_json_state(vision_stack):
+    server, _ = vision_stack
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Photo:"}]
+    shown = noul(server, "/api/alpha/decisions", state=chat, images=[data_url(RED)])
+    placed = [chat[0], {"role": "user", "content": "<image:a>Photo:"}]
+    assert shown == pytest.approx(systemone(server, placed, {"q": NOUL}, {"<image:a>": asset(RED)})["q"]["noul"])
+    parts = [{"role": "user", "content": [{"type": "text", "text": "Photo:"}]}]
+    shown = noul(server, "/v1/systemone", state=parts, images=[data_url(RED)])
+    placed = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "<i>"}}, parts[0]["content"][0]]}]
+    assert shown == pytest.approx(systemone(server, placed, {"q": NOUL}, {"<i>": asset(RED)})["q"]["noul"])
+    shown = noul(server, "/v1/systemone", state={"ticket": 7}, images=[data_url(RED)])
+    placed = [{"role": "user", "content": '<i>{"ticket": 7}'}]
+    assert shown == pytest.approx(systemone(server, placed, {"q": NOUL}, {"<i>": asset(RED)})["q"]["noul"])
+
+
+def test_openrouter_input_image_items_are_images(vision_stack):
+    server, _ = vision_stack
+    state = ["The customer sent:", {"type": "input_image", "image_url": data_url(RED), "detail": "auto"}]
+    shown = noul(server, "/api/alpha/decisions", state=state)
+    jev = systemone(server, ["The customer sent:", "<image:x>"], {"q": NOUL}, {"<image:x>": asset(RED)})
+    assert shown == pytest.approx(jev["q"]["noul"], abs=1e-9)
+
+
+def test_an_image_that_cannot_be_shown_is_refused_naming_its_item(vision_stack, stack):
+    server, _ = vision_stack
+
+    def locs(server, **body):
+        return [entry["loc"] for entry in answer(server, "/v1/systemone", {"state": "x", **body}, 422)["detail"]]
+
+    assert locs(server, images=["https://example.com/cat.png"]) == [["body", "images", 0]]
+    assert locs(server, images=[{"url": "http://example.com/cat.png"}]) == [["body", "images", 0, "url"]]
+    assert locs(server, images=[data_url(RED), "bm90IGFuIGltYWdl"])[0][:3] == ["body", "images", 1]
+    assert locs(server, images=[]) == [["body", "images"]]
+    text_only, _ = stack
+    assert locs(text_only, images=[data_url(RED)]) == [["body", "images"]]
