@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 
+import openai
 import pytest
 
 from tests.api.test_decision_errors import bad_request
@@ -165,3 +166,18 @@ def test_limits_say_each_routes_counts(http):
     }
     typesafe = {**routes["/v1/decisions"], "min_choice_options": 1, "min_score_levels": 1, "max_score_levels": 64}
     assert routes["/v1/systemone"] == routes["/api/alpha/decisions"] == typesafe
+
+
+def test_openais_128_images_are_answered_and_the_129th_is_named(vision_stack):
+    server, _ = vision_stack
+    tiny = {
+        "type": "input_image",
+        "image_url": "data:image/png;base64," + base64.b64encode(png(4, 4, (1, 2, 3))).decode(),
+    }
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="k", max_retries=0) as sdk:
+        decision = sdk.decisions.create(
+            model="gpt-6-luna", input=[{"role": "user", "content": [tiny] * 128}], questions=[PREDICATE]
+        )
+        assert decision.answers[0].type == "predicate"
+        error = bad_request(sdk, input=[{"role": "user", "content": [tiny] * 129}])
+    assert error.param == "input[0].content[128]" and "at most 128 images per request, got 129" in error.message
