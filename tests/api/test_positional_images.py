@@ -6,11 +6,14 @@ cannot be shown; never dropped."""
 from __future__ import annotations
 
 import base64
+import io
 
 import httpx
 import pytest
+from PIL import Image
 
 from tests.api.test_decision_images import BLUE, RED, asset, data_url, systemone
+from tests.api.test_images import png
 
 NOUL = {"type": "noul", "instructions": "Is the picture red?"}
 
@@ -78,3 +81,39 @@ def test_an_image_that_cannot_be_shown_is_refused_naming_its_item(vision_stack, 
     assert locs(server, images=[]) == [["body", "images"]]
     text_only, _ = stack
     assert locs(text_only, images=[data_url(RED)]) == [["body", "images"]]
+
+
+def test_low_detail_shows_an_image_within_512x512_pixels_on_every_route(vision_stack):
+    server, fake = vision_stack
+    big = png(1000, 800, (200, 30, 30))
+
+    def size_sent(path, body) -> tuple[int, int]:
+        before = len(fake.generate_calls)
+        response = httpx.post(f"{server.url}{path}", json=body, timeout=30)
+        assert response.status_code == 200, response.text
+        call = next(call["body"] for call in fake.generate_calls[before:] if "image_data" in call["body"])
+        return Image.open(io.BytesIO(base64.b64decode(call["image_data"][0]))).size
+
+    for detail in ("low", "high"):
+        part = {"type": "input_image", "image_url": data_url(big), "detail": detail}
+        openai_body = {
+            "model": "gpt-6-luna",
+            "input": [{"role": "user", "content": [part]}],
+            "questions": [{"type": "predicate", "instructions": "Red?"}],
+        }
+        sizes = {
+            size_sent("/v1/decisions", openai_body),
+            size_sent("/api/alpha/decisions", {"model": "jev-latest", "state": ["x", part], "questions": {"q": NOUL}}),
+            size_sent(
+                "/v1/systemone",
+                {
+                    "model": "jev-latest",
+                    "state": "x",
+                    "images": [{"url": data_url(big), "detail": detail}],
+                    "questions": {"q": NOUL},
+                },
+            ),
+        }
+        (width, height), *others = sizes
+        assert not others
+        assert (width * height <= 512 * 512 and width > 500) if detail == "low" else (width, height) == (1000, 800)

@@ -13,7 +13,8 @@ plus what it takes to answer in OpenAI's shape and to name OpenAI's fields in er
 - Images (`input_image` in a user message, a tool output or a question's instructions) must be data
   URLs of PNG or JPEG; each becomes an image asset whose placeholder stands where the part was, so
   the asset rules (`assets.py`: a text-only model, counts, sizes) and the image preparation are
-  `/v1/systemone`'s own. A remote URL is refused: openjev fetches nothing.
+  `/v1/systemone`'s own. A remote URL is refused: openjev fetches nothing. `detail: "low"` shows the
+  image within 512x512 pixels (`images.py`); `high`, `auto` and `original` within OPENJEV_MAX_IMAGE_PIXELS.
 - `questions` (a list, answered in order) become a map keyed by position (`"0"`, `"1"`, ...), never
   shown to the model. A predicate is a noul with only instructions. A choice's options are keyed by
   position and described by their value's text (or their description), so the model sees what a
@@ -151,7 +152,8 @@ class _Translator:
         """The placeholder that shows `part`'s image where it stands."""
         image_format, payload = data_url_image(part.image_url, (*loc, "image_url"))
         key = f"<openjev-image-{self.nonce}-{len(self.assets)}>"
-        self.assets[key] = Asset(type="image", format=image_format, data_base64=payload)  # type: ignore[arg-type]
+        detail = "low" if part.detail == "low" else None
+        self.assets[key] = Asset(type="image", format=image_format, data_base64=payload, detail=detail)  # type: ignore[arg-type]
         self.places[("assets", key)] = loc
         self.first_image = self.first_image or loc
         return key

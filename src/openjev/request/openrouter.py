@@ -48,7 +48,9 @@ def with_image_assets(request: SystemOneRequest, places: ImagePlaces) -> SystemO
         url, below = found
         image_format, payload = data_url_image(url if isinstance(url, str) else "", ("state", index, *below))
         key = f"<openjev-image-{nonce}-{index}>"
-        assets[key] = Asset(type="image", format=image_format, data_base64=payload)  # type: ignore[arg-type]
+        inner = item.get("image_url")
+        detail = "low" if "low" in (item.get("detail"), isinstance(inner, dict) and inner.get("detail")) else None
+        assets[key] = Asset(type="image", format=image_format, data_base64=payload, detail=detail)  # type: ignore[arg-type]
         places.places[key] = ("state", index)
         items.append(key)
     return request.model_copy(update={"state": items, "assets": assets})

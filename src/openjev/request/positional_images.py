@@ -2,11 +2,11 @@
 `/v1/systemone` define): images shown before the state, in order, as those servers show them.
 
 Each item is a base64 data URL of PNG or JPEG, bare base64 (Ollama's form), or the chat image object
-`{"url": DATA_URL, "detail": ...}` (SGLang's form). `with_positional_images` turns each into an image
-asset whose placeholder opens the state's first user turn, so every image rule (a text-only model,
-counts, sizes, decoding) is the asset rules' (`assets.py`), and an issue of one such asset names its
-item (`["images", i]`; one of the assets as a whole names `images` when the caller sent no `assets`).
-A remote URL is refused (nothing is fetched). Where the images go:
+`{"url": DATA_URL, "detail": ...}` (SGLang's form; its `detail` is the asset's). `with_positional_images`
+turns each into an image asset whose placeholder opens the state's first user turn, so every image
+rule (a text-only model, counts, sizes, decoding) is the asset rules' (`assets.py`), and an issue of
+one such asset names its item (`["images", i]`; one of the assets as a whole names `images` when the
+caller sent no `assets`). A remote URL is refused (nothing is fetched). Where the images go:
 - a string state: the placeholders, then the text;
 - a chat state (`state_messages`): at the start of the first user message's content (before a string,
   or as image parts before its parts); with no user message, a user turn of the images after the
@@ -55,7 +55,8 @@ def image_asset(item: str | ImageURL, loc: Loc) -> Asset:
         image_format, payload = data_url_image(url, below)
     else:
         image_format, payload = ("jpeg" if url.lstrip().startswith(JPEG_BASE64) else "png"), url
-    return Asset(type="image", format=image_format, data_base64=payload)  # type: ignore[arg-type]
+    detail = item.detail if isinstance(item, ImageURL) else None
+    return Asset(type="image", format=image_format, data_base64=payload, detail=detail)  # type: ignore[arg-type]
 
 
 def _is_chat(state: FreeForm) -> bool:

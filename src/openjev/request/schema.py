@@ -92,6 +92,9 @@ class Asset(BaseModel):
     part: str | None = Field(
         None, description="In a multipart request, the name of the part holding the image; data_base64 is ignored."
     )
+    detail: Literal["auto", "low", "high"] | None = Field(
+        None, description="Extension: `low` shows the image within 512x512 pixels; else OPENJEV_MAX_IMAGE_PIXELS."
+    )
 
 
 class ImageURL(BaseModel):
@@ -101,7 +104,7 @@ class ImageURL(BaseModel):
 
     url: str = Field(..., description="data:image/png;base64,... or data:image/jpeg;base64,...")
     detail: Literal["auto", "low", "high"] | None = Field(
-        None, description="`low`: the image is shown within 512x512 pixels; otherwise within OPENJEV_MAX_IMAGE_PIXELS."
+        None, description="`low` shows the image within 512x512 pixels; else within OPENJEV_MAX_IMAGE_PIXELS."
     )
 
 
