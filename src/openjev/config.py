@@ -122,13 +122,10 @@ class Settings(BaseSettings):
     max_concurrent_body_reads: int = Field(32, ge=1, description="Bodies received at once; more get 529 unread.")
 
     # Admission and budgets.
-    # The operator's caps on every route, over each contract's own counts (docs/clients.md): by default at
-    # or above them, so OpenAI's 200 questions and 128 images are answered on /v1/decisions.
+    # Caps on every route over each contract's counts, by default at or above them (docs/clients.md).
     max_questions: int = Field(200, ge=1, description="Questions per request, on every route.")
     max_choice_options: int = Field(255, ge=2, le=255, description="Options per choice question, on every route.")
-    max_score_levels: int = Field(
-        64, ge=2, le=255, description="Levels per score question (/v1/decisions: OpenAI's 10 at most)."
-    )
+    max_score_levels: int = Field(64, ge=2, le=255, description="Levels per score (/v1/decisions: 10 at most).")
     max_body_bytes: int = Field(2 * 1024 * 1024, ge=1024, description="Request body size, after decompression.")
     max_input_tokens: int = Field(
         32768, ge=16, description="Tokens per question branch, including its one output token."

@@ -117,3 +117,17 @@ def test_low_detail_shows_an_image_within_512x512_pixels_on_every_route(vision_s
         (width, height), *others = sizes
         assert not others
         assert (width * height <= 512 * 512 and width > 500) if detail == "low" else (width, height) == (1000, 800)
+
+
+@pytest.mark.parametrize("path", ["/v1/systemone", "/api/alpha/decisions"])
+def test_counts_past_the_caps_are_named_in_the_words_clients_look_for(stack, path):
+    server, _ = stack
+    questions = {
+        "c": {"type": "choice", "criteria": {f"o{i}": None for i in range(256)}},
+        "s": {"type": "score", "criteria": [f"level {i}" for i in range(65)]},
+    }
+    response = httpx.post(f"{server.url}{path}", json={"model": "jev-latest", "state": "x", "questions": questions})
+    assert response.status_code == 422
+    found = {tuple(entry["loc"]): entry["msg"] for entry in response.json()["detail"]}
+    assert "1 to 255 options per choice, got 256" in found[("body", "questions", "c", "criteria")]
+    assert "1 to 64 levels per score, got 65" in found[("body", "questions", "s", "criteria")]
