@@ -12,6 +12,7 @@ import json
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.json_schema import SkipJsonSchema
 
 from openjev.examples import support_ticket
 
@@ -92,9 +93,9 @@ class Asset(BaseModel):
     part: str | None = Field(
         None, description="In a multipart request, the name of the part holding the image; data_base64 is ignored."
     )
-    detail: Literal["auto", "low", "high"] | None = Field(
-        None, description="Extension: `low` shows the image within 512x512 pixels; else OPENJEV_MAX_IMAGE_PIXELS."
-    )
+    # Extension, kept out of the official schema: `low` shows the image within 512x512 pixels (the detail of
+    # an `images` item or an OpenAI `input_image`); else within OPENJEV_MAX_IMAGE_PIXELS.
+    detail: SkipJsonSchema[Literal["auto", "low", "high"] | None] = None
 
 
 class ImageURL(BaseModel):
