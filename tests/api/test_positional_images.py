@@ -81,6 +81,9 @@ def test_an_image_that_cannot_be_shown_is_refused_naming_its_item(vision_stack, 
     assert locs(server, images=[]) == [["body", "images"]]
     text_only, _ = stack
     assert locs(text_only, images=[data_url(RED)]) == [["body", "images"]]
+    item = {"type": "input_image", "image_url": data_url(RED)}
+    refused = answer(text_only, "/api/alpha/decisions", {"state": ["x", item]}, 422)["detail"]
+    assert [entry["loc"] for entry in refused] == [["body", "state"]] and "reads text only" in refused[0]["msg"]
 
 
 def test_low_detail_shows_an_image_within_512x512_pixels_on_every_route(vision_stack):

@@ -274,11 +274,13 @@ def choice_lines(options: Sequence[ChoiceOption]) -> list[str]:
     JSON keeps that text before its description (`"true": Yes`), so two such values stay apart whatever
     their descriptions say."""
     values = [option.value for option in options]
-    lines = zip(options, choice_texts(values), clashing(values), strict=True)
-    return [
-        text if option.description is None else f"{text}: {option.description}" if clash else option.description
-        for option, text, clash in lines
-    ]
+    lines = []
+    for option, text, clash in zip(options, choice_texts(values), clashing(values), strict=True):
+        if option.description is None:
+            lines.append(text)
+        else:
+            lines.append(f"{text}: {option.description}" if clash else option.description)
+    return lines
 
 
 def translate(body: DecisionRequest) -> Translation:

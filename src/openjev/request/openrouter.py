@@ -4,7 +4,8 @@ items (text items are plain strings), or as OpenAI's `{"type": "input_image", "i
 
 `with_image_assets` turns each such item into an image asset whose placeholder stands in its place,
 so the array reads as the official SDK sends a state that mixes text and images, and every image
-rule is the asset rules' (`assets.py`), an issue of one such asset naming its item (`state[i]`). A
+rule is the asset rules' (`assets.py`), an issue of one such asset naming its item (`state[i]`; one
+of the assets as a whole, `state`, when the caller sent no `assets`). A
 data URL of PNG or JPEG only; a remote URL is refused (422 naming the item's `url`), nothing is fetched.
 """
 
@@ -38,6 +39,8 @@ def with_image_assets(request: SystemOneRequest, places: ImagePlaces) -> SystemO
     if not isinstance(state, list) or not any(_image_url(item) for item in state):
         return request
     nonce = secrets.token_hex(8)
+    if request.assets is None:
+        places.whole = ("state",)
     assets: dict[str, Asset] = dict(request.assets or {})
     items: list[Any] = []
     for index, item in enumerate(state):
