@@ -71,10 +71,11 @@ def _opening(messages: list[Any], keys: list[str]) -> list[Any]:
             continue
         content = message.get("content")
         if isinstance(content, list):
-            parts = [{"type": "image_url", "image_url": {"url": key}} for key in keys]
-            opened = [*parts, *content]
-        else:
-            opened = "".join(keys) + ("" if content is None else content)
+            opened: Any = [*({"type": "image_url", "image_url": {"url": key}} for key in keys), *content]
+        elif content is None or isinstance(content, str):
+            opened = "".join(keys) + (content or "")
+        else:  # content the chat checks refuse, naming it: the images go in a turn of their own
+            return [*messages[:index], {"role": "user", "content": "".join(keys)}, *messages[index:]]
         return [*messages[:index], {**message, "content": opened}, *messages[index + 1 :]]
     systems = next((i for i, m in enumerate(messages) if m.get("role") != "system"), len(messages))
     return [*messages[:systems], {"role": "user", "content": "".join(keys)}, *messages[systems:]]
