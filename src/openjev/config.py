@@ -122,9 +122,10 @@ class Settings(BaseSettings):
     max_concurrent_body_reads: int = Field(32, ge=1, description="Bodies received at once; more get 529 unread.")
 
     # Admission and budgets.
-    max_questions: int = Field(64, ge=1, description="Questions per request.")
-    max_choice_options: int = Field(255, ge=2, le=255, description="Options per choice question.")
-    max_score_levels: int = Field(64, ge=2, le=255, description="Levels per score question.")
+    # Caps on every route over each contract's counts, by default at or above them (docs/clients.md).
+    max_questions: int = Field(200, ge=1, description="Questions per request, on every route.")
+    max_choice_options: int = Field(255, ge=2, le=255, description="Options per choice question, on every route.")
+    max_score_levels: int = Field(64, ge=2, le=255, description="Levels per score (/v1/decisions: 10 at most).")
     max_body_bytes: int = Field(2 * 1024 * 1024, ge=1024, description="Request body size, after decompression.")
     max_input_tokens: int = Field(32768, ge=16, description="Tokens per question call without the long-context header.")
     max_long_context_tokens: int | None = Field(
@@ -158,7 +159,7 @@ class Settings(BaseSettings):
         "preparing it; 0: every request on a worker thread.",
     )
     # Image assets (a vision backend only; request/images.py).
-    max_images: int = Field(8, ge=1, description="Image assets per request.")
+    max_images: int = Field(128, ge=1, description="Images per request, on every route.")
     max_image_bytes: int = Field(10 * 1024 * 1024, ge=1024, description="Bytes of one image as sent.")
     max_image_total_bytes: int = Field(32 * 1024 * 1024, ge=1024, description="Bytes of a request's images.")
     max_image_body_bytes: int = Field(40 * 1024 * 1024, ge=1024, description="A multipart body's size, at most.")

@@ -53,7 +53,7 @@ def last_prompt(fake: FakeSGLang, tokenizer: Tokenizer) -> str:
 
 def test_the_sdk_gets_every_question_type_typed_and_in_order(client):
     decision = client.decisions.create(model="gpt-6-luna", input=TICKET, questions=QUESTIONS)
-    assert isinstance(decision, Decision) and decision.model == "Qwen/Qwen3.6-35B-A3B"
+    assert isinstance(decision, Decision) and decision.model == "gpt-6-luna"
     predicate, choice, score = decision.answers
     assert (predicate.type, predicate.name) == ("predicate", "refund") and 0 <= predicate.probability <= 1
     assert (choice.type, choice.name) == ("choice", "team")

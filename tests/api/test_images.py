@@ -185,7 +185,7 @@ def test_a_body_of_many_parts_is_refused_at_the_part_past_the_limit(vision_stack
     started = time.perf_counter()
     response = httpx.post(f"{server.url}/v1/systemone", files=files, timeout=60)
     assert ["body", "assets"] in detail(response)
-    assert "at most 9 parts" in response.text  # the request and OPENJEV_MAX_IMAGES (8) images
+    assert "at most 129 parts" in response.text  # the request and OPENJEV_MAX_IMAGES (128) images
     print(f"20,000 parts refused in {time.perf_counter() - started:.2f} s")
 
 
@@ -236,7 +236,7 @@ def test_a_corrupt_png_and_an_unreferenced_asset_are_refused_by_the_sdk(sdk):
 def test_limits_and_models_say_images_are_accepted(vision_stack):
     server, _ = vision_stack
     images = httpx.get(f"{server.url}/v1/limits").json()["images"]
-    assert images["accepted"] is True and images["max_images"] == 8
+    assert images["accepted"] is True and images["max_images"] == 128
     assert images["square_image_tokens"] == SPEC.image_tokens(1024, 1024)
     models = {model["name"]: model["x_images"] for model in httpx.get(f"{server.url}/v1/models").json()["models"]}
     assert models.pop("openjev-think") is False  # the thinking tier reads text only

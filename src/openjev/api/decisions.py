@@ -3,13 +3,15 @@
 - `POST /v1/decisions`: OpenAI's Decisions API. The body is translated (`request/decisions.py`) into
   a Jev request, evaluated by `routes.evaluate_request` (the same checks, admission, preparation,
   readout and answering), and the answers shaped as OpenAI's `Decision` (`answering/decisions.py`).
-  A rejection names OpenAI's field; `openai_errors.py` writes every error in OpenAI's envelope.
+  A rejection names OpenAI's field; `openai_errors.py` writes every error in OpenAI's envelope. The
+  answer's `model` is the name the request asked for.
   `prompt_cache_key` names the conversation for the data-parallel rank.
 - Both honour TypeSafe's long-context header (`TypeSafe-Danger-Zone-Long-Context: true`), as
   `/v1/systemone` does.
 - `POST /api/alpha/decisions`: OpenRouter's route, the System One contract itself, whose `state`
-  array may hold `image_url` items (`request/openrouter.py`), and whose `model` may be an OpenRouter
-  slug (`~typesafe/jev-latest`, `openai/gpt-6-luna-decisions`); answers and errors as `/v1/systemone`'s.
+  array may hold `image_url` and `input_image` items (`request/openrouter.py`), and whose `model` may be
+  an OpenRouter slug (`~typesafe/jev-latest`, `openai/gpt-6-luna-decisions`); answers and errors as
+  `/v1/systemone`'s, its `images` list too.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from openjev.api.strict_json import StrictJSONRoute
 from openjev.errors import RequestRejected
 from openjev.request.decision_schema import DecisionRequest, DecisionResponse, OpenAIError
 from openjev.request.decisions import translate
-from openjev.request.openrouter import ImageItems, model_of_slug, with_image_assets
+from openjev.request.openrouter import model_of_slug, with_image_assets
+from openjev.request.positional_images import ImagePlaces
 from openjev.request.schema import SystemOneRequest, SystemOneResponse
 from openjev.service import Runtime, Service
 
@@ -97,7 +100,8 @@ async def answer_decisions(
     evaluation = answered.evaluation
     escalation = evaluation.escalation
     usage = decision_usage(evaluation.usage, escalation.reasoning_tokens if escalation is not None else 0)
-    payload = decision_payload(answered.model, evaluation.answers, translation.asked, usage)
+    # `model` is the name asked for, as OpenAI echoes it (`gpt-6-luna`, an alias, the thinking tier's).
+    payload = decision_payload(body.model, evaluation.answers, translation.asked, usage)
     return json_response(payload, answer_headers(evaluation, answered.prep_seconds))
 
 
@@ -111,7 +115,7 @@ async def answer_decisions(
 async def openrouter_decisions(
     body: SystemOneRequest, request: Request, service: ServiceDep, runtime: RuntimeDep
 ) -> Response:
-    places = ImageItems()
+    places = ImagePlaces()
     jev = with_image_assets(body, places)
     if (model := model_of_slug(jev.model, runtime.accepted_models)) != jev.model:
         jev = jev.model_copy(update={"model": model})

@@ -1,7 +1,13 @@
-"""What `/v1/limits` says of token budgets, images and box questions: what is reachable, and their limits.
+"""What `/v1/limits` says of token budgets, images and box questions (what is reachable, and their
+limits), and each answering route's counts.
 
 `None` for "accepted" until the backend is ready and has said whether its model sees; `None` for the
-long-context budget until the backend has said its context length.
+long-context budget until the backend has said its context length. A route's counts
+(`route_limits`) are its contract's, lowered by the operator's caps (OPENJEV_MAX_QUESTIONS,
+OPENJEV_MAX_CHOICE_OPTIONS, OPENJEV_MAX_SCORE_LEVELS, OPENJEV_MAX_IMAGES) where they are lower:
+OpenAI's on `/v1/decisions` (`request/decision_limits.py`); TypeSafe's on `/v1/systemone` and
+OpenRouter's route, which state no most questions, levels or images, so the caps are theirs (at least
+one option or level, as the official schema takes).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from openjev.api.middleware import ANSWERING_PATHS
 from openjev.config import Settings
 from openjev.prompting.budget import LONG_CONTEXT_HEADER, TokenBudget
 from openjev.prompting.vision import VisionSpec
+from openjev.request import decision_limits as openai
 
 #: How every answering route counts a request against its budget (`prompting/budget.py`).
 COUNTED = (
@@ -64,3 +71,29 @@ def box_limits(boxes: BoxReader | None) -> dict[str, Any]:
     if boxes is None or not boxes.accepted or boxes.vision is None:
         return {"accepted": None if boxes is None else False, "grounding": None, "max_new_tokens": None}
     return {"accepted": True, "grounding": boxes.vision.grounding, "max_new_tokens": boxes.max_tokens}
+
+
+def _counts(
+    settings: Settings, questions: int, choices: tuple[int, int], levels: tuple[int, int], images: int
+) -> dict[str, Any]:
+    return {
+        "max_questions": min(questions, settings.max_questions),
+        "min_choice_options": choices[0],
+        "max_choice_options": min(choices[1], settings.max_choice_options),
+        "min_score_levels": levels[0],
+        "max_score_levels": min(levels[1], settings.max_score_levels),
+        "max_images": min(images, settings.max_images),
+    }
+
+
+def route_limits(settings: Settings) -> dict[str, dict[str, Any]]:
+    """The counts each answering route takes, by path (module doc)."""
+    typesafe = _counts(settings, settings.max_questions, (1, 255), (1, settings.max_score_levels), settings.max_images)
+    decisions = _counts(
+        settings,
+        openai.MAX_QUESTIONS,
+        (openai.MIN_CHOICES, openai.MAX_CHOICES),
+        (openai.MIN_LEVELS, openai.MAX_LEVELS),
+        openai.MAX_IMAGES,
+    )
+    return {"/v1/systemone": typesafe, "/v1/decisions": decisions, "/api/alpha/decisions": typesafe}

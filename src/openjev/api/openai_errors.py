@@ -4,7 +4,9 @@ Every error of that route leaves as `{"error": {"message", "type", "param", "cod
 `openai` SDK reads into its exception (`param`, `code`, `type`), with the status codes it maps:
 - a validation failure (openjev's 422, token budgets included) is a 400 `invalid_request_error`
   whose `param` names the first offending field as OpenAI writes it (`questions[1].choices`,
-  `input[0].content[2].image_url`) and whose `code` is the failure's type (`too_long`, `missing`, ...);
+  `input[0].content[2].image_url`) and whose `code` is the failure's type (`too_long`, `missing`, ...):
+  a field the request may not hold is OpenAI's `unknown_parameter` ("Unknown parameter: 'images'."
+  for pydantic's `extra_forbidden`), one it cannot honour `unsupported_parameter`;
   pydantic's union tags in a location (`string`, `parts`, a part's or question's `type`) are dropped;
 - a token budget over is OpenAI's context overflow: code `context_length_exceeded`, its message
   opening "Input tokens exceed the configured limit of N tokens." and saying the "maximum context
@@ -40,6 +42,8 @@ UNION_TAGS = frozenset(
 #: Names of union members wherever they stand: a string-or-parts field's, a choice value's.
 MEMBER_NAMES = frozenset({"string", "parts", "str", "bool"})
 TYPES = {400: "invalid_request_error", 429: "rate_limit_error"}
+#: Codes whose message is OpenAI's own sentence, which names the field itself.
+NAMING_CODES = frozenset({"unknown_parameter", "unsupported_parameter"})
 
 
 def openai_path(loc: Sequence[str | int]) -> list[str | int]:
@@ -82,9 +86,13 @@ def openai_error(status: int, body: Any) -> tuple[int, dict[str, Any]]:
             loc = entry.get("loc", [])
             param = param_of(openai_path(loc[1:] if loc[:1] == ["body"] else loc))
             if param not in seen:
-                seen[param] = entry.get("msg", "invalid value")
-                codes.append(entry.get("type", "invalid_value"))
-        message = "; ".join(f"{param}: {msg}" if param else msg for param, msg in seen.items())
+                code, text = entry.get("type", "invalid_value"), entry.get("msg", "invalid value")
+                if code == "extra_forbidden":
+                    code, text = "unknown_parameter", f"Unknown parameter: '{param}'."
+                # OpenAI's own wording names the field already.
+                seen[param] = text if code in NAMING_CODES or not param else f"{param}: {text}"
+                codes.append(code)
+        message = "; ".join(seen.values())
         first = next(iter(seen))
         if codes[0] == CONTEXT_LENGTH_EXCEEDED:
             # OpenAI's opening for an input over the model's limit, which clients match to trim and retry.

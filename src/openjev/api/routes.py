@@ -30,12 +30,13 @@ from openjev.affinity import caller_key
 from openjev.answering.evaluation import Evaluation
 from openjev.api.docs import REFERENCE_PAGE, swagger_ui_page
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HEALTH_RESPONSES, retry_after_headers
-from openjev.api.limits import box_limits, image_limits, token_limits
+from openjev.api.limits import box_limits, image_limits, route_limits, token_limits
 from openjev.api.middleware import SYSTEM_ONE_PATH
 from openjev.api.strict_json import StrictJSONRoute
 from openjev.errors import RequestRejected
 from openjev.prompting.budget import LONG_CONTEXT_HEADER
 from openjev.request.assets import asset_sources
+from openjev.request.positional_images import ImagePlaces, with_positional_images
 from openjev.request.schema import SystemOneRequest, SystemOneResponse
 from openjev.request.validation import check_request
 from openjev.service import Runtime, Service
@@ -190,8 +191,14 @@ async def answer_request(
 ) -> Response:
     """`POST /v1/systemone` once its body is a valid request of `body_bytes` bytes (from the route,
     or from `api.fast_path`); `receive` reports a client that leaves; `parts`: a multipart body's
-    image parts by name; `long_context`: the request sent the long-context header."""
-    answered = await evaluate_request(body, body_bytes, receive, service, runtime, parts, long_context=long_context)
+    image parts by name; `long_context`: the request sent the long-context header. Its `images` list
+    shows before the state (`request/positional_images.py`)."""
+    places = ImagePlaces()
+    try:
+        jev = with_positional_images(body, places)
+        answered = await evaluate_request(jev, body_bytes, receive, service, runtime, parts, long_context=long_context)
+    except RequestRejected as error:
+        raise places.rejected(error) from None
     return Response(status_code=499) if answered is None else answer_response(answered)
 
 
@@ -249,6 +256,7 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
         "max_choice_options": settings.max_choice_options,
         "max_score_levels": settings.max_score_levels,
         "max_body_bytes": settings.max_body_bytes,
+        "routes": route_limits(settings),
         "images": image_limits(settings, current is not None, service.backend.vision),
         "boxes": box_limits(current.engine.boxes if current else None),
         **token_limits(settings, service.backend.context_length if current else None),

@@ -156,7 +156,8 @@ class PromptImages:
         forged = self._forged_markup(request)
         if forged:
             raise RequestRejected(forged)
-        return self.preparer.prepare(sources)
+        low = frozenset(key for key, asset in (request.assets or {}).items() if asset.detail == "low")
+        return self.preparer.prepare(sources, low)
 
     def marks(self, safe: Mapping[str, ImageInput]) -> ImageMarks | None:
         """The placeholders' marks of a request's images made safe by `prepare` (None: no images)."""

@@ -1,9 +1,15 @@
 """OpenAI's Decisions API on the wire (`POST /v1/decisions`, the `openai` 3.57.0 SDK's types): the request
 and the answer, and OpenAI's error envelope.
 
-The models follow `openai/types/decision_create_params.py` and `decision.py` field by field (unknown
-request fields are ignored, as the SDK forwards caller extras); `decisions.py` translates a request onto
-the Jev request that `/v1/systemone` answers.
+The models follow `openai/types/decision_create_params.py` and `decision.py` field by field; every
+field the SDK sends is accepted and any other is refused, never ignored: a field OpenAI's generation
+endpoints take and this one cannot honour (`UNSUPPORTED`: `temperature`, `stream`, `tools`, ...) is a
+pydantic error of type `unsupported_parameter` at that field, any other unknown field (a Jev-style
+`criteria` on a predicate, an `images` list) an `extra_forbidden` one, which `api/openai_errors.py`
+writes as OpenAI's `unknown_parameter`. OpenAI's counts are enforced here, each message in the words
+clients look for: 1 to 200 questions, 2 to 255 options per choice, 2 to 10 levels per score (128
+images per request: `decisions.py`). `decisions.py` translates a request onto the Jev request that
+`/v1/systemone` answers.
 """
 
 from __future__ import annotations
@@ -11,8 +17,29 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, StrictStr, Tag
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StrictBool,
+    StrictStr,
+    Tag,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic.json_schema import SkipJsonSchema
+
+from openjev.request.decision_limits import (
+    MAX_CHOICES,
+    MAX_LEVELS,
+    MAX_QUESTIONS,
+    MIN_CHOICES,
+    MIN_LEVELS,
+    UNSUPPORTED,
+    counted,
+    refused_if_set,
+)
 
 #: The model name OpenAI's SDK documents; accepted (with OPENJEV_OPENAI_MODEL_ALIASES) for the served model.
 OPENAI_MODEL = "gpt-6-luna"
@@ -25,7 +52,7 @@ IMAGE_TYPES = {"image/png": "png", "image/jpeg": "jpeg", "image/jpg": "jpeg"}
 
 
 class _Wire(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
 
 def _string_or_parts(value: Any) -> str | None:
@@ -229,9 +256,14 @@ class ChoiceListQuestion(_Wire):
 
     type: Literal["choice"]
     instructions: Instructions  # type: ignore[valid-type]
-    #: OpenAI's least is 2 (the Jev contract takes 1); the most is OPENJEV_MAX_CHOICE_OPTIONS.
-    choices: list[ChoiceOption] = Field(..., min_length=2)
+    #: OpenAI's 2 to 255 (the Jev contract takes 1); OPENJEV_MAX_CHOICE_OPTIONS may lower the most.
+    choices: list[ChoiceOption] = Field(..., json_schema_extra={"minItems": MIN_CHOICES, "maxItems": MAX_CHOICES})
     name: str | None = None
+
+    @field_validator("choices")
+    @classmethod
+    def _options_per_choice(cls, choices: list[ChoiceOption]) -> list[ChoiceOption]:
+        return counted(choices, MIN_CHOICES, MAX_CHOICES, "options per choice")
 
 
 class ScoreLevelsQuestion(_Wire):
@@ -239,8 +271,13 @@ class ScoreLevelsQuestion(_Wire):
 
     type: Literal["score"]
     instructions: Instructions  # type: ignore[valid-type]
-    levels: list[ScoreLevel] = Field(..., min_length=2)
+    levels: list[ScoreLevel] = Field(..., json_schema_extra={"minItems": MIN_LEVELS, "maxItems": MAX_LEVELS})
     name: str | None = None
+
+    @field_validator("levels")
+    @classmethod
+    def _levels_per_score(cls, levels: list[ScoreLevel]) -> list[ScoreLevel]:
+        return counted(levels, MIN_LEVELS, MAX_LEVELS, "levels per score")
 
 
 DecisionQuestion = _tagged({"predicate": PredicateQuestion, "choice": ChoiceListQuestion, "score": ScoreLevelsQuestion})
@@ -257,13 +294,33 @@ class DecisionRequest(_Wire):
         ..., description="Text, or an ordered list of messages, tool calls and tool outputs."
     )
     questions: list[DecisionQuestion] = Field(  # type: ignore[valid-type]
-        ..., min_length=1, max_length=400, description="Predicate, choice or score questions, answered in order."
+        ...,
+        json_schema_extra={"minItems": 1, "maxItems": MAX_QUESTIONS},
+        description="Predicate, choice or score questions, answered in order.",
     )
     prompt_cache_key: str | None = Field(
         None, description="Names the conversation: requests with the same key are served from the same cache."
     )
     prompt_cache_options: PromptCacheOptions | None = Field(None, description="Accepted; openjev caches prefixes.")
     safety_identifier: str | None = Field(None, max_length=128, description="Accepted and not stored.")
+    # Declared only to refuse them by name (`UNSUPPORTED`), and hidden from the schema.
+    temperature: SkipJsonSchema[Any] = None
+    top_p: SkipJsonSchema[Any] = None
+    stream: SkipJsonSchema[Any] = None
+    tools: SkipJsonSchema[Any] = None
+    tool_choice: SkipJsonSchema[Any] = None
+    max_output_tokens: SkipJsonSchema[Any] = None
+    reasoning: SkipJsonSchema[Any] = None
+
+    @field_validator("questions")
+    @classmethod
+    def _questions_per_request(cls, questions: list[Any]) -> list[Any]:
+        return counted(questions, 1, MAX_QUESTIONS, "questions per request")
+
+    @field_validator(*UNSUPPORTED)
+    @classmethod
+    def _unsupported(cls, value: Any, info: ValidationInfo) -> Any:
+        return refused_if_set(value, str(info.field_name))
 
 
 # -- the translation ------------------------------------------------------------------------------

@@ -16,17 +16,19 @@ plus what it takes to answer in OpenAI's shape and to name OpenAI's fields in er
 - Images (`input_image` in a user message, a tool output or a question's instructions) must be data
   URLs of PNG or JPEG; each becomes an image asset whose placeholder stands where the part was, so
   the asset rules (`assets.py`: a text-only model, counts, sizes) and the image preparation are
-  `/v1/systemone`'s own. A remote URL is refused: openjev fetches nothing.
+  `/v1/systemone`'s own. A remote URL is refused: openjev fetches nothing. `detail: "low"` shows the
+  image within 512x512 pixels (`images.py`); `high`, `auto` and `original` within OPENJEV_MAX_IMAGE_PIXELS.
 - `questions` (a list, answered in order) become a map keyed by position (`"0"`, `"1"`, ...), never
   shown to the model. A predicate is a noul with only instructions. A choice's options are keyed by
   position and described by their value's text (or their description), so the model sees what a
   `/v1/systemone` choice with the same names shows; a boolean and a string of the same text in one
-  question are shown as JSON (`true` and `"true"`), so the model tells them apart. A score level is
+  question are shown as JSON (`true` and `"true"`), so the model tells them apart, and such a value
+  keeps that text before its description (`"true": Yes`). A score level is
   shown as its label, or `label: description`. Instruction parts are joined like content parts.
 - Where a check of the Jev request names a field (`Issue.loc`), `Translation.openai_loc` names the
   OpenAI field it came from (e.g. `("questions", "1", "criteria")` → `questions[1].choices`).
 - `input_json` data is bounded as OpenAI bounds it: 32 container levels, 10,000 values, 256 KiB of
-  compact JSON.
+  compact JSON; a request holds at most 128 images (`decision_limits.py`), the 129th named.
 """
 
 from __future__ import annotations
@@ -39,12 +41,14 @@ from typing import Any
 import orjson
 
 from openjev.errors import Issue, Loc, RequestRejected
+from openjev.request.decision_limits import MAX_IMAGES
 from openjev.request.decision_schema import (
     IMAGE_TYPES,
     JSON_MAX_BYTES,
     JSON_MAX_DEPTH,
     JSON_MAX_VALUES,
     ChoiceListQuestion,
+    ChoiceOption,
     ChoiceValue,
     CustomToolCall,
     CustomToolCallOutput,
@@ -151,7 +155,8 @@ class _Translator:
         """The placeholder that shows `part`'s image where it stands."""
         image_format, payload = data_url_image(part.image_url, (*loc, "image_url"))
         key = f"<openjev-image-{self.nonce}-{len(self.assets)}>"
-        self.assets[key] = Asset(type="image", format=image_format, data_base64=payload)  # type: ignore[arg-type]
+        detail = "low" if part.detail == "low" else None
+        self.assets[key] = Asset(type="image", format=image_format, data_base64=payload, detail=detail)  # type: ignore[arg-type]
         self.places[("assets", key)] = loc
         self.first_image = self.first_image or loc
         return key
@@ -231,11 +236,8 @@ class _Translator:
                     raise _refused((*loc, "choices", position, "value"), f"the choice {value!r} is listed twice")
                 seen.add((type(value), value))
                 self.places[(*jev, "criteria", str(position))] = (*loc, "choices", position)
-            shown = choice_texts(values)
-            criteria: dict[str, FreeForm | None] = {
-                str(position): text if option.description is None else option.description
-                for position, (option, text) in enumerate(zip(question.choices, shown, strict=True))
-            }
+            lines = choice_lines(question.choices)
+            criteria: dict[str, FreeForm | None] = {str(position): line for position, line in enumerate(lines)}
             choice = ChoiceQuestion(type="choice", instructions=instructions, criteria=criteria)
             return choice, AskedQuestion(question.name, values=values)
         self.places[(*jev, "criteria")] = (*loc, "levels")
@@ -249,15 +251,39 @@ class _Translator:
         )
 
 
+def _plain(value: ChoiceValue) -> str:
+    return render_value(value) if isinstance(value, str) else ("true" if value else "false")
+
+
+def clashing(values: Sequence[ChoiceValue]) -> list[bool]:
+    """Per value: whether a boolean and a string of this question read as its text."""
+    kinds: dict[str, set[type]] = {}
+    for value in values:
+        kinds.setdefault(_plain(value), set()).add(type(value))
+    return [len(kinds[_plain(value)]) > 1 for value in values]
+
+
 def choice_texts(values: Sequence[ChoiceValue]) -> list[str]:
     """How each choice value is shown: its text; a boolean and a string that read the same are
     both shown as JSON (`true`, `"true"`), so the model tells them apart."""
-    texts = [render_value(value) if isinstance(value, str) else ("true" if value else "false") for value in values]
-    clashing = {text for text, value in zip(texts, values, strict=True) if isinstance(value, bool)} & {
-        text for text, value in zip(texts, values, strict=True) if isinstance(value, str)
-    }
-    pairs = zip(texts, values, strict=True)
-    return [orjson.dumps(value).decode() if text in clashing else text for text, value in pairs]
+    return [
+        orjson.dumps(value).decode() if clash else _plain(value)
+        for value, clash in zip(values, clashing(values), strict=True)
+    ]
+
+
+def choice_lines(options: Sequence[ChoiceOption]) -> list[str]:
+    """Each choice as the model sees it: its text (`choice_texts`), or its description; a value shown as
+    JSON keeps that text before its description (`"true": Yes`), so two such values stay apart whatever
+    their descriptions say."""
+    values = [option.value for option in options]
+    lines = []
+    for option, text, clash in zip(options, choice_texts(values), clashing(values), strict=True):
+        if option.description is None:
+            lines.append(text)
+        else:
+            lines.append(f"{text}: {option.description}" if clash else option.description)
+    return lines
 
 
 def user_parts(translator: _Translator, items: list[Any]) -> list[dict[str, Any]] | None:
@@ -290,6 +316,9 @@ def translate(body: DecisionRequest) -> Translation:
         asked.append(about)
     translator.places[("questions",)] = ("questions",)
     translator.places[("assets",)] = translator.first_image or ("input",)
+    if len(translator.assets) > MAX_IMAGES:
+        past = translator.places[("assets", list(translator.assets)[MAX_IMAGES])]
+        raise _refused(past, f"at most {MAX_IMAGES} images per request, got {len(translator.assets)}", "too_long")
     request = SystemOneRequest(model=body.model, state=state, questions=questions, assets=translator.assets or None)
     return Translation(request, tuple(asked), translator.places)
 

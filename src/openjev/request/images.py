@@ -24,7 +24,9 @@ Contract, for the bytes of one image asset (`ImagePreparer.prepare`):
   re-tokenizing the whole prompt; a PNG keeps openjev's ids); it is named by its sha256 in every
   cache downstream.
 Each refusal is an `ImageRefused` whose message says why; `ImagePreparer` reports it as a 422 naming
-`["assets", KEY]`. A repeated image (the same sha256 of its bytes as sent) is prepared once and kept
+`["assets", KEY]`. An asset of low detail is resized within LOW_DETAIL_PIXELS (512x512) instead of
+OPENJEV_MAX_IMAGE_PIXELS, where that is smaller. A repeated image (the same sha256 of its bytes as
+sent, at the same pixel budget) is prepared once and kept
 in a byte-bounded LRU (OPENJEV_IMAGE_CACHE_BYTES), shared by the preparation threads.
 """
 
@@ -53,6 +55,8 @@ MAX_ASPECT_RATIO = 200
 WIDE_GRAY_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I", "F"})
 #: 65535 / 255: a 16-bit value to 8 bits.
 WIDE_GRAY_SCALE = 257
+#: An image asked for at low detail (OpenAI's `detail: "low"`, whose budget is about 512x512) is resized within this.
+LOW_DETAIL_PIXELS = 512 * 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,28 +167,31 @@ class ImagePreparer:
         self._entries: OrderedDict[str, ImageInput] = OrderedDict()
         self._lock = threading.Lock()
 
-    def prepare(self, sources: Mapping[str, bytes]) -> dict[str, ImageInput]:
-        """Each asset's image, by key; a `RequestRejected` naming every asset that is refused."""
+    def prepare(self, sources: Mapping[str, bytes], low: frozenset[str] = frozenset()) -> dict[str, ImageInput]:
+        """Each asset's image, by key; a `RequestRejected` naming every asset that is refused. The
+        assets in `low` (low detail) are resized within LOW_DETAIL_PIXELS."""
         images: dict[str, ImageInput] = {}
         issues = []
         for key, data in sources.items():
             try:
-                images[key] = self._one(data)
+                images[key] = self._one(
+                    data, min(self.max_pixels, LOW_DETAIL_PIXELS) if key in low else self.max_pixels
+                )
             except ImageRefused as error:
                 issues.append(Issue(("assets", key), str(error), "image_invalid"))
         if issues:
             raise RequestRejected(issues)
         return images
 
-    def _one(self, data: bytes) -> ImageInput:
-        digest = hashlib.sha256(data).hexdigest()
+    def _one(self, data: bytes, max_pixels: int) -> ImageInput:
+        digest = hashlib.sha256(data).hexdigest() + ("" if max_pixels == self.max_pixels else f"@{max_pixels}")
         with self._lock:
             found = self._entries.get(digest)
             if found is not None:
                 self._entries.move_to_end(digest)
                 self.hits += 1
                 return found
-        image = make_safe(data, max_pixels=self.max_pixels, max_source_pixels=self.max_source_pixels)
+        image = make_safe(data, max_pixels=max_pixels, max_source_pixels=self.max_source_pixels)
         cost = len(image.png) + 256
         with self._lock:
             if cost <= self.capacity_bytes and digest not in self._entries:

@@ -12,6 +12,7 @@ import json
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.json_schema import SkipJsonSchema
 
 from openjev.examples import support_ticket
 
@@ -92,6 +93,20 @@ class Asset(BaseModel):
     part: str | None = Field(
         None, description="In a multipart request, the name of the part holding the image; data_base64 is ignored."
     )
+    # Extension, kept out of the official schema: `low` shows the image within 512x512 pixels (the detail of
+    # an `images` item or an OpenAI `input_image`); else within OPENJEV_MAX_IMAGE_PIXELS.
+    detail: SkipJsonSchema[Literal["auto", "low", "high"] | None] = None
+
+
+class ImageURL(BaseModel):
+    """An image as the chat APIs write one: its URL (a base64 data URL here), and how closely to look."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    url: str = Field(..., description="data:image/png;base64,... or data:image/jpeg;base64,...")
+    detail: Literal["auto", "low", "high"] | None = Field(
+        None, description="`low` shows the image within 512x512 pixels; else within OPENJEV_MAX_IMAGE_PIXELS."
+    )
 
 
 class SystemOneRequest(BaseModel):
@@ -107,6 +122,12 @@ class SystemOneRequest(BaseModel):
         description="Images keyed by a placeholder; wherever a string of the state, of a question's instructions "
         "or of its criteria holds the placeholder, the model sees the image there. A vision model only: a "
         "text-only deployment refuses them (422 naming `assets`).",
+    )
+    images: list[str | ImageURL] | None = Field(
+        None,
+        description="Extension (SGLang's and Ollama's `/v1/systemone`): images shown before the state, in order, "
+        'each a base64 data URL, bare base64, or `{"url", "detail"}`; image assets in every other way '
+        "(a vision model only; a refusal names `images[i]`).",
     )
 
 

@@ -80,15 +80,16 @@ def _walked_issues(value: Any, loc: Loc) -> list[Issue]:
     return []
 
 
-def _count_issues(loc: Loc, count: int, most: int, what: str, unit: str) -> list[Issue]:
+def _count_issues(loc: Loc, count: int, most: int, unit: str, setting: str) -> list[Issue]:
     """A question's criteria count outside [1, most], named at its criteria (the official schema's least is
-    one: its one option or level is answered with probability 1, `answers.py`)."""
+    one: its one option or level is answered with probability 1, `answers.py`), in the words clients and
+    routers look for ("1 to 64 levels per score, got 65")."""
     if 1 <= count <= most:
         return []
     return [
         Issue(
             (*loc, "criteria"),
-            f"{what} needs 1 to {most} {unit}, got {count}",
+            f"1 to {most} {unit}, got {count}" + (f" ({setting})" if count > most else ""),
             "too_short" if count < 1 else "too_long",
             {"min_length": 1, "max_length": most, "actual_length": count},
         )
@@ -120,7 +121,8 @@ def check_request(request: SystemOneRequest, settings: Settings, boxes: bool = F
         issues.append(
             Issue(
                 ("questions",),
-                f"at most {settings.max_questions} questions per request, got {len(request.questions)}",
+                f"1 to {settings.max_questions} questions per request, got {len(request.questions)} "
+                "(OPENJEV_MAX_QUESTIONS)",
                 "too_long",
                 {"max_length": settings.max_questions, "actual_length": len(request.questions)},
             )
@@ -139,11 +141,11 @@ def check_request(request: SystemOneRequest, settings: Settings, boxes: bool = F
             if not _present(question.instructions) and not described:
                 issues.append(Issue(loc, "a noul question needs instructions or a described true/false outcome"))
         elif isinstance(question, ChoiceQuestion):
+            most = settings.max_choice_options
             issues += _count_issues(
-                loc, len(question.criteria), settings.max_choice_options, "a choice question", "options"
+                loc, len(question.criteria), most, "options per choice", "OPENJEV_MAX_CHOICE_OPTIONS"
             )
         elif isinstance(question, ScoreQuestion):
-            issues += _count_issues(
-                loc, len(question.criteria), settings.max_score_levels, "a score question", "levels"
-            )
+            most = settings.max_score_levels
+            issues += _count_issues(loc, len(question.criteria), most, "levels per score", "OPENJEV_MAX_SCORE_LEVELS")
     return issues
