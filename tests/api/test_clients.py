@@ -86,7 +86,7 @@ def test_langchain_openai_decisions_answers_as_the_openai_sdk_does(server, offic
     assert department.probabilities == pytest.approx({p.value: p.probability for p in choice.probabilities}, abs=1e-9)
     assert response.predicates["urgent"].probability == pytest.approx(predicate.probability, abs=1e-9)
     assert response.scores["frustration"].score == pytest.approx(score.score, abs=1e-9)
-    assert response.model == "Qwen/Qwen3.6-35B-A3B" and response.usage.input_tokens > 0
+    assert response.model == "gpt-6-luna" and response.usage.input_tokens > 0
 
 
 def test_langchain_openai_decisions_sends_an_image_message(vision_stack):
@@ -125,7 +125,7 @@ def test_typesafe_eval_include_images_reads_the_documents_images(vision_stack, t
     assert run.returncode in (0, 1), run.stdout + run.stderr  # 1: a content gate failed; 3: an API error
     (result,) = json.loads(run.stdout)
     assert result["images_evaluated"] == 1 and result["api_calls"] >= 1 and not result["mock"]
-    assert result["model"] == "Qwen/Qwen3.6-35B-A3B" and result["usage"]["input_tokens"] > 0
+    assert result["model"] == "gpt-6-luna" and result["usage"]["input_tokens"] > 0
     assert any("image_data" in call for call in image_calls(fake, before))
 
 
