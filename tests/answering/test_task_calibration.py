@@ -84,7 +84,7 @@ def test_out_of_fold_calibration_beats_a_biased_readout_on_held_out_examples() -
         logits = rng.normal(0, 1.0, 3)
         truth = np.exp(logits) / np.exp(logits).sum()
         gold.append(int(rng.choice(3, p=truth)))
-        biased = np.exp(logits + [2.0, 0, 0])
+        biased = np.exp(logits + np.array([2.0, 0.0, 0.0]))
         distributions.append(list(biased / biased.sum()))
     groups = [None] * len(gold)
     before = tc.quality(distributions, gold, groups)
