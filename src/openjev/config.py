@@ -11,7 +11,7 @@ import shlex
 from pathlib import Path
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from openjev.options import (
     QUESTION_TYPES,
@@ -23,6 +23,7 @@ from openjev.options import (
     ImageTransfer,
     ScoreLabels,
 )
+from openjev.task_settings import TaskSettings
 
 #: The SDKs' default model name; always accepted as an alias of the served model.
 COMPAT_MODEL_ALIAS = "jev-latest"
@@ -32,7 +33,7 @@ DEFAULT_SGLANG_VERSION = "0.5.19"
 DEFAULT_SERVED_MODEL_NAME = "Qwen/Qwen3.6-35B-A3B"
 
 
-class Settings(BaseSettings):
+class Settings(TaskSettings):
     model_config = SettingsConfigDict(env_prefix="OPENJEV_", extra="ignore")
 
     # What is served.

@@ -1,0 +1,57 @@
+"""A question with worked examples in its criteria, in the object form Jev documents.
+
+Each label's criteria entry becomes `{"what": <its description>, "examples": [<state>, ...]}` (no
+`what` where the question gave none: a null choice description, a noul side left out), so:
+
+- choice: `{"billing": {"what": "...", "examples": [...]}, "sales": {"examples": [...]}}`;
+- noul: `{"true": {"what": "...", "examples": [...]}, "false": {...}}` (a side with no examples and
+  no description stays out);
+- score: `[{"what": "Calm", "examples": [...]}, ...]`, one entry per level.
+
+A label with no examples keeps its entry as it was. `pick` chooses the examples: the first
+`per_label` of each label among the allowed ones, in the order given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from openjev.request.schema import ChoiceQuestion, FreeForm, NoulCriteria, NoulQuestion
+from openjev.request.task_schema import TaskQuestion
+
+
+def pick(gold: Sequence[int], allowed: Sequence[int], labels: int, per_label: int) -> list[list[int]]:
+    """Per label, the first `per_label` example indices among `allowed` whose gold is that label."""
+    chosen: list[list[int]] = [[] for _ in range(labels)]
+    for index in allowed:
+        if len(chosen[gold[index]]) < per_label:
+            chosen[gold[index]].append(index)
+    return chosen
+
+
+def _entry(description: FreeForm | None, examples: list[FreeForm]) -> FreeForm | None:
+    if not examples:
+        return description
+    entry: dict[str, Any] = {} if description is None else {"what": description}
+    return {**entry, "examples": examples}
+
+
+def worked_question(question: TaskQuestion, examples: Sequence[list[FreeForm]]) -> TaskQuestion:
+    """`question` with `examples[i]` (states of label i) in label i's criteria entry (module doc)."""
+    if isinstance(question, ChoiceQuestion):
+        criteria = {
+            name: _entry(description, list(states))
+            for (name, description), states in zip(question.criteria.items(), examples, strict=True)
+        }
+        return question.model_copy(update={"criteria": criteria, "x_task": None})
+    if isinstance(question, NoulQuestion):
+        sides = question.criteria or NoulCriteria()
+        entries = {
+            side: _entry(getattr(sides, side), list(states))
+            for side, states in zip(("true", "false"), examples, strict=True)
+        }
+        criteria = NoulCriteria(**{side: value for side, value in entries.items() if value is not None})
+        return question.model_copy(update={"criteria": criteria, "x_task": None})
+    levels = [_entry(level, list(states)) for level, states in zip(question.criteria, examples, strict=True)]
+    return question.model_copy(update={"criteria": levels, "x_task": None})
