@@ -94,7 +94,7 @@ class RunningOpenJev:
         return self.log_path.read_text(errors="replace")
 
     def client(self, **kwargs: object) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=30, **kwargs)  # type: ignore[arg-type]
+        return httpx.Client(base_url=self.url, **{"timeout": 30, **kwargs})  # type: ignore[arg-type]
 
 
 def eventually(condition: Callable[[], object], timeout: float = 5.0, interval: float = 0.02) -> bool:
