@@ -37,7 +37,13 @@ from openjev.answering.task_store import FORMAT, question_json, task_id
 from openjev.answering.worked_examples import pick, worked_question
 from openjev.config import Settings
 from openjev.errors import Issue, RequestRejected
-from openjev.request.task_schema import TaskRequest, label_index, label_names, question_request
+from openjev.request.task_schema import (
+    TaskRequest,
+    canonical_examples,
+    label_index,
+    label_names,
+    question_request,
+)
 
 #: Given a request, its answers by question id (the path any request takes).
 Answer = Callable[[Any], Awaitable[dict[str, dict[str, Any]]]]
@@ -111,7 +117,7 @@ async def fit_task(task: TaskRequest, settings: Settings, model: str, answer: An
     states = [example.state for example in task.examples]
     shown = pick(gold, range(len(gold)), len(labels), chosen)
     worked = worked_question(task.question, [[states[j] for j in indices] for indices in shown])
-    examples = [example.model_dump(mode="json") for example in task.examples]
+    examples = canonical_examples(task)
     return {
         "format": FORMAT,
         "id": task_id(task.question, examples, model),

@@ -25,7 +25,7 @@ from openjev.api.routes import AUTHORIZED, ClientDisconnected, RuntimeDep, Servi
 from openjev.api.strict_json import StrictJSONRoute
 from openjev.errors import RequestRejected
 from openjev.request.schema import SystemOneRequest
-from openjev.request.task_schema import TaskRequest, check_task
+from openjev.request.task_schema import TaskRequest, canonical_examples, check_task
 
 TASKS_PATH = "/v1/tasks"
 router = APIRouter(route_class=StrictJSONRoute)
@@ -65,7 +65,7 @@ async def create_task(body: TaskRequest, request: Request, service: ServiceDep, 
     if issues:
         raise RequestRejected(issues)
     model = runtime.served_model_name
-    examples = [example.model_dump(mode="json") for example in body.examples]
+    examples = canonical_examples(body)
     existing = service.tasks.get(task_id(body.question, examples, model))
     if existing is not None:
         return JSONResponse(public(existing), status_code=200)

@@ -15,7 +15,7 @@ Every issue names its field (`examples.3.label`), as the other 422s do.
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -70,6 +70,20 @@ def label_index(question: TaskQuestion, label: str | int | bool) -> int | None:
         return None
     level = int(label) if isinstance(label, int) or label.strip().isdecimal() else -1
     return level if 0 <= level < len(question.criteria) else None
+
+
+def canonical_examples(task: TaskRequest) -> list[dict[str, Any]]:
+    """The examples with each label written as its label name (`true`, an option's name, `"2"`), so a
+    label spelled another way (`yes`, `2`) is the same content; a checked task only."""
+    names = label_names(task.question)
+    rows = []
+    for example in task.examples:
+        index = label_index(task.question, example.label)
+        if index is None:
+            raise ValueError("canonical_examples: every label must be the question's (check_task first)")
+        row = {"state": example.state, "label": names[index]}
+        rows.append(row if example.pair is None else {**row, "pair": example.pair})
+    return rows
 
 
 def question_request(question: TaskQuestion, state: FreeForm, model: str = COMPAT_MODEL_ALIAS) -> SystemOneRequest:
