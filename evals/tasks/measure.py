@@ -1,10 +1,12 @@
-"""`uv run python -m evals.tasks.measure --url URL`: what a task adds with 1, 5 and 20 examples per label.
+"""`uv run python -m evals.tasks.measure --url URL --out FILE`: what a task's calibration adds with 1, 5
+and 20 labelled examples per label.
 
-Fits one task per count on the training pairs (`data.items(45, seed=1)`, the first N of each label),
-then asks every held-out item (`data.items(30, seed=2)`, 60 items in 30 contrastive pairs) the plain
-question and the question naming each task, in one request. Prints accuracy (Wilson 95%), pair
-accuracy, Brier, ECE and each task's accuracy minus the plain one (paired bootstrap 95%), and writes
-them as JSON (`--out`).
+Every training item (`data.items(45, seed=1)`) and held-out item (`data.items(TEST_PAIRS, seed=2)`,
+contrastive pairs) is read once with the plain question. For N in 1, 5, 20 the calibration is fitted
+as `POST /v1/tasks` fits it with no worked examples (`task_calibration.fit` on the first N training
+items of each label) and applied to the held-out readouts, exactly what a request naming that task
+gets. Prints and writes (JSON) accuracy (Wilson 95%), pair accuracy, Brier, ECE, the share of each
+chosen option, and each N's accuracy minus the plain readout's (paired bootstrap 95%).
 """
 
 from __future__ import annotations
@@ -18,44 +20,56 @@ from typing import Any
 import httpx
 
 from evals.tasks import data
-from openjev.answering.task_calibration import quality
+from openjev.answering.task_calibration import fit, quality
 from openjev.quality import metrics
 
 COUNTS = (1, 5, 20)
+TEST_PAIRS = 30
 LABELS = list(data.QUESTION["criteria"])
 
 
-def fit(http: httpx.Client, count: int) -> dict[str, Any]:
-    started = time.perf_counter()
-    examples = data.per_label(data.items(45, seed=1), count)
-    response = http.post("/v1/tasks", json={"question": data.QUESTION, "examples": examples})
+def readout(http: httpx.Client, state: str) -> list[float]:
+    body = {"model": "jev-latest", "state": state, "questions": {"q": data.QUESTION}}
+    response = http.post("/v1/systemone", json=body)
     response.raise_for_status()
-    return {**response.json(), "fit_seconds": time.perf_counter() - started}
+    probabilities = response.json()["answers"]["q"]["probabilities"]
+    return [probabilities[label] for label in LABELS]
 
 
-def ask(http: httpx.Client, row: dict[str, Any], tasks: dict[int, str]) -> dict[str, Any]:
-    questions = {"plain": data.QUESTION} | {f"t{n}": {**data.QUESTION, "x_task": tid} for n, tid in tasks.items()}
-    response = http.post("/v1/systemone", json={"model": "jev-latest", "state": row["state"], "questions": questions})
-    response.raise_for_status()
-    return response.json()["answers"]
-
-
-def summarise(answers: list[dict[str, Any]], test: list[dict[str, Any]], tasks: dict[int, str]) -> dict[str, Any]:
+def scored(distributions: list[list[float]], test: list[dict[str, Any]], plain_right: list[bool]) -> dict[str, Any]:
     gold = [LABELS.index(row["label"]) for row in test]
-    groups = [row["pair"] for row in test]
-    rows: dict[str, Any] = {}
-    plain_right = [a["plain"]["choice"] == row["label"] for a, row in zip(answers, test, strict=True)]
-    for name in ["plain", *(f"t{n}" for n in tasks)]:
-        distributions = [[a[name]["probabilities"][label] for label in LABELS] for a in answers]
-        rows[name] = quality(distributions, gold, groups)
-        right = [a[name]["choice"] == row["label"] for a, row in zip(answers, test, strict=True)]
-        shares = {label: sum(a[name]["choice"] == label for a in answers) / len(answers) for label in LABELS}
-        rows[name]["chosen_shares"] = shares
-        if name != "plain":
-            comparison = metrics.paired_bootstrap(plain_right, right)
-            rows[name]["minus_plain"] = {"difference": comparison.difference, "ci95": list(comparison.ci95)}
-    rows["gold_shares"] = {label: sum(row["label"] == label for row in test) / len(test) for label in LABELS}
-    return rows
+    row = quality(distributions, gold, [item["pair"] for item in test])
+    top = [max(range(len(LABELS)), key=lambda i, d=d: (d[i], -i)) for d in distributions]
+    row["chosen_shares"] = {label: top.count(index) / len(top) for index, label in enumerate(LABELS)}
+    comparison = metrics.paired_bootstrap(plain_right, [t == g for t, g in zip(top, gold, strict=True)])
+    row["minus_plain"] = {"difference": comparison.difference, "ci95": list(comparison.ci95)}
+    return row
+
+
+def measure(url: str) -> dict[str, Any]:
+    train, test = data.items(45, seed=1), data.items(TEST_PAIRS, seed=2)
+    started = time.perf_counter()
+    with httpx.Client(base_url=url, timeout=900) as http:
+        train_readouts = [readout(http, row["state"]) for row in data.per_label(train, max(COUNTS))]
+        test_readouts = [readout(http, row["state"]) for row in test]
+    seconds = time.perf_counter() - started
+    chosen_train = data.per_label(train, max(COUNTS))
+    gold = [LABELS.index(row["label"]) for row in test]
+    plain_right = [
+        max(range(len(LABELS)), key=lambda i, d=d: (d[i], -i)) == g for d, g in zip(test_readouts, gold, strict=True)
+    ]
+    result: dict[str, Any] = {"url": url, "test_items": len(test), "readout_seconds": seconds}
+    result["gold_shares"] = {label: sum(row["label"] == label for row in test) / len(test) for label in LABELS}
+    result["plain"] = scored(test_readouts, test, plain_right)
+    for count in COUNTS:
+        indices = [chosen_train.index(row) for row in data.per_label(chosen_train, count)]
+        calibration = fit(
+            [train_readouts[i] for i in indices], [LABELS.index(chosen_train[i]["label"]) for i in indices]
+        )
+        calibrated = [calibration.apply(d) for d in test_readouts]
+        result[f"task_{count}"] = scored(calibrated, test, plain_right)
+        result[f"task_{count}"]["calibration"] = {"biases": calibration.biases, "temperature": calibration.temperature}
+    return result
 
 
 def main() -> None:
@@ -63,33 +77,18 @@ def main() -> None:
     parser.add_argument("--url", required=True)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    test = data.items(30, seed=2)
-    with httpx.Client(base_url=args.url, timeout=3600) as http:
-        fitted = {count: fit(http, count) for count in COUNTS}
-        tasks = {count: task["id"] for count, task in fitted.items()}
-        started = time.perf_counter()
-        answers = [ask(http, row, tasks) for row in test]
-        ask_seconds = time.perf_counter() - started
-    result = {
-        "test_items": len(test),
-        "tasks": {
-            str(n): {k: task[k] for k in ("id", "worked_examples_per_label", "calibration", "report", "fit_seconds")}
-            for n, task in fitted.items()
-        },
-        "held_out": summarise(answers, test, tasks),
-        "ask_seconds": ask_seconds,
-    }
+    result = measure(args.url)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
-    for name, row in result["held_out"].items():
-        if name == "gold_shares":
-            continue
+    for name in ["plain", *(f"task_{count}" for count in COUNTS)]:
+        row = result[name]
         low, high = row["accuracy_ci95"]
         pairs = row["pairs"]["pair_accuracy"] if row["pairs"] else float("nan")
-        diff = row.get("minus_plain")
-        extra = f" {diff['difference']:+.3f} [{diff['ci95'][0]:+.3f}, {diff['ci95'][1]:+.3f}]" if diff else ""
-        figures = f"pairs {pairs:.3f} brier {row['brier']:.3f} ece {row['ece']:.3f}"
-        print(f"{name}: acc {row['accuracy']:.3f} [{low:.3f}, {high:.3f}] {figures}{extra}")
+        diff = row["minus_plain"]
+        print(
+            f"{name}: acc {row['accuracy']:.3f} [{low:.3f}, {high:.3f}] pairs {pairs:.3f} brier {row['brier']:.3f} "
+            f"ece {row['ece']:.3f} vs plain {diff['difference']:+.3f} [{diff['ci95'][0]:+.3f}, {diff['ci95'][1]:+.3f}]"
+        )
 
 
 if __name__ == "__main__":

@@ -24,11 +24,17 @@ from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HttpError
 from openjev.api.routes import AUTHORIZED, ClientDisconnected, RuntimeDep, ServiceDep, evaluate_request
 from openjev.api.strict_json import StrictJSONRoute
 from openjev.errors import RequestRejected
-from openjev.request.schema import SystemOneRequest
+from openjev.request.schema import ErrorResponse, SystemOneRequest
 from openjev.request.task_schema import TaskRequest, canonical_examples, check_task
 
 TASKS_PATH = "/v1/tasks"
 router = APIRouter(route_class=StrictJSONRoute)
+NOT_FOUND = {404: {"model": ErrorResponse, "description": "No task with this id (`not_found`)."}}
+FIT_RESPONSES = {
+    201: {"description": "The task, fitted now (its document without the examples)."},
+    200: {"description": "The same content was fitted before: that task, not fitted again."},
+    **ERROR_RESPONSES,
+}
 
 
 def public(task: Task) -> dict[str, Any]:
@@ -58,7 +64,11 @@ def _known(store: TaskStore, identifier: str) -> Task:
 
 
 @router.post(
-    TASKS_PATH, responses=ERROR_RESPONSES, dependencies=AUTHORIZED, summary="Learn a question from labelled states"
+    TASKS_PATH,
+    status_code=201,
+    responses=FIT_RESPONSES,
+    dependencies=AUTHORIZED,
+    summary="Learn a question from labelled states",
 )
 async def create_task(body: TaskRequest, request: Request, service: ServiceDep, runtime: RuntimeDep) -> Response:
     issues = check_task(body, service.settings)
@@ -91,7 +101,9 @@ async def list_tasks(service: ServiceDep) -> dict[str, Any]:
     return {"tasks": [summary(task) for task in service.tasks.all()]}
 
 
-@router.get(TASKS_PATH + "/{task_id}", responses=ERROR_RESPONSES, dependencies=AUTHORIZED, summary="One task")
+@router.get(
+    TASKS_PATH + "/{task_id}", responses=AUTH_RESPONSES | NOT_FOUND, dependencies=AUTHORIZED, summary="One task"
+)
 async def get_task(task_id: str, service: ServiceDep) -> dict[str, Any]:
     return public(_known(service.tasks, task_id))
 
