@@ -46,14 +46,14 @@ def scored(distributions: list[list[float]], test: list[dict[str, Any]], plain_r
     return row
 
 
-def measure(url: str) -> dict[str, Any]:
-    train, test = data.items(45, seed=1), data.items(TEST_PAIRS, seed=2)
+def measure(url: str, counts: tuple[int, ...] = COUNTS, test_pairs: int = TEST_PAIRS) -> dict[str, Any]:
+    train, test = data.items(45, seed=1), data.items(test_pairs, seed=2)
     started = time.perf_counter()
     with httpx.Client(base_url=url, timeout=900) as http:
-        train_readouts = [readout(http, row["state"]) for row in data.per_label(train, max(COUNTS))]
+        train_readouts = [readout(http, row["state"]) for row in data.per_label(train, max(counts))]
         test_readouts = [readout(http, row["state"]) for row in test]
     seconds = time.perf_counter() - started
-    chosen_train = data.per_label(train, max(COUNTS))
+    chosen_train = data.per_label(train, max(counts))
     gold = [LABELS.index(row["label"]) for row in test]
     plain_right = [
         max(range(len(LABELS)), key=lambda i, d=d: (d[i], -i)) == g for d, g in zip(test_readouts, gold, strict=True)
@@ -61,7 +61,7 @@ def measure(url: str) -> dict[str, Any]:
     result: dict[str, Any] = {"url": url, "test_items": len(test), "readout_seconds": seconds}
     result["gold_shares"] = {label: sum(row["label"] == label for row in test) / len(test) for label in LABELS}
     result["plain"] = scored(test_readouts, test, plain_right)
-    for count in COUNTS:
+    for count in counts:
         indices = [chosen_train.index(row) for row in data.per_label(chosen_train, count)]
         calibration = fit(
             [train_readouts[i] for i in indices], [LABELS.index(chosen_train[i]["label"]) for i in indices]
@@ -76,11 +76,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--url", required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--counts", default=",".join(map(str, COUNTS)), help="examples per label, comma-separated")
+    parser.add_argument("--test-pairs", type=int, default=TEST_PAIRS)
     args = parser.parse_args()
-    result = measure(args.url)
+    counts = tuple(int(count) for count in args.counts.split(","))
+    result = measure(args.url, counts, args.test_pairs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
-    for name in ["plain", *(f"task_{count}" for count in COUNTS)]:
+    for name in ["plain", *(f"task_{count}" for count in counts)]:
         row = result[name]
         low, high = row["accuracy_ci95"]
         pairs = row["pairs"]["pair_accuracy"] if row["pairs"] else float("nan")
