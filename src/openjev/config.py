@@ -125,6 +125,8 @@ class Settings(BaseSettings):
     max_questions: int = Field(64, ge=1, description="Questions per request.")
     max_choice_options: int = Field(255, ge=2, le=255, description="Options per choice question.")
     max_score_levels: int = Field(64, ge=2, le=255, description="Levels per score question.")
+    max_examples_per_option: int = Field(32, ge=0, description="Worked examples in a {what, examples} entry.")
+    max_example_bytes: int = Field(16384, ge=1, description="UTF-8 bytes of text in one worked example.")
     max_body_bytes: int = Field(2 * 1024 * 1024, ge=1024, description="Request body size, after decompression.")
     max_input_tokens: int = Field(
         32768, ge=16, description="Tokens per question branch, including its one output token."
