@@ -22,6 +22,7 @@ from openjev.options import (
     Frontend,
     ImageTransfer,
     ScoreLabels,
+    WorkedExamples,
 )
 
 #: The SDKs' default model name; always accepted as an alias of the served model.
@@ -145,9 +146,7 @@ class Settings(BaseSettings):
         "own: image work never takes a text request's preparation slot).",
     )
     image_preparation_queue: int = Field(
-        8,
-        ge=0,
-        description="Requests with images that wait for an image preparation slot; more get 529.",
+        8, ge=0, description="Requests with images that wait for an image preparation slot; more get 529."
     )
     inline_preparation_bytes: int = Field(
         16 * 1024,
@@ -155,8 +154,7 @@ class Settings(BaseSettings):
         description="A request that brings at most this many bytes of new text (its decoded body; for a chat "
         "or text state that extends or repeats one prepared before, its new messages with the template's markup "
         "around each, and every question's texts) is prepared on the event loop, in a preparation slot: handing "
-        "it to a worker thread costs more than "
-        "preparing it; 0: every request on a worker thread.",
+        "it to a worker thread costs more than preparing it; 0: every request on a worker thread.",
     )
     # Image assets (a vision backend only; request/images.py).
     max_images: int = Field(8, ge=1, description="Image assets per request.")
@@ -237,6 +235,7 @@ class Settings(BaseSettings):
     answer_cue_score: AnswerCue | None = Field(
         None, description="The answer cue of score questions; unset: OPENJEV_ANSWER_CUE."
     )
+    worked_examples: WorkedExamples = Field(WorkedExamples.block, description="Worked examples as `block` or `lines`.")
     score_labels: ScoreLabels = Field(
         ScoreLabels.letters,
         description="Score questions: label the levels `letters` (A, B, ...) or `digits` (1, 2, ...; rubrics of "

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from tokenizers import Tokenizer
+
+from tests.fake_sglang import FakeSGLang
 
 ROUTES = ["/v1/systemone", "/api/alpha/decisions"]
 TICKET = "I was charged twice for my subscription this month."
@@ -69,3 +72,26 @@ def test_an_object_with_other_keys_stays_a_plain_description(http):
     plain = {"what": "Payments", "examples": ["Refund me"], "owner": "finance"}
     response = ask(http, routing(plain))
     assert response.status_code == 200, response.text
+
+
+@pytest.fixture(scope="module")
+def tokenizer(qwen_tokenizer_dir):
+    return Tokenizer.from_file(str(qwen_tokenizer_dir / "tokenizer.json"))
+
+
+def prompts_of(fake: FakeSGLang, tokenizer: Tokenizer, since: int) -> list[str]:
+    calls = fake.generate_calls[since:]
+    return [tokenizer.decode(call["body"]["input_ids"], skip_special_tokens=False) for call in calls]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_the_model_reads_each_example_beside_its_options_letter_not_the_json(stack, http, tokenizer, route):
+    _, fake = stack
+    since = len(fake.generate_calls)
+    billing = {"what": "Payments and refunds", "examples": ["Please refund my order."]}
+    response = ask(http, routing(billing), route)
+    assert response.status_code == 200, response.text
+    prompt = next(text for text in prompts_of(fake, tokenizer, since) if "Which team?" in text)
+    assert "A: Payments and refunds\nB: sales" in prompt
+    assert "Example: Please refund my order.\nAnswer: A\n" in prompt
+    assert '"examples"' not in prompt and '"what"' not in prompt
