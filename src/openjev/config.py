@@ -22,6 +22,7 @@ from openjev.options import (
     Frontend,
     ImageTransfer,
     ScoreLabels,
+    WorkedExamples,
 )
 from openjev.task_settings import TaskSettings
 
@@ -126,6 +127,8 @@ class Settings(TaskSettings):
     max_questions: int = Field(64, ge=1, description="Questions per request.")
     max_choice_options: int = Field(255, ge=2, le=255, description="Options per choice question.")
     max_score_levels: int = Field(64, ge=2, le=255, description="Levels per score question.")
+    max_examples_per_option: int = Field(32, ge=0, description="Worked examples in a {what, examples} entry.")
+    max_example_bytes: int = Field(16384, ge=1, description="UTF-8 bytes of text in one worked example.")
     max_body_bytes: int = Field(2 * 1024 * 1024, ge=1024, description="Request body size, after decompression.")
     max_input_tokens: int = Field(
         32768, ge=16, description="Tokens per question branch, including its one output token."
@@ -144,9 +147,7 @@ class Settings(TaskSettings):
         "own: image work never takes a text request's preparation slot).",
     )
     image_preparation_queue: int = Field(
-        8,
-        ge=0,
-        description="Requests with images that wait for an image preparation slot; more get 529.",
+        8, ge=0, description="Requests with images that wait for an image preparation slot; more get 529."
     )
     inline_preparation_bytes: int = Field(
         16 * 1024,
@@ -154,8 +155,7 @@ class Settings(TaskSettings):
         description="A request that brings at most this many bytes of new text (its decoded body; for a chat "
         "or text state that extends or repeats one prepared before, its new messages with the template's markup "
         "around each, and every question's texts) is prepared on the event loop, in a preparation slot: handing "
-        "it to a worker thread costs more than "
-        "preparing it; 0: every request on a worker thread.",
+        "it to a worker thread costs more than preparing it; 0: every request on a worker thread.",
     )
     # Image assets (a vision backend only; request/images.py).
     max_images: int = Field(8, ge=1, description="Image assets per request.")
@@ -236,6 +236,7 @@ class Settings(TaskSettings):
     answer_cue_score: AnswerCue | None = Field(
         None, description="The answer cue of score questions; unset: OPENJEV_ANSWER_CUE."
     )
+    worked_examples: WorkedExamples = Field(WorkedExamples.block, description="Worked examples as `block` or `lines`.")
     score_labels: ScoreLabels = Field(
         ScoreLabels.letters,
         description="Score questions: label the levels `letters` (A, B, ...) or `digits` (1, 2, ...; rubrics of "
