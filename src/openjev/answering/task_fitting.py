@@ -3,9 +3,10 @@
 1. The examples are cut into k folds (OPENJEV_TASK_FOLDS, fewer with fewer examples; a contrastive
    pair stays in one fold: `task_calibration.folds`).
 2. Each example's state is asked, in one request through the same path as any request's (`answer`),
-   the question with w = 0, 1, …, W worked examples per label (OPENJEV_TASK_WORKED_EXAMPLES = W)
-   taken from the *other* folds (`worked_examples.pick`), as questions `w0`, `w1`, …: one shared
-   prefix, W + 1 readouts. So every readout is held out: its state is never among its own examples.
+   the question with w = 0, 1, …, W worked examples per label (OPENJEV_TASK_WORKED_EXAMPLES = W, at
+   most OPENJEV_MAX_EXAMPLES_PER_OPTION) taken from the *other* folds (`task_examples.pick`; a state
+   over OPENJEV_MAX_EXAMPLE_BYTES is never one), as questions `w0`, `w1`, …: one shared prefix,
+   W + 1 readouts. So every readout is held out: its state is never among its own examples.
 3. For each w: the readouts scored as they are (`before`), and calibrated out of fold (`after`,
    `task_calibration.out_of_fold`): accuracy with its Wilson interval, pair accuracy, Brier, ECE.
    The calibration is adopted for that w when its held-out Brier score is no worse than before.
@@ -33,8 +34,8 @@ from openjev.answering.task_calibration import (
     out_of_fold,
     quality,
 )
+from openjev.answering.task_examples import pick, showable, worked_question
 from openjev.answering.task_store import FORMAT, question_json, task_id
-from openjev.answering.worked_examples import pick, worked_question
 from openjev.config import Settings
 from openjev.errors import Issue, RequestRejected
 from openjev.request.task_schema import (
@@ -51,8 +52,11 @@ Answer = Callable[[Any], Awaitable[dict[str, dict[str, Any]]]]
 CONCURRENT_READOUTS = 4
 
 
-async def _readouts(task: TaskRequest, gold: list[int], cut: list[list[int]], counts: int, answer: Answer) -> list:
-    """Per example, its distributions at w = 0..counts-1 worked examples per label (module doc, step 2)."""
+async def _readouts(
+    task: TaskRequest, gold: list[int], cut: list[list[int]], counts: int, shown: list[bool], answer: Answer
+) -> list:
+    """Per example, its distributions at w = 0..counts-1 worked examples per label (module doc, step 2);
+    `shown`: which states may be worked examples."""
     fold_of = {index: number for number, fold in enumerate(cut) for index in fold}
     labels = len(label_names(task.question))
     states = [example.state for example in task.examples]
@@ -62,7 +66,7 @@ async def _readouts(task: TaskRequest, gold: list[int], cut: list[list[int]], co
         allowed = [other for other in range(len(states)) if fold_of[other] != fold_of[index]]
         questions = {
             f"w{w}": worked_question(
-                task.question, [[states[j] for j in chosen] for chosen in pick(gold, allowed, labels, w)]
+                task.question, [[states[j] for j in chosen] for chosen in pick(gold, allowed, labels, w, shown)]
             )
             for w in range(counts)
         }
@@ -108,15 +112,17 @@ async def fit_task(task: TaskRequest, settings: Settings, model: str, answer: An
         raise ValueError("fit_task: every label must be the question's (check_task first)")
     groups = [example.pair for example in task.examples]
     cut = folds(len(gold), settings.task_folds, groups)
-    per_example = await _readouts(task, gold, cut, settings.task_worked_examples + 1, answer)
+    shown = showable([example.state for example in task.examples], settings.max_example_bytes)
+    counts = min(settings.task_worked_examples, settings.max_examples_per_option) + 1
+    per_example = await _readouts(task, gold, cut, counts, shown, answer)
     table = _score(per_example, gold, groups, cut)
     chosen = _choose(table)
     labels = label_names(task.question)
     fitted = fit([readouts[chosen] for readouts in per_example], gold)
     applied = fitted if table[chosen]["calibration_adopted"] else LabelCalibration.identity(len(labels))
     states = [example.state for example in task.examples]
-    shown = pick(gold, range(len(gold)), len(labels), chosen)
-    worked = worked_question(task.question, [[states[j] for j in indices] for indices in shown])
+    picked = pick(gold, range(len(gold)), len(labels), chosen, shown)
+    worked = worked_question(task.question, [[states[j] for j in indices] for indices in picked])
     examples = canonical_examples(task)
     return {
         "format": FORMAT,

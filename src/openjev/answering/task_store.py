@@ -3,7 +3,7 @@
 A task is one JSON document (`FORMAT`), the same whatever the backend (SGLang or embedded): what was
 posted (`question`, `examples`), the served model it was fitted for (`model`), the question as it is
 asked (`worked_question`: the question with its chosen worked examples in the criteria,
-`worked_examples.py`), its `calibration` (per-label `biases` and `temperature`,
+`task_examples.py`), its `calibration` (per-label `biases` and `temperature`,
 `task_calibration.py`) and the fit's `report`. Its id is a hash of the canonical content (the
 question, the examples and the model), so the same content is the same task.
 
