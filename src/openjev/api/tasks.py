@@ -32,7 +32,10 @@ router = APIRouter(route_class=StrictJSONRoute)
 NOT_FOUND = {404: {"model": ErrorResponse, "description": "No task with this id (`not_found`)."}}
 FIT_RESPONSES = {
     201: {"description": "The task, fitted now (its document without the examples)."},
-    200: {"description": "The same content was fitted before: that task, not fitted again."},
+    200: {
+        "description": "The same content was fitted before: that task, not fitted again.",
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    },
     **ERROR_RESPONSES,
 }
 
@@ -108,7 +111,13 @@ async def get_task(task_id: str, service: ServiceDep) -> dict[str, Any]:
     return public(_known(service.tasks, task_id))
 
 
-@router.delete(TASKS_PATH + "/{task_id}", responses=ERROR_RESPONSES, dependencies=AUTHORIZED, summary="Remove a task")
+@router.delete(
+    TASKS_PATH + "/{task_id}",
+    status_code=204,
+    responses=AUTH_RESPONSES | NOT_FOUND,
+    dependencies=AUTHORIZED,
+    summary="Remove a task",
+)
 async def delete_task(task_id: str, service: ServiceDep) -> Response:
     _known(service.tasks, task_id)
     service.tasks.delete(task_id)
