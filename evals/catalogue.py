@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from evals import jev_dev, mmlu
+from evals import jev_dev, mmlu, worked_examples
 
 
 def register_all() -> None:
     mmlu.register()
     jev_dev.register()
+    worked_examples.register()

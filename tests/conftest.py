@@ -94,7 +94,7 @@ class RunningOpenJev:
         return self.log_path.read_text(errors="replace")
 
     def client(self, **kwargs: object) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=30, **kwargs)  # type: ignore[arg-type]
+        return httpx.Client(base_url=self.url, **{"timeout": 30, **kwargs})  # type: ignore[arg-type]
 
 
 def eventually(condition: Callable[[], object], timeout: float = 5.0, interval: float = 0.02) -> bool:
@@ -128,7 +128,8 @@ def launch_openjev(
     """Start `openjev serve` as a real process and wait until it answers (and is ready, if asked)."""
     port = free_port()
     log_path = log_dir / f"openjev-{port}.log"
-    environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    # Tasks a test fits stay in its own directory, never in the user's cache.
+    environment = {**os.environ, "PYTHONUNBUFFERED": "1", "OPENJEV_TASKS_DIR": str(log_dir / "tasks"), **(env or {})}
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(
             [sys.executable, "-m", "openjev", "serve", "--host", "127.0.0.1", "--port", str(port), *args],

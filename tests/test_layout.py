@@ -21,7 +21,7 @@ HARNESS = "evals.harness"
 
 LAYERS: list[tuple[str, ...]] = [
     # Foundation: what every stage may use.
-    ("errors", "options", "config", "calibration", "examples", "metrics", "affinity"),
+    ("errors", "options", "config", "calibration", "examples", "metrics", "affinity", "quality", "task_settings"),
     # The request's journey, in order, each stage a package.
     ("request",),
     ("prompting",),

@@ -31,12 +31,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evals.harness import metrics, registry
+from evals.harness import registry
 from evals.harness.report import ECE_BINS
 from evals.harness.runs import read_run
 from evals.harness.variants import scored
 from openjev.answering.answers import PROBABILITY_FLOOR, sharpen
 from openjev.calibration import FORMAT, MAX_TEMPERATURE, MIN_TEMPERATURE, bucket_of, parse_calibration
+from openjev.quality import metrics
 
 MIN_ITEMS = 20
 SEARCH_STEPS = 80

@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evals.harness import metrics
 from evals.harness.runs import ANSWER_SETTINGS, read_meta
 from evals.harness.variants import read_scored
+from openjev.quality import metrics
 
 DRAWS = 10_000
 SEED = 0

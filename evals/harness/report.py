@@ -6,7 +6,7 @@ Contract: reads only DIR/run.json and DIR/results.jsonl (runs.py); the suite nam
 (registry.py) writes DIR/report.json and DIR/report.md (and its figures). Every report starts with
 `run_identity` (suite, description, URL, protocol, dataset sha256, answering models, what the
 harness could not read from the server: `server_unread`, runs.py) and states
-accuracies as `accuracy_of` does: n, accuracy and its 95% Wilson interval (metrics.py).
+accuracies as `metrics.accuracy_of` does: n, accuracy and its 95% Wilson interval (metrics.py).
 """
 
 from __future__ import annotations
@@ -17,20 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evals.harness import metrics, registry
+from evals.harness import registry
 from evals.harness.runs import UNREAD, read_meta
 
 ECE_BINS = 10
-
-
-def accuracy_of(flags: Sequence[bool]) -> dict[str, Any]:
-    """n, accuracy and its 95% Wilson interval."""
-    right = sum(flags)
-    return {
-        "n": len(flags),
-        "accuracy": right / len(flags),
-        "accuracy_ci95": list(metrics.wilson_interval(right, len(flags))),
-    }
 
 
 def run_identity(meta: dict[str, Any], answered: Sequence[dict[str, Any]]) -> dict[str, Any]:

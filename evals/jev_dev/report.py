@@ -29,10 +29,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evals.harness import metrics
-from evals.harness.report import accuracy_of, run_identity, write_json_and_markdown
+from evals.harness.report import run_identity, write_json_and_markdown
 from evals.harness.runs import ANSWER_SETTINGS, UNREAD, read_run
 from evals.jev_dev.variants import TYPES, NotDerivable, jev_variant_records, served_corrections
+from openjev.quality import metrics
 
 #: The offline variants reported (variants.py); each is scored where the readouts allow it.
 VARIANTS = ("reverse", "cc", "reverse+cc", "score:cc", "score:reverse+cc,noul:cc")
@@ -113,7 +113,7 @@ def figures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         members = [record for record in records if record["type"] == kind]
         if members:
             by_type[kind] = {
-                **accuracy_of([record["choice"] == record["gold"] for record in members]),
+                **metrics.accuracy_of([record["choice"] == record["gold"] for record in members]),
                 "nll": metrics.nll([record["probabilities"][record["gold"]] for record in members]),
             }
     facts: dict[str, list[bool]] = {}
@@ -122,10 +122,10 @@ def figures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     nouls = [record for record in records if record["type"] == "noul"]
     score, confusion = score_figures(records)
     return {
-        **accuracy_of(correct),
+        **metrics.accuracy_of(correct),
         "uniform_accuracy": sum(1 / len(record["probabilities"]) for record in records) / len(records),
         "by_type": by_type,
-        "by_fact": {fact: accuracy_of(flags) for fact, flags in sorted(facts.items())},
+        "by_fact": {fact: metrics.accuracy_of(flags) for fact, flags in sorted(facts.items())},
         "score": score,
         "score_confusion": confusion,
         "noul": {

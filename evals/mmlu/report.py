@@ -7,7 +7,7 @@ at least `suite`, `n`, `errors`, `accuracy`, `accuracy_ci95`, `nll`, `brier`, `e
 reliability bins, mean top probability - accuracy, automate@1/5/10% error, the predicted and gold
 letter histograms, latency percentiles and token usage; for a thinking-tier run (`--model`), `thinking`:
 the escalated share and reasoning tokens p50/p95 (over the escalated items). Metric definitions:
-evals/harness/metrics.py.
+src/openjev/quality/metrics.py.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evals.harness import metrics
-from evals.harness.report import ECE_BINS, accuracy_of, run_identity, write_json_and_markdown
+from evals.harness.report import ECE_BINS, run_identity, write_json_and_markdown
 from evals.harness.runs import read_run
 from evals.mmlu.variants import VARIANTS, has_shifts, variant_records
+from openjev.quality import metrics
 
 AUTOMATE_TARGETS = (0.01, 0.05, 0.10)
 
@@ -30,7 +30,7 @@ def per_subject(answered: Sequence[dict[str, Any]], correct: Sequence[bool]) -> 
     subjects: dict[str, list[bool]] = {}
     for record, ok in zip(answered, correct, strict=True):
         subjects.setdefault(record["subject"], []).append(ok)
-    return {subject: accuracy_of(flags) for subject, flags in sorted(subjects.items())}
+    return {subject: metrics.accuracy_of(flags) for subject, flags in sorted(subjects.items())}
 
 
 def automation(top: Sequence[float], correct: Sequence[bool]) -> dict[str, dict[str, float | None]]:
@@ -43,7 +43,7 @@ def quality(answered: Sequence[dict[str, Any]]) -> dict[str, Any]:
     correct = [record["choice"] == record["gold"] for record in answered]
     top = [max(record["probabilities"].values()) for record in answered]
     return {
-        **accuracy_of(correct),
+        **metrics.accuracy_of(correct),
         "nll": metrics.nll([record["probabilities"].get(record["gold"], 0.0) for record in answered]),
         "brier": metrics.brier([record["probabilities"] for record in answered], [r["gold"] for r in answered]),
         "ece": metrics.ece(top, correct, ECE_BINS),
@@ -80,7 +80,7 @@ def build_report(meta: dict[str, Any], answered: Sequence[dict[str, Any]], error
         raise ValueError("no answered items to report on")
     correct = [record["choice"] == record["gold"] for record in answered]
     top = [max(record["probabilities"].values()) for record in answered]
-    overall = accuracy_of(correct)
+    overall = metrics.accuracy_of(correct)
     latencies = [record["latency_s"] for record in answered]
     usage = [record.get("usage") or {} for record in answered]
     tokens = {key: sum(entry.get(key, 0) for entry in usage) for key in ("input_tokens", "output_tokens")}

@@ -1,4 +1,4 @@
-"""The `openjev` command: serve the API, print its OpenAPI schema, smoke-test a deployment."""
+"""The `openjev` command: serve the API, print its OpenAPI schema, smoke-test a deployment, fit tasks."""
 
 import inspect
 import json
@@ -143,6 +143,49 @@ def smoke(
     typer.echo(report.summary())
     if not report.ok:
         raise typer.Exit(1)
+
+
+tasks_app = typer.Typer(no_args_is_help=True, help="Tasks: a recurring question learned from labelled examples.")
+app.add_typer(tasks_app, name="tasks")
+
+
+def _question(value: str) -> Any:
+    """The question as inline JSON, or the path of a JSON file holding it."""
+    try:
+        return json.loads(Path(value).read_text() if not value.lstrip().startswith("{") else value)
+    except (OSError, json.JSONDecodeError) as error:
+        message = f"not a JSON question or a readable JSON file: {error}"
+        raise typer.BadParameter(message, param_hint="--question") from None
+
+
+@tasks_app.command("fit")
+def tasks_fit(
+    file: Annotated[
+        Path, typer.Argument(help="Labelled states: JSONL (state, label, pair) or CSV with those columns.")
+    ],
+    question: Annotated[str, typer.Option(help="The question (noul, choice or score) as JSON, or a JSON file.")],
+    url: Annotated[
+        str | None, typer.Option(help="A running openjev to fit on (POST /v1/tasks); default: the embedded model here.")
+    ] = None,
+    api_key: Annotated[str | None, typer.Option(envvar="OPENJEV_API_KEY", help="Bearer key of --url.")] = None,
+    json_file: Annotated[Path | None, typer.Option("--json", help="Also write the task as JSON here.")] = None,
+) -> None:
+    """Fit a task from a file of labelled states and print its held-out report; exit 1 if it is refused."""
+    from openjev.api.task_client import post_embedded, post_remote, report_lines
+    from openjev.request.labelled_files import LabelledFileError, read_labelled
+
+    try:
+        body = {"question": _question(question), "examples": read_labelled(file)}
+    except LabelledFileError as error:
+        raise typer.BadParameter(str(error), param_hint="FILE") from None
+    response = post_remote(url, body, api_key) if url else post_embedded(load_settings(), body)
+    if response.status_code not in (200, 201):
+        typer.echo(f"openjev: the task was refused ({response.status_code}): {response.text}", err=True)
+        raise typer.Exit(1)
+    task = response.json()
+    if json_file is not None:
+        json_file.write_text(json.dumps(task, indent=1, ensure_ascii=False))
+    typer.echo("\n".join(report_lines(task)))
 
 
 def main() -> None:  # pragma: no cover

@@ -11,7 +11,7 @@ import shlex
 from pathlib import Path
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from openjev.options import (
     QUESTION_TYPES,
@@ -22,7 +22,9 @@ from openjev.options import (
     Frontend,
     ImageTransfer,
     ScoreLabels,
+    WorkedExamples,
 )
+from openjev.task_settings import TaskSettings
 
 #: The SDKs' default model name; always accepted as an alias of the served model.
 COMPAT_MODEL_ALIAS = "jev-latest"
@@ -32,7 +34,7 @@ DEFAULT_SGLANG_VERSION = "0.5.19"
 DEFAULT_SERVED_MODEL_NAME = "Qwen/Qwen3.6-35B-A3B"
 
 
-class Settings(BaseSettings):
+class Settings(TaskSettings):
     model_config = SettingsConfigDict(env_prefix="OPENJEV_", extra="ignore")
 
     # What is served.
@@ -126,6 +128,8 @@ class Settings(BaseSettings):
     max_questions: int = Field(200, ge=1, description="Questions per request, on every route.")
     max_choice_options: int = Field(255, ge=2, le=255, description="Options per choice question, on every route.")
     max_score_levels: int = Field(64, ge=2, le=255, description="Levels per score (/v1/decisions: 10 at most).")
+    max_examples_per_option: int = Field(32, ge=0, description="Worked examples in a {what, examples} entry.")
+    max_example_bytes: int = Field(16384, ge=1, description="UTF-8 bytes of text in one worked example.")
     max_body_bytes: int = Field(2 * 1024 * 1024, ge=1024, description="Request body size, after decompression.")
     max_input_tokens: int = Field(32768, ge=16, description="Tokens per question call without the long-context header.")
     max_long_context_tokens: int | None = Field(
@@ -145,9 +149,7 @@ class Settings(BaseSettings):
         "own: image work never takes a text request's preparation slot).",
     )
     image_preparation_queue: int = Field(
-        8,
-        ge=0,
-        description="Requests with images that wait for an image preparation slot; more get 529.",
+        8, ge=0, description="Requests with images that wait for an image preparation slot; more get 529."
     )
     inline_preparation_bytes: int = Field(
         16 * 1024,
@@ -155,8 +157,7 @@ class Settings(BaseSettings):
         description="A request that brings at most this many bytes of new text (its decoded body; for a chat "
         "or text state that extends or repeats one prepared before, its new messages with the template's markup "
         "around each, and every question's texts) is prepared on the event loop, in a preparation slot: handing "
-        "it to a worker thread costs more than "
-        "preparing it; 0: every request on a worker thread.",
+        "it to a worker thread costs more than preparing it; 0: every request on a worker thread.",
     )
     # Image assets (a vision backend only; request/images.py).
     max_images: int = Field(128, ge=1, description="Images per request, on every route.")
@@ -237,6 +238,7 @@ class Settings(BaseSettings):
     answer_cue_score: AnswerCue | None = Field(
         None, description="The answer cue of score questions; unset: OPENJEV_ANSWER_CUE."
     )
+    worked_examples: WorkedExamples = Field(WorkedExamples.block, description="Worked examples as `block` or `lines`.")
     score_labels: ScoreLabels = Field(
         ScoreLabels.letters,
         description="Score questions: label the levels `letters` (A, B, ...) or `digits` (1, 2, ...; rubrics of "

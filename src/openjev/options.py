@@ -29,6 +29,13 @@ class AnswerCue(StrEnum):
     json = "json"
 
 
+class WorkedExamples(StrEnum):
+    """How a criteria entry's worked examples are shown (`prompting/worked_examples.py`)."""
+
+    block = "block"
+    lines = "lines"
+
+
 class ScoreLabels(StrEnum):
     letters = "letters"
     digits = "digits"

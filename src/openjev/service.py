@@ -32,8 +32,9 @@ from typing import Any, TypeVar
 
 from openjev import metrics
 from openjev.answering.answer_settings import answer_settings
+from openjev.answering.task_store import TaskStore
 from openjev.backends.base import Backend
-from openjev.config import COMPAT_MODEL_ALIAS, Settings, served_model_name
+from openjev.config import COMPAT_MODEL_ALIAS, Settings, default_cache_dir, served_model_name
 from openjev.engine import Engine
 from openjev.errors import ModelNotFound, NotReady, Overloaded
 from openjev.prompting.tokenizer import ChatTokenizer
@@ -145,6 +146,8 @@ class Service:
         self.answer_settings = answer_settings(settings)
         self._runtime: Runtime | None = None
         self._on_fatal = on_fatal
+        #: Tasks (`POST /v1/tasks`), read from their directory now: a restart keeps them.
+        self.tasks = TaskStore(settings.tasks_dir or (settings.cache_dir or default_cache_dir()) / "tasks")
 
     @property
     def current(self) -> Runtime | None:

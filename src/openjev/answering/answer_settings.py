@@ -20,6 +20,7 @@ def answer_settings(settings: Settings) -> dict[str, object]:
         "answer_cue": settings.answer_cue.value,
         **{f"answer_cue_{kind}": settings.answer_cue_of(kind).value for kind in QUESTION_TYPES},
         "score_labels": settings.score_labels.value,
+        "worked_examples": settings.worked_examples.value,
         "score_reverse": settings.score_reverse,
         "contextual_calibration": settings.contextual_calibration,
         # The thinking tier's (they change only the answers of requests naming OPENJEV_THINK_MODEL).

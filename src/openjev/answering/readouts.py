@@ -118,17 +118,17 @@ class QuestionViews:
         """The question turn's text in `view` and the label token ids read after it."""
         if isinstance(question, BoxQuestion):
             return box_text(question), self.box_ids
-        labels = self.labels[self.cue(question)]
+        labels, style = self.labels[self.cue(question)], self.settings.worked_examples
         if isinstance(question, NoulQuestion):
-            return noul_text(question), labels.yes_no_ids
+            return noul_text(question, style), labels.yes_no_ids
         count = len(question.criteria)
         if isinstance(question, ChoiceQuestion):
-            return choice_text(question, labels.option_labels[:count], view), labels.option_label_ids[:count]
+            return choice_text(question, labels.option_labels[:count], view, style), labels.option_label_ids[:count]
         if self.settings.score_labels is ScoreLabels.digits and count <= len(labels.digit_labels):
             names, ids = labels.digit_labels[:count], labels.digit_label_ids[:count]
         else:
             names, ids = labels.option_labels[:count], labels.option_label_ids[:count]
-        return score_text(question, names, reverse=view == REVERSED), ids
+        return score_text(question, names, reverse=view == REVERSED, style=style), ids
 
     def plan(
         self, questions: Mapping[str, AnyQuestion], frame: ConversationFrame, marks: ImageMarks | None

@@ -29,6 +29,7 @@ from openjev.api.fast_path import SystemOneFastPath
 from openjev.api.middleware import DECISIONS_PATH, ApiKeyMiddleware, RequestIdMiddleware, StatusMetricsMiddleware
 from openjev.api.openai_errors import OpenAIErrorEnvelope
 from openjev.api.routes import router
+from openjev.api.tasks import router as tasks_router
 from openjev.api.workers import worker_pool
 from openjev.backends.base import Backend
 from openjev.config import Settings
@@ -69,6 +70,7 @@ def create_app(
     app.include_router(router)
     app.include_router(catalog_router)
     app.include_router(decisions_router)
+    app.include_router(tasks_router)
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC_DIR), name="static")
     install_error_handlers(app, settings.retry_after)
     app.add_middleware(SystemOneFastPath, service=service, retry_after=settings.retry_after)

@@ -28,6 +28,7 @@ from starlette.types import Receive
 from openjev import __version__, metrics
 from openjev.affinity import caller_key
 from openjev.answering.evaluation import Evaluation
+from openjev.answering.task_store import calibrated, use_tasks
 from openjev.api.docs import REFERENCE_PAGE, swagger_ui_page
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HEALTH_RESPONSES, retry_after_headers
 from openjev.api.limits import box_limits, image_limits, route_limits, token_limits
@@ -218,7 +219,9 @@ async def evaluate_request(
     `conversation`: the caller's name for its conversation, which keys the data-parallel rank in place
     of the prompt's opening. Images are decoded in an image slot, never on the event loop."""
     runtime.check_model(body.model)
-    issues = check_request(body, service.settings, runtime.engine.boxes.accepted)
+    settings = service.settings
+    body, tasks = use_tasks(body, service.tasks, runtime.served_model_name, settings.task_match_questions)
+    issues = check_request(body, settings, runtime.engine.boxes.accepted)
     if issues:
         raise RequestRejected(issues)
     images = asset_sources(body, parts, service.settings, vision=runtime.engine.images.vision is not None)
@@ -241,6 +244,8 @@ async def evaluate_request(
     except ClientDisconnected:
         return None
     metrics.REQUEST_SECONDS.observe(time.perf_counter() - started)
+    if tasks:
+        evaluation = replace(evaluation, answers=calibrated(evaluation.answers, tasks, settings.confidence))
     # The thinking tier answers under its own name, so a client sees which tier answered.
     name = body.model if body.model == service.settings.think_model else runtime.served_model_name
     return Answered(evaluation, prepared_at - started, name)

@@ -40,7 +40,9 @@ from typing import Any
 
 from openjev.affinity import common_prefix_length
 from openjev.errors import Issue, Loc, RequestRejected
+from openjev.options import WorkedExamples
 from openjev.prompting.tokenizer import ChatTokenizer, Segment
+from openjev.prompting.worked_examples import entry_lines, example_block
 from openjev.request.schema import BoxQuestion, ChoiceQuestion, FreeForm, NoulQuestion, ScoreQuestion, render_value
 
 ANSWER_CUES = {"plain": "Answer:\n", "json": '{"answer": "'}
@@ -182,48 +184,51 @@ def state_messages(state: FreeForm) -> list[dict[str, Any]]:
     return normalize_messages(*sent_messages(state))
 
 
-def _option_line(label: str, value: FreeForm) -> str:
-    return f"{label}: {render_value(value)}"
-
-
-def noul_text(question: NoulQuestion) -> str:
+def noul_text(question: NoulQuestion, style: WorkedExamples = WorkedExamples.block) -> str:
+    """`style`: how worked examples in the criteria are shown (`worked_examples.py`)."""
     lines = []
     if question.instructions is not None:
         lines.append(render_value(question.instructions))
     criteria = question.criteria
-    if criteria is not None and criteria.true is not None:
-        lines.append(f"Yes means: {render_value(criteria.true)}")
-    if criteria is not None and criteria.false is not None:
-        lines.append(f"No means: {render_value(criteria.false)}")
+    sides = [] if criteria is None else [("Yes", criteria.true), ("No", criteria.false)]
+    shown = [(label, None, value) for label, value in sides if value is not None]
+    lines += entry_lines(shown, style, " means: ")
+    lines += example_block(shown, style)
     lines.append("")
     lines.append("Answer Yes or No.")
     return "\n".join(lines)
 
 
-def choice_text(question: ChoiceQuestion, labels: Sequence[str], offset: int = 0) -> str:
+def choice_text(
+    question: ChoiceQuestion, labels: Sequence[str], offset: int = 0, style: WorkedExamples = WorkedExamples.block
+) -> str:
     head = render_value(question.instructions) if question.instructions is not None else "Choose the best option."
     items = list(question.criteria.items())
-    shown = items[offset:] + items[:offset]
-    options = [
-        _option_line(label, name if description is None else description)
-        for label, (name, description) in zip(labels, shown, strict=False)
+    shown = [
+        (label, name, value) for label, (name, value) in zip(labels, items[offset:] + items[:offset], strict=False)
     ]
-    return "\n".join([head, "", "Options:", *options, "", "Answer with the letter of the best option."])
+    options = entry_lines(shown, style)
+    return "\n".join(
+        [head, "", "Options:", *options, *example_block(shown, style), "", "Answer with the letter of the best option."]
+    )
 
 
-def score_text(question: ScoreQuestion, labels: Sequence[str], reverse: bool = False) -> str:
+def score_text(
+    question: ScoreQuestion, labels: Sequence[str], reverse: bool = False, style: WorkedExamples = WorkedExamples.block
+) -> str:
     """The rubric as levels from lowest to highest; `reverse` lists them in reverse order (each level
     keeping its text), exactly as a client sending the reversed rubric would see it."""
     head = render_value(question.instructions) if question.instructions is not None else "Rate the content."
-    shown = question.criteria[::-1] if reverse else question.criteria
-    levels = [_option_line(label, level) for label, level in zip(labels, shown, strict=False)]
+    levels = question.criteria[::-1] if reverse else question.criteria
+    shown = [(label, None, level) for label, level in zip(labels, levels, strict=False)]
     word = "number" if labels and labels[0].isdigit() else "letter"
     return "\n".join(
         [
             head,
             "",
             "Levels, from lowest to highest:",
-            *levels,
+            *entry_lines(shown, style),
+            *example_block(shown, style),
             "",
             f"Answer with the {word} of the level that fits.",
         ]

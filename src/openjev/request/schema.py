@@ -37,6 +37,10 @@ class _Question(BaseModel):
     # The SDK forwards caller extras; unknown keys are ignored rather than rejected.
     model_config = ConfigDict(extra="ignore")
 
+    x_task: str | None = Field(
+        None, description="openjev: a task's id (`POST /v1/tasks`): its worked examples and calibration apply."
+    )
+
 
 class NoulCriteria(BaseModel):
     model_config = ConfigDict(extra="forbid")

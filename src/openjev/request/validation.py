@@ -17,6 +17,7 @@ from openjev.config import Settings
 from openjev.errors import Issue, Loc
 from openjev.request.assets import strings_in
 from openjev.request.schema import BoxQuestion, ChoiceQuestion, NoulQuestion, ScoreQuestion, SystemOneRequest
+from openjev.request.worked_examples import question_issues
 
 
 def _present(value: Any) -> bool:
@@ -148,4 +149,6 @@ def check_request(request: SystemOneRequest, settings: Settings, boxes: bool = F
         elif isinstance(question, ScoreQuestion):
             most = settings.max_score_levels
             issues += _count_issues(loc, len(question.criteria), most, "levels per score", "OPENJEV_MAX_SCORE_LEVELS")
+        if not isinstance(question, BoxQuestion):
+            issues += question_issues(question, loc, settings.max_examples_per_option, settings.max_example_bytes)
     return issues

@@ -1,4 +1,4 @@
-"""Pure metric functions for the answer-quality harness.
+"""Pure metric functions of answer quality: the eval harness's, a task's fit report, `openjev` commands'.
 
 Contract: every function takes plain sequences (one entry per scored item, in any fixed order), never
 reads files or the clock, and is deterministic (the bootstrap too, for a given seed). Probabilities
@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +40,29 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     centre = (p + z * z / (2 * n)) / denominator
     half = z / denominator * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def accuracy_of(flags: Sequence[bool]) -> dict[str, Any]:
+    """n, accuracy k/n and its 95% Wilson interval."""
+    n = _require(flags, "accuracy_of")
+    right = sum(bool(flag) for flag in flags)
+    return {"n": n, "accuracy": right / n, "accuracy_ci95": list(wilson_interval(right, n))}
+
+
+def pair_accuracy(correct: Sequence[bool], groups: Sequence[str | None]) -> dict[str, Any] | None:
+    """Contrastive pairs: the share of groups (items sharing a non-null group id, two or more of them)
+    whose every item is right, with its Wilson interval; None when no group has two items."""
+    if len(groups) != len(correct):
+        raise ValueError("pair_accuracy: one group id per item")
+    members: dict[str, list[bool]] = {}
+    for flag, group in zip(correct, groups, strict=True):
+        if group is not None:
+            members.setdefault(group, []).append(bool(flag))
+    pairs = [all(flags) for flags in members.values() if len(flags) > 1]
+    if not pairs:
+        return None
+    right = sum(pairs)
+    return {"pairs": len(pairs), "pair_accuracy": right / len(pairs), "ci95": list(wilson_interval(right, len(pairs)))}
 
 
 def nll(gold_probabilities: Sequence[float]) -> float:

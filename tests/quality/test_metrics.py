@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from evals.harness import metrics
+from openjev.quality import metrics
 
 
 def test_wilson_interval_by_hand() -> None:
@@ -117,3 +117,21 @@ def test_paired_bootstrap_is_deterministic_and_centred() -> None:
 def test_paired_bootstrap_needs_the_same_items() -> None:
     with pytest.raises(ValueError):
         metrics.paired_bootstrap([True, False], [True])
+
+
+def test_accuracy_of_gives_n_share_and_wilson_interval() -> None:
+    summary = metrics.accuracy_of([True, True, False, True])
+    assert summary["n"] == 4 and summary["accuracy"] == 0.75
+    assert summary["accuracy_ci95"] == pytest.approx(list(metrics.wilson_interval(3, 4)))
+    with pytest.raises(ValueError):
+        metrics.accuracy_of([])
+
+
+def test_pair_accuracy_counts_groups_whose_every_item_is_right() -> None:
+    # Groups a (both right), b (one wrong), c (a single item: no pair), and an ungrouped item.
+    correct = [True, True, True, False, True, False]
+    groups = ["a", "a", "b", "b", "c", None]
+    summary = metrics.pair_accuracy(correct, groups)
+    assert summary is not None
+    assert summary["pairs"] == 2 and summary["pair_accuracy"] == 0.5
+    assert metrics.pair_accuracy([True, False], [None, "x"]) is None

@@ -1,0 +1,65 @@
+"""A task's question with worked examples in its criteria, in the object form Jev documents.
+
+Each label's criteria entry becomes `{"what": <its description>, "examples": [<state>, ...]}`
+(`request.worked_examples.worked_entry`: what a client would send; `what` null where the question gave
+none: a null choice description, a noul side left out), so:
+
+- choice: `{"billing": {"what": "...", "examples": [...]}, "sales": {"what": null, "examples": [...]}}`;
+- noul: `{"true": {"what": "...", "examples": [...]}, "false": {...}}` (a side with no examples and
+  no description stays out);
+- score: `[{"what": "Calm", "examples": [...]}, ...]`, one entry per level.
+
+A label with no examples keeps its entry as it was. `pick` chooses the examples: the first
+`per_label` of each label among the allowed ones, in the order given, leaving out states too long to
+be shown as an example (more than OPENJEV_MAX_EXAMPLE_BYTES of text).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from openjev.request.schema import ChoiceQuestion, FreeForm, NoulCriteria, NoulQuestion
+from openjev.request.sizes import text_bytes
+from openjev.request.task_schema import TaskQuestion
+from openjev.request.worked_examples import worked_entry
+
+
+def pick(
+    gold: Sequence[int], allowed: Sequence[int], labels: int, per_label: int, showable: Sequence[bool]
+) -> list[list[int]]:
+    """Per label, the first `per_label` example indices among `allowed` whose gold is that label and
+    whose state is `showable` (short enough to be a worked example)."""
+    chosen: list[list[int]] = [[] for _ in range(labels)]
+    for index in allowed:
+        if showable[index] and len(chosen[gold[index]]) < per_label:
+            chosen[gold[index]].append(index)
+    return chosen
+
+
+def showable(states: Sequence[FreeForm], most_bytes: int) -> list[bool]:
+    """Whether each state is within OPENJEV_MAX_EXAMPLE_BYTES of text, as a worked example must be."""
+    return [text_bytes(state, most_bytes) <= most_bytes for state in states]
+
+
+def _entry(description: FreeForm | None, examples: list[FreeForm]) -> FreeForm | None:
+    return worked_entry(description, examples) if examples else description
+
+
+def worked_question(question: TaskQuestion, examples: Sequence[list[FreeForm]]) -> TaskQuestion:
+    """`question` with `examples[i]` (states of label i) in label i's criteria entry (module doc)."""
+    if isinstance(question, ChoiceQuestion):
+        criteria = {
+            name: _entry(description, list(states))
+            for (name, description), states in zip(question.criteria.items(), examples, strict=True)
+        }
+        return question.model_copy(update={"criteria": criteria, "x_task": None})
+    if isinstance(question, NoulQuestion):
+        sides = question.criteria or NoulCriteria()
+        entries = {
+            side: _entry(getattr(sides, side), list(states))
+            for side, states in zip(("true", "false"), examples, strict=True)
+        }
+        criteria = NoulCriteria(**{side: value for side, value in entries.items() if value is not None})
+        return question.model_copy(update={"criteria": criteria, "x_task": None})
+    levels = [_entry(level, list(states)) for level, states in zip(question.criteria, examples, strict=True)]
+    return question.model_copy(update={"criteria": levels, "x_task": None})

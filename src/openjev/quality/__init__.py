@@ -1,0 +1,1 @@
+"""Answer quality measured against gold labels: pure metric functions (`metrics`)."""

@@ -1,0 +1,28 @@
+"""The settings of tasks (`POST /v1/tasks`), a part of `config.Settings`, which inherits them.
+
+They live in a module of their own so `config.py` stays within the size limit; they are read,
+documented and mirrored by CLI flags exactly as every other `OPENJEV_*` setting.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings
+
+
+class TaskSettings(BaseSettings):
+    tasks_dir: Path | None = Field(
+        None, description="Where tasks are kept, one JSON file each; default: OPENJEV_CACHE_DIR/tasks."
+    )
+    task_max_examples: int = Field(1000, ge=1, description="The most labelled examples one task may bring.")
+    task_folds: int = Field(
+        5, ge=2, description="Folds of a task's cross-validation (fewer when it has fewer examples or pairs)."
+    )
+    task_worked_examples: int = Field(
+        2, ge=0, le=8, description="The most worked examples per label a task tries showing in the criteria."
+    )
+    task_match_questions: bool = Field(
+        False, description="A question equal to a task's question uses that task without naming it in x_task."
+    )

@@ -1,0 +1,129 @@
+"""`openjev tasks fit FILE`: against a running server (`--url`, openjev over the fake SGLang) and on the
+embedded model in the command's own process; bad files and refused tasks exit non-zero, nothing kept."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.fake_sglang import FakeSGLang
+
+QUESTION = {
+    "type": "noul",
+    "instructions": "Does the customer ask for their money back?",
+    "criteria": {"true": "A refund is asked for", "false": "Anything else"},
+}
+STATES = [
+    ("I want a refund for the broken kettle, please return my money.", True),
+    ("Please refund my order 1182, it never arrived.", True),
+    ("Give me my money back for the damaged chair.", True),
+    ("What time do you open on Sunday?", False),
+    ("Can I change the delivery address of order 77?", False),
+    ("Do you sell gift cards?", False),
+]
+
+
+def write_jsonl(path: Path, rows: list[tuple[str, object]]) -> Path:
+    path.write_text("".join(json.dumps({"state": state, "label": label}) + "\n" for state, label in rows))
+    return path
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "openjev", "tasks", "fit", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "300", **(env or {})},
+    )
+
+
+def test_fit_against_a_running_server_prints_the_report_and_keeps_the_task(
+    serve_openjev, fake_sglang: FakeSGLang, qwen_tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    env = {"OPENJEV_TASKS_DIR": str(tmp_path / "tasks")}
+    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env=env)
+    data = write_jsonl(tmp_path / "refunds.jsonl", STATES)
+    question = tmp_path / "question.json"
+    question.write_text(json.dumps(QUESTION))
+    saved = tmp_path / "task.json"
+    done = run_cli(str(data), "--question", str(question), "--url", server.url, "--json", str(saved))
+    assert done.returncode == 0, done.stderr
+    task = json.loads(saved.read_text())
+    assert task["id"] in done.stdout and "before" in done.stdout and "after" in done.stdout
+    assert f"{task['report']['examples']} examples" in done.stdout
+    with server.client() as http:
+        assert http.get(f"/v1/tasks/{task['id']}").json() == task
+
+    # The same file as CSV, inline question: the same content, so the same task.
+    csv = tmp_path / "refunds.csv"
+    csv.write_text("state,label\n" + "".join(f'"{s}",{str(label).lower()}\n' for s, label in STATES))
+    again = run_cli(str(csv), "--question", json.dumps(QUESTION), "--url", server.url)
+    assert again.returncode == 0, again.stderr
+    assert task["id"] in again.stdout
+
+    wrong = write_jsonl(tmp_path / "wrong.jsonl", [("s", True), ("t", "perhaps")])
+    refused = run_cli(str(wrong), "--question", str(question), "--url", server.url)
+    assert refused.returncode == 1
+    assert "422" in refused.stderr and '"examples",1,"label"' in refused.stderr.replace(" ", "")
+    with server.client() as http:
+        assert [row["id"] for row in http.get("/v1/tasks").json()["tasks"]] == [task["id"]]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("empty.jsonl", "\n\n", "no labelled states"),
+        ("broken.jsonl", '{"state": "s", "label": true}\n{"state": \n', "broken.jsonl:2: not JSON"),
+        ("nolabel.jsonl", '{"state": "s"}\n', "nolabel.jsonl:1: every row needs a state and a label"),
+        ("columns.csv", "text,label\nhello,true\n", "the header needs the column(s) state"),
+        ("table.xlsx", "", "expected a .jsonl, .json, .csv file"),
+    ],
+)
+def test_a_file_that_cannot_be_read_is_a_usage_error(tmp_path: Path, name: str, content: str, message: str) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    # An unreachable --url: the file is refused before anything is sent.
+    done = run_cli(str(path), "--question", json.dumps(QUESTION), "--url", "http://127.0.0.1:9", timeout=60)
+    assert done.returncode == 2
+    assert message in " ".join(done.stderr.replace("│", " ").split())
+
+
+def test_a_question_that_is_not_json_is_a_usage_error(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", STATES)
+    done = run_cli(str(data), "--question", "{not json", "--url", "http://127.0.0.1:9", timeout=60)
+    assert done.returncode == 2 and "--question" in done.stderr
+
+
+@pytest.mark.embedded
+@pytest.mark.timeout(900)
+def test_fit_on_the_embedded_model_and_use_the_task_on_the_sglang_path(
+    serve_openjev, fake_sglang: FakeSGLang, qwen_tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    """The command's own embedded backend (the small test model) fits the task; the same file, read by a
+    server on the SGLang path that serves under the same model name, answers with it."""
+    tasks = tmp_path / "tasks"
+    env = {"OPENJEV_TASKS_DIR": str(tasks), "OPENJEV_LOCAL_MODEL": "packaged:qwen2.5-coder-0.5b"}
+    data = write_jsonl(tmp_path / "refunds.jsonl", STATES)
+    done = run_cli(str(data), "--question", json.dumps(QUESTION), env=env, timeout=840)
+    assert done.returncode == 0, done.stderr
+    (path,) = tasks.glob("task_*.json")
+    task = json.loads(path.read_text())
+    assert task["id"] in done.stdout
+    chosen = task["report"]["chosen"]
+    assert chosen["before"]["n"] == len(STATES) and 0 <= chosen["after"]["accuracy"] <= 1
+
+    server = serve_openjev(
+        "--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir),
+        env={"OPENJEV_TASKS_DIR": str(tasks), "OPENJEV_SERVED_MODEL_NAME": task["model"]},
+    )  # fmt: skip
+    body = {"model": "jev-latest", "state": "Refund me now.", "questions": {"q": {**QUESTION, "x_task": task["id"]}}}
+    answered = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=60)
+    assert answered.status_code == 200, answered.text
+    assert 0 <= answered.json()["answers"]["q"]["noul"] <= 1
