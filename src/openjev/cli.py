@@ -1,4 +1,5 @@
-"""The `openjev` command: serve the API, print its OpenAPI schema, smoke-test a deployment."""
+"""The `openjev` command: serve the API, print its OpenAPI schema, smoke-test a deployment, evaluate a
+server on a labelled file (`eval`) and answer a file (`classify`)."""
 
 import inspect
 import json
@@ -142,6 +143,95 @@ def smoke(
         json_file.write_text(report.to_json())
     typer.echo(report.summary())
     if not report.ok:
+        raise typer.Exit(1)
+
+
+UrlOption = Annotated[
+    str | None, typer.Option(help="Base URL of any Jev server; without it the embedded default is started.")
+]
+KeyOption = Annotated[str | None, typer.Option(envvar="OPENJEV_API_KEY", help="Bearer key of the server.")]
+ModelOption = Annotated[str, typer.Option(help="Model name to request.")]
+ConcurrencyOption = Annotated[int, typer.Option(min=1, max=256, help="Requests in flight at once.")]
+QuestionOption = Annotated[
+    Path | None, typer.Option(help="A JSON file holding the one question asked of rows that carry none.")
+]
+
+
+def _rows(file: Path, question: Path | None, *, need_gold: bool) -> list[Any]:
+    from openjev.batch.rows import RowsError, read_question, read_rows
+
+    try:
+        asked = read_question(question) if question is not None else None
+        return read_rows(file, question=asked, need_gold=need_gold)
+    except RowsError as error:
+        # One plain line a script can read: a rich error box would wrap the file name and the field.
+        typer.echo(f"openjev: {error}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _answer_with_progress(rows: list[Any], target: Any, answers: Path) -> dict[str, Any]:
+    from openjev.batch.client import ServerUnreachable, read_answers
+    from openjev.batch.jobs import answer_file
+    from openjev.batch.local_server import ServerFailed
+
+    already = sum(1 for key, record in read_answers(answers).items() if "answer" in record)
+    typer.echo(f"{len(rows)} rows, {already} already answered in {answers}", err=True)
+    try:
+        with typer.progressbar(length=len(rows), label="answering", file=sys.stderr) as bar:
+            bar.update(already)
+            return answer_file(rows, target, answers, lambda: bar.update(1))
+    except (ServerUnreachable, ServerFailed) as error:
+        typer.echo(f"openjev: {error}", err=True)
+        raise typer.Exit(1) from None
+
+
+@app.command("eval")
+def eval_file(
+    file: Annotated[Path, typer.Argument(help="Labelled rows: JSONL or CSV with state, question and gold.")],
+    out: Annotated[Path, typer.Option(help="Folder for answers.jsonl and the report files.")] = Path("eval-out"),
+    url: UrlOption = None,
+    api_key: KeyOption = None,
+    model: ModelOption = COMPAT_MODEL_ALIAS,
+    concurrency: ConcurrencyOption = 4,
+    question: QuestionOption = None,
+) -> None:
+    """Ask a server every labelled row and report accuracy, pairs, confusion, Brier, ECE and reliability."""
+    from openjev.batch.jobs import Target, evaluate
+
+    rows = _rows(file, question, need_gold=True)
+    out.mkdir(parents=True, exist_ok=True)
+    records = _answer_with_progress(rows, Target(url, api_key, model, concurrency), out / "answers.jsonl")
+    try:
+        summary = evaluate(rows, records, out, title=f"openjev eval of {file.name} on {url or 'the embedded default'}")
+    except ValueError as error:
+        typer.echo(f"openjev: {error}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo((out / "report.md").read_text())
+    if summary["errors"]["n"]:
+        raise typer.Exit(1)
+
+
+@app.command()
+def classify(
+    file: Annotated[Path, typer.Argument(help="Rows to answer: JSONL or CSV with state (and question).")],
+    out: Annotated[Path, typer.Option(help="JSONL the answers are appended to; a rerun resumes it.")] = Path(
+        "answers.jsonl"
+    ),
+    url: UrlOption = None,
+    api_key: KeyOption = None,
+    model: ModelOption = COMPAT_MODEL_ALIAS,
+    concurrency: ConcurrencyOption = 4,
+    question: QuestionOption = None,
+) -> None:
+    """Answer every row of a file, one JSON line per row as it finishes; exit 1 if any row got an error."""
+    from openjev.batch.jobs import Target
+
+    rows = _rows(file, question, need_gold=False)
+    records = _answer_with_progress(rows, Target(url, api_key, model, concurrency), out)
+    failed = [row.id for row in rows if "answer" not in records.get(row.id, {})]
+    typer.echo(f"{len(rows) - len(failed)} of {len(rows)} rows answered into {out}", err=True)
+    if failed:
+        typer.echo(f"rows with an error (run again to retry them): {', '.join(failed[:20])}", err=True)
         raise typer.Exit(1)
 
 
