@@ -41,6 +41,7 @@ def embedded_server(ready_timeout: float = READY_TIMEOUT_S) -> Iterator[str]:
         )
         try:
             _wait_ready(url, process, log, ready_timeout)
+            print(f"openjev: the embedded default serves this run at {url}", file=sys.stderr)
             yield url
         finally:
             process.terminate()
