@@ -146,15 +146,39 @@ def smoke(
         raise typer.Exit(1)
 
 
-UrlOption = Annotated[
-    str | None, typer.Option(help="Base URL of any Jev server; without it the embedded default is started.")
-]
-KeyOption = Annotated[str | None, typer.Option(envvar="OPENJEV_API_KEY", help="Bearer key of the server.")]
-ModelOption = Annotated[str, typer.Option(help="Model name to request.")]
-ConcurrencyOption = Annotated[int, typer.Option(min=1, max=256, help="Requests in flight at once.")]
-QuestionOption = Annotated[
-    Path | None, typer.Option(help="A JSON file holding the one question asked of rows that carry none.")
-]
+#: The options `eval` and `classify` share: name -> (type, default, help).
+FILE_COMMAND_OPTIONS: dict[str, tuple[Any, Any, str]] = {
+    "url": (str | None, None, "Base URL of any Jev server; without it the embedded default is started."),
+    "api_key": (str | None, None, "Bearer key of the server (OPENJEV_API_KEY)."),
+    "model": (str, COMPAT_MODEL_ALIAS, "Model name to request."),
+    "concurrency": (int, 4, "Requests in flight at once."),
+    "question": (Path | None, None, "A JSON file holding the one question asked of rows that carry none."),
+}
+
+
+def file_command_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Append FILE_COMMAND_OPTIONS to `command`'s own parameters; the command takes them as `**options`."""
+    own = [p for p in inspect.signature(command).parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    shared = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=default,
+            annotation=Annotated[
+                kind, typer.Option(help=text, envvar="OPENJEV_API_KEY" if name == "api_key" else None)
+            ],
+        )
+        for name, (kind, default, text) in FILE_COMMAND_OPTIONS.items()
+    ]
+    command.__signature__ = inspect.Signature([*own, *shared])  # type: ignore[attr-defined]
+    command.__annotations__ = {parameter.name: parameter.annotation for parameter in [*own, *shared]}
+    return command
+
+
+def _target(options: dict[str, Any]) -> Any:
+    from openjev.batch.jobs import Target
+
+    return Target(options["url"], options["api_key"], options["model"], max(1, options["concurrency"]))
 
 
 def _rows(file: Path, question: Path | None, *, need_gold: bool) -> list[Any]:
@@ -186,23 +210,21 @@ def _answer_with_progress(rows: list[Any], target: Any, answers: Path) -> dict[s
 
 
 @app.command("eval")
+@file_command_options
 def eval_file(
     file: Annotated[Path, typer.Argument(help="Labelled rows: JSONL or CSV with state, question and gold.")],
     out: Annotated[Path, typer.Option(help="Folder for answers.jsonl and the report files.")] = Path("eval-out"),
-    url: UrlOption = None,
-    api_key: KeyOption = None,
-    model: ModelOption = COMPAT_MODEL_ALIAS,
-    concurrency: ConcurrencyOption = 4,
-    question: QuestionOption = None,
+    **options: Any,
 ) -> None:
     """Ask a server every labelled row and report accuracy, pairs, confusion, Brier, ECE and reliability."""
-    from openjev.batch.jobs import Target, evaluate
+    from openjev.batch.jobs import evaluate
 
-    rows = _rows(file, question, need_gold=True)
+    rows = _rows(file, options["question"], need_gold=True)
     out.mkdir(parents=True, exist_ok=True)
-    records = _answer_with_progress(rows, Target(url, api_key, model, concurrency), out / "answers.jsonl")
+    records = _answer_with_progress(rows, _target(options), out / "answers.jsonl")
+    server = options["url"] or "the embedded default"
     try:
-        summary = evaluate(rows, records, out, title=f"openjev eval of {file.name} on {url or 'the embedded default'}")
+        summary = evaluate(rows, records, out, title=f"openjev eval of {file.name} on {server}")
     except ValueError as error:
         typer.echo(f"openjev: {error}", err=True)
         raise typer.Exit(1) from None
@@ -212,22 +234,17 @@ def eval_file(
 
 
 @app.command()
+@file_command_options
 def classify(
     file: Annotated[Path, typer.Argument(help="Rows to answer: JSONL or CSV with state (and question).")],
     out: Annotated[Path, typer.Option(help="JSONL the answers are appended to; a rerun resumes it.")] = Path(
         "answers.jsonl"
     ),
-    url: UrlOption = None,
-    api_key: KeyOption = None,
-    model: ModelOption = COMPAT_MODEL_ALIAS,
-    concurrency: ConcurrencyOption = 4,
-    question: QuestionOption = None,
+    **options: Any,
 ) -> None:
     """Answer every row of a file, one JSON line per row as it finishes; exit 1 if any row got an error."""
-    from openjev.batch.jobs import Target
-
-    rows = _rows(file, question, need_gold=False)
-    records = _answer_with_progress(rows, Target(url, api_key, model, concurrency), out)
+    rows = _rows(file, options["question"], need_gold=False)
+    records = _answer_with_progress(rows, _target(options), out)
     failed = [row.id for row in rows if "answer" not in records.get(row.id, {})]
     typer.echo(f"{len(rows) - len(failed)} of {len(rows)} rows answered into {out}", err=True)
     if failed:
