@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("engine",),
     ("service",),
     ("api",),
-    ("smoke", "cli", "__main__", "__init__"),
+    ("smoke", "batch", "cli", "__main__", "__init__"),
 ]
 WEB_FRAMEWORKS = ("fastapi", "starlette", "uvicorn")
 MAX_FUNCTION_LINES = 60

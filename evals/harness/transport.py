@@ -14,48 +14,20 @@ Contract:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import sys
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 
 from evals.harness.runs import ANSWER_SETTINGS, RunRefused
+from openjev.batch.client import MAX_RETRY_WAIT_S, REQUEST_TIMEOUT_S, retry_delay, send_with_retry
 
-RETRY_STATUSES = frozenset({429, 503, 529})
+__all__ = ["MAX_RETRY_WAIT_S", "retry_delay", "send_with_retry"]
+
 AUTH_STATUSES = frozenset({401, 403})
 RETRY_DEADLINE_S = 1800.0
-MAX_RETRY_WAIT_S = 60.0
-REQUEST_TIMEOUT_S = 600.0
-
-
-def retry_delay(headers: httpx.Headers) -> float:
-    """Seconds to wait before retrying: `retry-after-ms`, else `Retry-After` in seconds, else 1; at most 60."""
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        try:
-            return min(max(float(headers[name]) * scale, 0.0), MAX_RETRY_WAIT_S)
-        except (KeyError, ValueError):
-            continue
-    return 1.0
-
-
-async def send_with_retry(
-    send: Callable[[], Awaitable[httpx.Response]], deadline_s: float = RETRY_DEADLINE_S
-) -> tuple[httpx.Response, int, float]:
-    """The first response that is not 429/503/529 (or the last one past the deadline), attempts, its latency."""
-    give_up_at = time.monotonic() + deadline_s
-    attempts = 0
-    while True:
-        attempts += 1
-        started = time.perf_counter()
-        response = await send()
-        latency = time.perf_counter() - started
-        if response.status_code not in RETRY_STATUSES or time.monotonic() >= give_up_at:
-            return response, attempts, latency
-        await asyncio.sleep(retry_delay(response.headers))
 
 
 async def post_answers(client: httpx.AsyncClient, request: dict[str, Any]) -> tuple[dict[str, Any], float]:

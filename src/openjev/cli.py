@@ -1,4 +1,5 @@
-"""The `openjev` command: serve the API, print its OpenAPI schema, smoke-test a deployment, fit tasks."""
+"""The `openjev` command: serve the API, print its OpenAPI schema, smoke-test a deployment, fit tasks,
+evaluate a server on a labelled file (`eval`) and answer a file (`classify`)."""
 
 import inspect
 import json
@@ -186,6 +187,112 @@ def tasks_fit(
     if json_file is not None:
         json_file.write_text(json.dumps(task, indent=1, ensure_ascii=False))
     typer.echo("\n".join(report_lines(task)))
+
+
+#: The options `eval` and `classify` share: name -> (type, default, help).
+FILE_COMMAND_OPTIONS: dict[str, tuple[Any, Any, str]] = {
+    "url": (str | None, None, "Base URL of any Jev server; without it the embedded default is started."),
+    "api_key": (str | None, None, "Bearer key of the server (OPENJEV_API_KEY)."),
+    "model": (str, COMPAT_MODEL_ALIAS, "Model name to request."),
+    "concurrency": (int, 4, "Requests in flight at once."),
+    "question": (Path | None, None, "A JSON file holding the one question asked of rows that carry none."),
+}
+
+
+def file_command_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Append FILE_COMMAND_OPTIONS to `command`'s own parameters; the command takes them as `**options`."""
+    own = [p for p in inspect.signature(command).parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    shared = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=default,
+            annotation=Annotated[
+                kind, typer.Option(help=text, envvar="OPENJEV_API_KEY" if name == "api_key" else None)
+            ],
+        )
+        for name, (kind, default, text) in FILE_COMMAND_OPTIONS.items()
+    ]
+    command.__signature__ = inspect.Signature([*own, *shared])  # type: ignore[attr-defined]
+    command.__annotations__ = {parameter.name: parameter.annotation for parameter in [*own, *shared]}
+    return command
+
+
+def _target(options: dict[str, Any]) -> Any:
+    from openjev.batch.jobs import Target
+
+    return Target(options["url"], options["api_key"], options["model"], max(1, options["concurrency"]))
+
+
+def _rows(file: Path, question: Path | None, *, need_gold: bool) -> list[Any]:
+    from openjev.batch.rows import RowsError, read_question, read_rows
+
+    try:
+        asked = read_question(question) if question is not None else None
+        return read_rows(file, question=asked, need_gold=need_gold)
+    except RowsError as error:
+        # One plain line a script can read: a rich error box would wrap the file name and the field.
+        typer.echo(f"openjev: {error}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _answer_with_progress(rows: list[Any], target: Any, answers: Path) -> dict[str, Any]:
+    from openjev.batch.client import ServerUnreachable, read_answers
+    from openjev.batch.jobs import answer_file
+    from openjev.batch.local_server import ServerFailed
+
+    already = sum(1 for key, record in read_answers(answers).items() if "answer" in record)
+    typer.echo(f"{len(rows)} rows, {already} already answered in {answers}", err=True)
+    try:
+        with typer.progressbar(length=len(rows), label="answering", file=sys.stderr) as bar:
+            bar.update(already)
+            return answer_file(rows, target, answers, lambda: bar.update(1))
+    except (ServerUnreachable, ServerFailed) as error:
+        typer.echo(f"openjev: {error}", err=True)
+        raise typer.Exit(1) from None
+
+
+@app.command("eval")
+@file_command_options
+def eval_file(
+    file: Annotated[Path, typer.Argument(help="Labelled rows: JSONL or CSV with state, question and gold.")],
+    out: Annotated[Path, typer.Option(help="Folder for answers.jsonl and the report files.")] = Path("eval-out"),
+    **options: Any,
+) -> None:
+    """Ask a server every labelled row and report accuracy, pairs, confusion, Brier, ECE and reliability."""
+    from openjev.batch.jobs import evaluate
+
+    rows = _rows(file, options["question"], need_gold=True)
+    out.mkdir(parents=True, exist_ok=True)
+    records = _answer_with_progress(rows, _target(options), out / "answers.jsonl")
+    server = options["url"] or "the embedded default"
+    try:
+        summary = evaluate(rows, records, out, title=f"openjev eval of {file.name} on {server}")
+    except ValueError as error:
+        typer.echo(f"openjev: {error}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo((out / "report.md").read_text())
+    if summary["errors"]["n"]:
+        raise typer.Exit(1)
+
+
+@app.command()
+@file_command_options
+def classify(
+    file: Annotated[Path, typer.Argument(help="Rows to answer: JSONL or CSV with state (and question).")],
+    out: Annotated[Path, typer.Option(help="JSONL the answers are appended to; a rerun resumes it.")] = Path(
+        "answers.jsonl"
+    ),
+    **options: Any,
+) -> None:
+    """Answer every row of a file, one JSON line per row as it finishes; exit 1 if any row got an error."""
+    rows = _rows(file, options["question"], need_gold=False)
+    records = _answer_with_progress(rows, _target(options), out)
+    failed = [row.id for row in rows if "answer" not in records.get(row.id, {})]
+    typer.echo(f"{len(rows) - len(failed)} of {len(rows)} rows answered into {out}", err=True)
+    if failed:
+        typer.echo(f"rows with an error (run again to retry them): {', '.join(failed[:20])}", err=True)
+        raise typer.Exit(1)
 
 
 def main() -> None:  # pragma: no cover

@@ -35,6 +35,7 @@ GUIDE_PAGES = {
     "settings.md": "every OPENJEV_* setting and its flag",
     "performance.md": "speed, measured side by side",
     "answer-quality.md": "answer quality with intervals",
+    "your-data.md": "openjev eval and classify over your own labelled file",
     "development.md": "tests, CI, benchmarks and evaluations",
 }
 GUIDES = (

@@ -1,0 +1,76 @@
+"""`openjev eval` without `--url`: the embedded default started for the run, asked, judged and stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.backends.embedded.conftest import TEST_MODEL
+
+pytestmark = pytest.mark.embedded
+
+TEAMS = {"billing": "Payments, charges and refunds", "technical": "Software bugs and outages"}
+ROWS = [
+    {
+        "state": "I was charged twice this month.",
+        "question": {"type": "choice", "criteria": TEAMS},
+        "gold": "billing",
+        "pair": "a",
+    },
+    {
+        "state": "The app crashes on start.",
+        "question": {"type": "choice", "criteria": TEAMS},
+        "gold": "technical",
+        "pair": "a",
+    },
+    {
+        "state": "Please refund me.",
+        "question": {"type": "noul", "instructions": "Is a refund asked for?"},
+        "gold": "yes",
+    },
+    {
+        "state": "The site is down for everyone.",
+        "question": {"type": "score", "instructions": "How urgent?", "criteria": ["Routine", "Urgent", "Emergency"]},
+        "gold": 2,
+    },
+]
+
+
+def test_eval_on_the_embedded_default_writes_figures_that_match_its_answers(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        "OPENJEV_LOCAL_MODEL": TEST_MODEL,
+        "OPENJEV_CACHE_DIR": os.environ.get("OPENJEV_CACHE_DIR", ""),
+    }
+    env = {key: value for key, value in env.items() if value}
+    done = subprocess.run(
+        [sys.executable, "-m", "openjev", "eval", str(rows), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answers = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+    assert sorted(record["id"] for record in answers) == ["1", "2", "3", "4"]
+    report = json.loads((out / "report.json").read_text())
+    choice = [record["answer"]["choice"] for record in answers if record["answer"]["type"] == "choice"]
+    right = sum(answer == row["gold"] for answer, row in zip(choice, ROWS[:2], strict=True))
+    assert report["types"]["choice"]["accuracy"] == right / 2
+    assert report["types"]["choice"]["pairs"]["pair_accuracy"] == (right == 2)
+    assert set(report["types"]) == {"choice", "noul", "score"} and report["errors"]["n"] == 0
+    assert (out / "reliability.png").stat().st_size > 1000
+    # The server it started is gone with the run.
+    (line,) = [line for line in done.stderr.splitlines() if "serves this run at" in line]
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{line.split()[-1]}/health/live", timeout=2)
