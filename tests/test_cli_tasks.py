@@ -79,10 +79,10 @@ def test_fit_against_a_running_server_prints_the_report_and_keeps_the_task(
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
-        ("empty.jsonl", "\n\n", "no labelled states"),
+        ("empty.jsonl", "\n\n", "no rows in it"),
         ("broken.jsonl", '{"state": "s", "label": true}\n{"state": \n', "broken.jsonl:2: not JSON"),
         ("nolabel.jsonl", '{"state": "s"}\n', "nolabel.jsonl:1: every row needs a state and a label"),
-        ("columns.csv", "text,label\nhello,true\n", "the header needs the column(s) state"),
+        ("columns.csv", "text,label\nhello,true\n", "the header needs a state column"),
         ("table.xlsx", "", "expected a .jsonl, .json, .csv file"),
     ],
 )

@@ -225,12 +225,13 @@ def _target(options: dict[str, Any]) -> Any:
 
 
 def _rows(file: Path, question: Path | None, *, need_gold: bool) -> list[Any]:
-    from openjev.batch.rows import RowsError, read_question, read_rows
+    from openjev.batch.rows import read_question, read_rows
+    from openjev.request.labelled_files import LabelledFileError
 
     try:
         asked = read_question(question) if question is not None else None
         return read_rows(file, question=asked, need_gold=need_gold)
-    except RowsError as error:
+    except LabelledFileError as error:
         # One plain line a script can read: a rich error box would wrap the file name and the field.
         typer.echo(f"openjev: {error}", err=True)
         raise typer.Exit(2) from None

@@ -147,7 +147,7 @@ def test_bad_files_are_cli_errors_and_nothing_is_sent(tmp_path: Path, openjev_on
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     wrong = write_rows(tmp_path / "wrong.jsonl", [{"state": "s", "question": CHOICE, "gold": "legal"}])
-    for path, message in ((empty, "no rows"), (wrong, "gold 'legal' is not one of the question's options")):
+    for path, message in ((empty, "no rows in it"), (wrong, "gold 'legal' is not one of the question's options")):
         done = openjev_cli("eval", str(path), "--url", openjev_on_fake.url, "--out", str(tmp_path / "o"))
         assert done.returncode == 2 and message in done.stderr
     assert requests_with_status(openjev_on_fake, 200) == 0

@@ -1,4 +1,4 @@
-"""Reading a user's labelled file: every problem is a RowsError naming the file, the line and the field."""
+"""Reading a user's labelled file: every problem is a LabelledFileError naming the file, the line and the field."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from openjev.batch.rows import RowsError, gold_label, read_question, read_rows
+from openjev.batch.rows import gold_label, read_question, read_rows
+from openjev.request.labelled_files import LabelledFileError
 
 CHOICE = {"type": "choice", "instructions": "Which team?", "criteria": {"billing": "Payments", "technical": None}}
 SCORE = {"type": "score", "instructions": "How urgent?", "criteria": ["Routine", "Urgent", "Emergency"]}
@@ -50,7 +51,7 @@ def test_a_csv_with_one_question_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("records", "message"),
     [
-        ([], "no rows"),
+        ([], "no rows in it"),
         ([{"state": "s", "question": CHOICE, "gold": "sales"}], "rows.jsonl:1: gold: gold 'sales' is not one of"),
         ([{"state": "s", "question": SCORE, "gold": 3}], "neither a level index 0-2"),
         ([{"state": "s", "question": {"type": "noul"}, "gold": "maybe"}], "is not yes or no"),
@@ -63,16 +64,16 @@ def test_a_csv_with_one_question_file(tmp_path: Path) -> None:
 )
 def test_bad_rows_are_refused_before_anything_is_sent(tmp_path: Path, records: list[object], message: str) -> None:
     path = write_jsonl(tmp_path / "rows.jsonl", records)
-    with pytest.raises(RowsError, match=message):
+    with pytest.raises(LabelledFileError, match=message):
         read_rows(path, need_gold=True)
 
 
 def test_a_missing_file_and_a_csv_without_state(tmp_path: Path) -> None:
-    with pytest.raises(RowsError, match="no such file"):
+    with pytest.raises(LabelledFileError, match="cannot be read"):
         read_rows(tmp_path / "absent.jsonl", need_gold=False)
     path = tmp_path / "rows.csv"
     path.write_text("text,gold\nhello,billing\n")
-    with pytest.raises(RowsError, match="state column"):
+    with pytest.raises(LabelledFileError, match="needs a state column"):
         read_rows(path, question=CHOICE, need_gold=True)
 
 

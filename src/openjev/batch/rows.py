@@ -3,34 +3,32 @@
 Contract:
 - JSONL: one object a line, `{"state": ..., "question": {...}, "gold": ..., "id": ..., "pair": ...}`;
   CSV: a header with `state` and `gold` (and `id`, `pair`, `question`: a question as a JSON object)
-  and one row a line. `--question FILE` gives the one question every row without its own is asked.
+  and one row a line; both read by `request/labelled_files.py`. `label` is taken where `gold` is absent,
+  so a file made for `openjev tasks fit` evaluates as it is. `--question FILE` gives the one question
+  every row without its own is asked.
 - `id` defaults to the row's line number, so a resumed run finds the same rows under the same ids; ids
   must be unique. `pair` groups the two halves of a contrastive pair.
 - Gold is read for the question's type: a choice's option name; a noul's yes or no (`true`/`false`,
-  `1`/`0` too); a score's level index or the level's own text. Anything else is a `RowsError` naming the
+  `1`/`0` too); a score's level index or the level's own text. Anything else is a `LabelledFileError` naming the
   file, the line and the field, before a single request is sent: nothing is half-done.
 """
 
 from __future__ import annotations
 
-import csv
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from openjev.request.labelled_files import LabelledFileError, read_records
 from openjev.request.schema import Question
 
 QUESTION: TypeAdapter[Question] = TypeAdapter(Question)
 YES = frozenset({"yes", "true", "1"})
 NO = frozenset({"no", "false", "0"})
-
-
-class RowsError(ValueError):
-    """The file cannot be run as it is; the message names where and what."""
 
 
 @dataclass(frozen=True)
@@ -43,17 +41,12 @@ class Row:
 
 
 def read_rows(path: Path, *, question: Mapping[str, Any] | None = None, need_gold: bool) -> list[Row]:
-    """Every row of `path` checked; RowsError on the first problem (an empty file is one)."""
-    if not path.is_file():
-        raise RowsError(f"{path}: no such file")
-    records = list(_csv_records(path) if path.suffix.lower() == ".csv" else _jsonl_records(path))
-    if not records:
-        raise RowsError(f"{path}: no rows")
+    """Every row of `path` checked; LabelledFileError on the first problem (an empty file is one)."""
     rows, seen = [], set()
-    for line, record in records:
+    for line, record in read_records(path):
         row = _row(record, line, question, need_gold, where=f"{path}:{line}")
         if row.id in seen:
-            raise RowsError(f"{path}:{line}: id {row.id!r} is used twice")
+            raise LabelledFileError(f"{path}:{line}: id {row.id!r} is used twice")
         seen.add(row.id)
         rows.append(row)
     return rows
@@ -64,7 +57,7 @@ def read_question(path: Path) -> dict[str, Any]:
     try:
         value = json.loads(path.read_text())
     except (OSError, ValueError) as error:
-        raise RowsError(f"{path}: not a JSON question: {error}") from None
+        raise LabelledFileError(f"{path}: not a JSON question: {error}") from None
     return _checked_question(value, where=str(path))
 
 
@@ -78,11 +71,11 @@ def gold_label(question: Mapping[str, Any], gold: Any, *, where: str) -> str:
             return "yes"
         if lowered in NO or gold is False:
             return "no"
-        raise RowsError(f"{where}: gold {gold!r} is not yes or no (noul question)")
+        raise LabelledFileError(f"{where}: gold {gold!r} is not yes or no (noul question)")
     if kind == "choice":
         if text not in question["criteria"]:
             options = ", ".join(question["criteria"])
-            raise RowsError(f"{where}: gold {gold!r} is not one of the question's options ({options})")
+            raise LabelledFileError(f"{where}: gold {gold!r} is not one of the question's options ({options})")
         return text
     if kind == "score":
         levels = [json.dumps(level) if not isinstance(level, str) else level for level in question["criteria"]]
@@ -90,22 +83,24 @@ def gold_label(question: Mapping[str, Any], gold: Any, *, where: str) -> str:
             return str(int(text))
         if text in levels:
             return str(levels.index(text))
-        raise RowsError(f"{where}: gold {gold!r} is neither a level index 0-{len(levels) - 1} nor a level's text")
-    raise RowsError(f"{where}: a {kind} question has no gold answer eval can check")
+        raise LabelledFileError(
+            f"{where}: gold {gold!r} is neither a level index 0-{len(levels) - 1} nor a level's text"
+        )
+    raise LabelledFileError(f"{where}: a {kind} question has no gold answer eval can check")
 
 
 def _row(record: Any, line: int, default: Mapping[str, Any] | None, need_gold: bool, where: str) -> Row:
     if not isinstance(record, dict):
-        raise RowsError(f"{where}: a row must be an object")
+        raise LabelledFileError(f"{where}: a row must be an object")
     if "state" not in record or record["state"] in (None, ""):
-        raise RowsError(f"{where}: state is missing")
+        raise LabelledFileError(f"{where}: state is missing")
     asked = record.get("question") or default
     if asked is None:
-        raise RowsError(f"{where}: question is missing (give one per row, or --question FILE)")
+        raise LabelledFileError(f"{where}: question is missing (give one per row, or --question FILE)")
     question = _checked_question(asked, where=f"{where}: question")
-    gold = record.get("gold")
+    gold = record.get("gold", record.get("label"))
     if gold in (None, "") and need_gold:
-        raise RowsError(f"{where}: gold is missing")
+        raise LabelledFileError(f"{where}: gold is missing")
     label = None if gold in (None, "") else gold_label(question, gold, where=f"{where}: gold")
     pair = record.get("pair")
     return Row(
@@ -118,30 +113,11 @@ def _checked_question(value: Any, *, where: str) -> dict[str, Any]:
         try:
             value = json.loads(value)
         except ValueError:
-            raise RowsError(f"{where}: not a JSON object") from None
+            raise LabelledFileError(f"{where}: not a JSON object") from None
     try:
         parsed = QUESTION.validate_python(value)
     except ValidationError as error:
         issue = error.errors()[0]
         field = ".".join(map(str, issue["loc"])) or "question"
-        raise RowsError(f"{where}: not a Jev question: {field}: {issue['msg']}") from None
+        raise LabelledFileError(f"{where}: not a Jev question: {field}: {issue['msg']}") from None
     return {**value, "type": parsed.type}
-
-
-def _jsonl_records(path: Path) -> Iterator[tuple[int, Any]]:
-    with path.open(encoding="utf-8") as lines:
-        for number, text in enumerate(lines, start=1):
-            if text.strip():
-                try:
-                    yield number, json.loads(text)
-                except ValueError as error:
-                    raise RowsError(f"{path}:{number}: not JSON: {error}") from None
-
-
-def _csv_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle)
-        if not reader.fieldnames or "state" not in reader.fieldnames:
-            raise RowsError(f"{path}: the CSV header must name a state column")
-        for record in reader:
-            yield reader.line_num, dict(record)
