@@ -14,7 +14,7 @@
    scheduler at once), beside one constrained generation per box question (`box_reading.py`). The
    warm-up is skipped while the prefix is certainly cached already (`warm_prefixes.py`): the branches
    go out at once. Every readout in the process holds one of `OPENJEV_MAX_CONCURRENT_BRANCHES` slots
-   (`backends/slots.py`), so a batch of more readouts than slots goes out in chunks of that many.
+   (`backends/slots.py`): a batch goes out in chunks of the slots free, never holding one idle.
    The first failure cancels the siblings (each backend aborts its own cancelled work); the whole
    backend phase is bounded by OPENJEV_REQUEST_TIMEOUT. With a data-parallel backend every call of one
    evaluation carries one rank, chosen from the conversation's key (`affinity.py`).
@@ -230,7 +230,7 @@ class Engine:
         self, prefix: SharedIds, prepared: PreparedRequest, pin: Pin
     ) -> tuple[list[LabelLogprobs | BoxReading], list[tuple[float, ...] | None], int, int]:
         """Every branch's answer (in order) and the content-free priors, their calls and prompt tokens: the
-        readouts together as batches of at most a slot count, each box's generation beside them."""
+        readouts together in chunks of the slots free, each box's generation beside them."""
         seen = prepared.prefix_images
         boxed = [isinstance(branch.question, BoxQuestion) for branch in prepared.branches]
         calls = [
@@ -241,17 +241,14 @@ class Engine:
         calls += [
             self._readout_call(ids, labels, pin) for ids, labels in self.content_free.requests(prepared.content_free)
         ]
-        size = self._backend_slots.size
         async with asyncio.TaskGroup() as group:
-            batches = [
-                group.create_task(self._call_batch(calls[at : at + size], pin)) for at in range(0, len(calls), size)
-            ]
+            batch = group.create_task(self._call_batch(calls, pin))
             boxes = [
                 group.create_task(self.boxes.read(PromptIds(prefix, branch.suffix_ids), seen + branch.images, pin))
                 for branch, box in zip(prepared.branches, boxed, strict=True)
                 if box
             ]
-        answered = iter([result for batch in batches for result in batch.result()])
+        answered = iter(batch.result())
         box_results = iter([task.result() for task in boxes])
         results = [next(box_results) if box else next(answered) for box in boxed]
         # What is left of the answers: the content-free readouts'.
@@ -271,9 +268,9 @@ class Engine:
         return result
 
     async def _call_batch(self, calls: list[ReadoutCall], pin: Pin) -> list[LabelLogprobs]:
-        """Readouts that go out together, one slot each; every answer's counts recorded on the rank."""
-        async with self._backend_slots.held(len(calls)):
-            results = await self.backend.readout_batch(calls)
+        """Readouts that go out together, one slot each, in chunks of the slots free; every answer's counts
+        recorded on the rank."""
+        results = await self._backend_slots.in_chunks(calls, self.backend.readout_batch)
         for result in results:
             pin.record(result.prompt_tokens, result.cached_tokens)
         return results
