@@ -103,7 +103,7 @@ def main() -> None:
         max_pixels=settings.max_image_pixels,
         max_source_pixels=settings.max_image_source_pixels,
     )
-    print(f"the honest case's photo is a {len(prepared.png):,}-byte PNG once prepared (with `file` transfer, "
+    print(f"the honest case's photo is a {len(prepared.data):,}-byte PNG once prepared (with `file` transfer, "
           "written to disk once per photo)")  # fmt: skip
     print(f"{'case':8s} {'transfer':8s} {'client bytes':>13s} {'status':>6s} {'posts':>5s} {'readouts':>8s} "
           f"{'bytes to SGLang':>16s} {'x client':>9s}")  # fmt: skip

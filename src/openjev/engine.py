@@ -64,7 +64,7 @@ class Engine:
         self.settings = settings
         self.chat = chat
         self.views = QuestionViews(settings, chat)
-        self.content_free = ContentFreePriors(chat, settings.content_free_cache)
+        self.content_free = ContentFreePriors(chat, settings.content_free_cache_bytes)
         self.encoder = PromptEncoder(chat, settings.tokenize_cache_bytes)
         self.memo = ConversationMemo(chat, settings.conversation_memo_bytes, self.encoder.cuts_at_special_tokens)
         self.backend = backend

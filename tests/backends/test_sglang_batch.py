@@ -93,7 +93,7 @@ def test_content_free_readouts_go_in_the_same_call_and_a_failed_batch_is_aborted
         assert fake.violations == []
 
 
-def test_a_server_that_refuses_the_list_form_gets_one_call_per_readout(
+def test_a_server_that_refuses_the_list_form_gets_one_call_per_readout_and_the_list_form_is_tried_again(
     serve_openjev: ServeOpenJev, qwen_tokenizer_dir: Any
 ) -> None:
     # sgl-model-gateway 0.3.2 answers the list form 422 (its rid is one string) and forwards single calls.
@@ -102,14 +102,17 @@ def test_a_server_that_refuses_the_list_form_gets_one_call_per_readout(
         questions = {name: QUESTIONS[name] for name in ("q0", "q1", "q2")}
         before = len(fake.generate_posts)
         first = ask(gateway.url, questions)
-        # The warm-up, the refused batch, then each readout alone; later requests never try the list form.
+        # The warm-up, the refused batch, then each readout alone; the next two batches go out alone too.
         assert sizes(fake, before) == [1, 3, 1, 1, 1]
         before = len(fake.generate_posts)
         assert ask(gateway.url, questions) == first and sizes(fake, before) == [1, 1, 1]
-        fake.list_form = True
-        direct = serve_openjev("--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir))
+        fake.list_form = True  # the gateway is replaced by a server that takes the list form
         before = len(fake.generate_posts)
-        assert ask(direct.url, questions) == first and sizes(fake, before) == [1, 3]
+        assert ask(gateway.url, questions) == first and sizes(fake, before) == [1, 1, 1]
+        # Then the list form is tried again, and kept while it is taken.
+        for _ in range(3):
+            before = len(fake.generate_posts)
+            assert ask(gateway.url, questions) == first and sizes(fake, before) == [3]
         assert "refuses /generate's list form" in gateway.log()
         assert fake.violations == []
 
