@@ -52,12 +52,26 @@ class BackendSlots:
         self, items: Sequence[Item], send: Callable[[Sequence[Item]], Awaitable[list[Result]]]
     ) -> list[Result]:
         """`send`'s answers for every item, in order, each chunk sent in the slots free when it was taken."""
+        if not items:
+            return []
+        taken = await self._take(len(items))
+        if taken == len(items):  # the common case, one chunk: sent from this task, no task of its own
+            try:
+                return await send(items)
+            finally:
+                self._give(taken)
+        return await self._chunked(items, send, taken)
+
+    async def _chunked(
+        self, items: Sequence[Item], send: Callable[[Sequence[Item]], Awaitable[list[Result]]], taken: int
+    ) -> list[Result]:
+        """`in_chunks` past its first chunk of `taken` items, whose slots are held."""
         tasks: list[asyncio.Task[list[Result]]] = []
         try:
             async with asyncio.TaskGroup() as group:
                 sent = 0
                 while sent < len(items):
-                    taken = await self._take(len(items) - sent)
+                    taken = taken or await self._take(len(items) - sent)
                     try:
                         task = group.create_task(send(items[sent : sent + taken]))
                     except BaseException:
@@ -66,7 +80,7 @@ class BackendSlots:
                     # A done callback runs however the task ends, even cancelled before it started.
                     task.add_done_callback(lambda _, count=taken: self._give(count))
                     tasks.append(task)
-                    sent += taken
+                    sent, taken = sent + taken, 0
         except* Exception as failures:
             # The first failure, as one call's would be; the other chunks are cancelled (and aborted).
             raise failures.exceptions[0] from None
