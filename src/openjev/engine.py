@@ -155,8 +155,9 @@ class Engine:
         key = self.images.affinity_key(shared_prefix_ids, self._template_header, shown[0])
         thinking = request.model == self.settings.think_model
         return PreparedRequest(
-            shared_prefix_ids, branches, content_free, tokens_left, key, thinking, shown[0], extra[0], long_context
-        )
+            shared_prefix_ids, branches, content_free, tokens_left, key, thinking, shown[0], extra[0], long_context,
+            len(known),
+        )  # fmt: skip
 
     # -- 2. evaluate ------------------------------------------------------------------------------
 
@@ -190,7 +191,7 @@ class Engine:
         """The warm-up (unless the prefix is cached), then every branch and content-free readout at once,
         answered; and the readouts."""
         prefix, seen = SharedIds(prepared.shared_prefix_ids), prepared.prefix_images
-        use = self.warm_prefixes.begin(prefix, seen, pin.rank, self._cache_tokens(prepared))
+        use = self.warm_prefixes.begin(prefix, seen, pin.rank, self._cache_tokens(prepared), prepared.known_tokens)
         try:
             async with asyncio.timeout(self.settings.request_timeout):
                 started = time.perf_counter()
