@@ -27,7 +27,8 @@ Contract:
   whole prefix, and at most EXTENSION_TOKENS more follow, a chat grown by a message or two): when
   those `known` ids are certainly cached as a prefix of their own, the warm-up is skipped too, and
   each branch prefills only the few new tokens after them (a round trip saved for a few tokens
-  computed once per branch). Its branches finding less than the `known` ids cached forgets them.
+  computed once per branch). Its branches finding less of them than the last warm-up's branches did
+  forgets them.
 - The prefix's identity: its ids and its images' sha256 digests, on its rank; at most `capacity`
   prefixes are kept, the least recently used forgotten first.
 """
@@ -108,8 +109,11 @@ class WarmPrefixes:
             return
         counts = [min(count, use.prefix_tokens) for count in reported if count is not None]
         found = min(counts) if counts else None
-        if use.known_key is not None and use.cached and found is not None and found < use.known_tokens:
-            self._entries.pop(use.known_key, None)  # the cache lost the conversation it extended
+        extended = use.known_key if use.cached else None
+        known = self._entries.get(extended) if extended is not None else None
+        lost = known is not None and found is not None and known.found is not None and found < known.found
+        if extended is not None and lost:
+            del self._entries[extended]  # the cache lost the part it extended
             return
         entry = self._entries.get(use.key)
         if use.cached and entry is not None:
