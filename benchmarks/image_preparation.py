@@ -69,11 +69,11 @@ def main() -> None:
         "4 MP PNG -> 1 MP": lambda: make_safe(four_png, **budget),
         "4 MP JPEG -> 1 MP (DCT draft)": lambda: make_safe(four_jpeg, **budget),
         "1 MP PNG again (cache hit)": lambda: cache.prepare({"a": one_png}),
-        "base64 of the prepared PNG": lambda: base64.b64encode(prepared.png),
+        "base64 of the prepared PNG": lambda: base64.b64encode(prepared.data),
     }
     print(f"inputs: 1 MP PNG {len(one_png) // 1024} KiB, JPEG {len(one_jpeg) // 1024} KiB; "
           f"4 MP PNG {len(four_png) // 1024} KiB, JPEG {len(four_jpeg) // 1024} KiB; prepared PNG "
-          f"{len(prepared.png) // 1024} KiB ({prepared.width}x{prepared.height})")  # fmt: skip
+          f"{len(prepared.data) // 1024} KiB ({prepared.width}x{prepared.height})")  # fmt: skip
     reference = None
     for name, work in cases.items():
         times = timed(work, repeats)

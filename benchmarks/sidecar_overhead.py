@@ -3,10 +3,11 @@
 Three processes: an instant SGLang stand-in (a bare uvloop HTTP/1.1 server that answers `/generate`
 with the requested ids' logprobs, no model, no framework), `openjev serve --connect` to it, and the
 *floor*: a bare uvicorn app that parses the same JSON body and makes the same backend calls (a
-warm-up, then N concurrent `/generate` calls with `input_ids` of the same lengths and about the same
-bytes as openjev's) over one pooled httpx client, then answers, with orjson for every JSON it reads
-or writes. The floor does no validation, rendering, tokenization or readout, so openjev / floor is
-what openjev's own work costs on top of unavoidable HTTP and JSON.
+warm-up, then one list-form `/generate` of N readouts, as openjev sends its branches, with
+`input_ids` of the same lengths and about the same bytes as openjev's) over one pooled httpx client,
+then answers, with orjson for every JSON it reads or writes. The floor does no validation,
+rendering, tokenization or readout, so openjev / floor is what openjev's own work costs on top of
+unavoidable HTTP and JSON.
 
 A "new" state is a seeded random text per request, new all the way through, so no piece of it was
 tokenized before. The growing conversations (50, 400 and 1,100 messages) add one new message per
@@ -79,10 +80,26 @@ WORDS = [
     "log",
 ]
 JSON_HEADERS = {"content-type": "application/json"}
+READOUT = {"max_new_tokens": 1, "temperature": 0}
 #: The id the floor sends: four digits, so its prompts take the bytes openjev's do (4.7 to 5.0 bytes an
 #: id on these texts), and the backend parses as much.
 FLOOR_ID = 1000
 GROWN_SIZES = (50, 400, 1_100)
+
+
+def _readout(rid: Any, ids: list[int], prompt: list[int] | None) -> dict[str, Any]:
+    """One readout's answer in SGLang's shape: the requested ids' logprobs."""
+    return {
+        "text": "",
+        "output_ids": ids[:1],
+        "meta_info": {
+            "id": rid,
+            "finish_reason": {"type": "length", "length": 1},
+            "prompt_tokens": len(prompt or []),
+            "cached_tokens": 0,
+            "output_token_ids_logprobs": [[[-1.0 - i, token, None] for i, token in enumerate(ids)]],
+        },
+    }
 
 
 async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -97,23 +114,20 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
             if line.lower().startswith(b"content-length:"):
                 length = int(line.split(b":", 1)[1])
         body = orjson.loads(await reader.readexactly(length)) if length else {}
-        ids = body.get("token_ids_logprob") or []
         path = head.split(b" ", 2)[1]
-        payload = orjson.dumps(
-            SERVER_FACTS[path]
-            if path in SERVER_FACTS
-            else {
-                "text": "",
-                "output_ids": ids[:1],
-                "meta_info": {
-                    "id": body.get("rid"),
-                    "finish_reason": {"type": "length", "length": 1},
-                    "prompt_tokens": len(body.get("input_ids") or []),
-                    "cached_tokens": 0,
-                    "output_token_ids_logprobs": [[[-1.0 - i, token, None] for i, token in enumerate(ids)]],
-                },
-            }
-        )
+        if path in SERVER_FACTS:
+            payload = orjson.dumps(SERVER_FACTS[path])
+        elif isinstance(body.get("rid"), list):  # the list form: one answer per readout, in order
+            payload = orjson.dumps(
+                [
+                    _readout(rid, ids, prompt)
+                    for rid, ids, prompt in zip(body["rid"], body["token_ids_logprob"], body["input_ids"], strict=True)
+                ]
+            )
+        else:
+            payload = orjson.dumps(
+                _readout(body.get("rid"), body.get("token_ids_logprob") or [], body.get("input_ids"))
+            )
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(payload))
         writer.write(payload)
         await writer.drain()
@@ -140,13 +154,16 @@ def floor_server(port: int, backend_port: int) -> None:
         base_url=f"http://127.0.0.1:{backend_port}", limits=httpx.Limits(max_connections=64), timeout=60
     )
 
-    async def call(length: int) -> Any:
+    async def call(lengths: list[int]) -> Any:
+        """One `/generate` of one readout per length: a single readout alone, several in the list form."""
+        one = len(lengths) == 1
         payload = {
-            "input_ids": [FLOOR_ID] * length,
-            "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+            "rid": "r" if one else [f"r{i}" for i in range(len(lengths))],
+            "input_ids": [FLOOR_ID] * lengths[0] if one else [[FLOOR_ID] * length for length in lengths],
+            "sampling_params": READOUT if one else [READOUT] * len(lengths),
             "return_logprob": True,
             "logprob_start_len": -1,
-            "token_ids_logprob": [1, 2, 3],
+            "token_ids_logprob": [1, 2, 3] if one else [[1, 2, 3]] * len(lengths),
         }
         response = await client.post("/generate", content=orjson.dumps(payload), headers=JSON_HEADERS)
         return orjson.loads(response.content)
@@ -163,8 +180,9 @@ def floor_server(port: int, backend_port: int) -> None:
         body = orjson.loads(b"".join(chunks) or b"{}")
         headers = dict(scope["headers"])
         lengths = [int(n) for n in headers.get(b"x-floor-lengths", b"1").split(b",")]
-        await call(lengths[0])
-        answers = await asyncio.gather(*(call(length) for length in lengths[1:]))
+        await call(lengths[:1])
+        # The branches as one list-form `/generate`, as openjev sends them.
+        answers = await call(lengths[1:])
         out = orjson.dumps({"questions": list(body.get("questions", {})), "answers": answers})
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": out})

@@ -36,7 +36,7 @@ def encoded(image: Image.Image, kind: str = "PNG", **options: object) -> bytes:
 
 def test_the_bytes_decide_the_format_and_anything_else_is_refused():
     picture = Image.new("RGB", (40, 30), (10, 20, 30))
-    assert make_safe(encoded(picture, "JPEG"), **LIMITS).png.startswith(b"\x89PNG")
+    assert make_safe(encoded(picture, "JPEG"), **LIMITS).data.startswith(b"\xff\xd8\xff")
     for other in (encoded(picture, "GIF"), encoded(picture, "BMP"), b"not an image at all"):
         with pytest.raises(ImageRefused, match="not a PNG or JPEG"):
             make_safe(other, **LIMITS)
@@ -60,7 +60,7 @@ def test_exif_orientation_rgb_and_the_pixel_budget():
     turned = make_safe(encoded(upright, "JPEG", exif=exif.tobytes()), **LIMITS)
     assert (turned.height, turned.width) == (60, 20)
     transparent = Image.new("RGBA", (8, 8), (0, 0, 0, 0))
-    rgb = Image.open(io.BytesIO(make_safe(encoded(transparent), **LIMITS).png))
+    rgb = Image.open(io.BytesIO(make_safe(encoded(transparent), **LIMITS).data))
     assert rgb.mode == "RGB" and rgb.getpixel((3, 3)) == (255, 255, 255)  # transparency over white
     big = make_safe(encoded(Image.new("RGB", (3000, 2000), (9, 9, 9))), **LIMITS)
     assert (big.height, big.width) == fitted_size(2000, 3000, LIMITS["max_pixels"])
@@ -89,10 +89,10 @@ def rgb_pixels(data: bytes) -> list[tuple[int, int, int]]:
 def test_high_depth_modes_are_scaled_not_clipped():
     # 16-bit gray (Pillow's I;16): 25700 is 100 of 255, 32768 is 127.5; clipped, all but 0 were 255.
     gray = make_safe(png16(0, [[0, 25700, 65535, 32768]]), **LIMITS)
-    assert rgb_pixels(gray.png) == [(0, 0, 0), (100, 100, 100), (255, 255, 255), (128, 128, 128)]
-    assert rgb_pixels(make_safe(encoded(Image.new("I;16", (2, 2), 25700)), **LIMITS).png) == [(100, 100, 100)] * 4
+    assert rgb_pixels(gray.data) == [(0, 0, 0), (100, 100, 100), (255, 255, 255), (128, 128, 128)]
+    assert rgb_pixels(make_safe(encoded(Image.new("I;16", (2, 2), 25700)), **LIMITS).data) == [(100, 100, 100)] * 4
     rgb16 = make_safe(png16(2, [[65535, 0, 25700, 0, 32768, 65535]]), **LIMITS)
-    assert rgb_pixels(rgb16.png) == [(255, 0, 100), (0, 128, 255)]
+    assert rgb_pixels(rgb16.data) == [(255, 0, 100), (0, 128, 255)]
     # Modes no PNG or JPEG decodes to today, converted by the same rule.
     for mode in ("I;16B", "I;16L", "I", "F"):
         wide = Image.new(mode, (3, 1))
@@ -102,13 +102,13 @@ def test_high_depth_modes_are_scaled_not_clipped():
     # Gray with alpha and a palette with a transparent entry: over white.
     gray_alpha = Image.new("LA", (2, 1))
     gray_alpha.putdata([(100, 0), (100, 255)])
-    assert rgb_pixels(make_safe(encoded(gray_alpha), **LIMITS).png) == [(255, 255, 255), (100, 100, 100)]
+    assert rgb_pixels(make_safe(encoded(gray_alpha), **LIMITS).data) == [(255, 255, 255), (100, 100, 100)]
     palette = Image.new("P", (2, 1))
     palette.putpalette([255, 0, 0, 0, 0, 255])
     palette.putdata([0, 1])
-    assert rgb_pixels(make_safe(encoded(palette, transparency=0), **LIMITS).png) == [(255, 255, 255), (0, 0, 255)]
+    assert rgb_pixels(make_safe(encoded(palette, transparency=0), **LIMITS).data) == [(255, 255, 255), (0, 0, 255)]
     # A CMYK JPEG (magenta ink): its colour, within JPEG's error.
-    cmyk = rgb_pixels(make_safe(encoded(Image.new("CMYK", (8, 8), (0, 255, 0, 0)), "JPEG", quality=95), **LIMITS).png)
+    cmyk = rgb_pixels(make_safe(encoded(Image.new("CMYK", (8, 8), (0, 255, 0, 0)), "JPEG", quality=95), **LIMITS).data)
     assert all(abs(red - 255) < 6 and green < 6 and abs(blue - 255) < 6 for red, green, blue in cmyk)
 
 
@@ -132,11 +132,11 @@ def test_no_caller_byte_passes_an_upright_rgb_png_is_encoded_again_from_its_pixe
     picture = Image.new("RGB", (30, 30), (4, 5, 6))
     padded = private_chunk(encoded(picture, pnginfo=PngInfo()), 1024 * 1024)
     safe = make_safe(padded, **LIMITS)
-    assert len(safe.png) < 1024 and b"prVt" not in safe.png
-    assert Image.open(io.BytesIO(safe.png)).tobytes() == picture.tobytes()
+    assert len(safe.data) < 1024 and b"prVt" not in safe.data
+    assert Image.open(io.BytesIO(safe.data)).tobytes() == picture.tobytes()
     text = PngInfo()
     text.add_text("Comment", "x" * 100_000)
-    assert len(make_safe(encoded(picture, pnginfo=text), **LIMITS).png) < 1024
+    assert len(make_safe(encoded(picture, pnginfo=text), **LIMITS).data) < 1024
 
 
 def test_a_repeated_image_is_prepared_once_and_refusals_name_the_asset():
@@ -207,7 +207,7 @@ def test_image_files_are_written_once_named_by_content_bounded_and_removed(tmp_p
     files = ImageFiles(tmp_path / "images", capacity_bytes=250)
     with files.held(images[:2]):
         paths = files.entries(images[:2])
-        assert [Path(path).read_bytes() for path in paths] == [image.png for image in images[:2]]
+        assert [Path(path).read_bytes() for path in paths] == [image.data for image in images[:2]]
         assert paths[0].endswith(".png") and Path(paths[0]).is_absolute()
         assert files.entries(images[:1]) == paths[:1] and files.bytes == 200  # written once; now the most recent
         with files.held(images[2:]):

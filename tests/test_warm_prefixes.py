@@ -56,6 +56,26 @@ def test_branches_that_found_less_than_after_the_warm_up_forget_the_prefix():
     assert rust.begin(PREFIX, (), None, 200).cached
 
 
+def test_a_conversation_grown_by_a_few_tokens_over_a_cached_one_skips_its_warm_up_too():
+    record = WarmPrefixes(pool_tokens=10_000, share=0.5)
+    record.settle(record.begin(PREFIX, (), None, 200), [100])  # warmed up: the 100 ids are cached
+    grown = SharedIds([*PREFIX.ids, *range(5000, 5030)])  # one more message: 30 new ids
+    use = record.begin(grown, (), None, 200, known=100)
+    assert use.cached and use.known_tokens == 100
+    record.settle(use, [100, 100])  # its branches found the known ids, then prefilled the rest
+    again = SharedIds([*grown.ids, *range(6000, 6040)])
+    assert record.begin(again, (), None, 200, known=len(grown.ids)).cached  # and so on, message by message
+    # Too much new text, nothing known, or a known part never sent: the warm-up goes first.
+    assert not record.begin(SharedIds([*PREFIX.ids, *range(300)]), (), None, 200, known=100).cached
+    assert not record.begin(SharedIds([*PREFIX.ids, 1, 2]), (), None, 200, known=0).cached
+    assert not record.begin(SharedIds([*range(130)]), (), None, 200, known=100).cached
+    # Branches that found less than the known ids: the cache lost them, so they warm up again.
+    lost = record.begin(SharedIds([*PREFIX.ids, 7, 8]), (), None, 200, known=100)
+    assert lost.cached
+    record.settle(lost, [3, 3])
+    assert not record.begin(SharedIds([*PREFIX.ids, 9]), (), None, 200, known=100).cached
+
+
 QUESTIONS = {f"q{i}": {"type": "noul", "instructions": f"Is point {i} in the report?"} for i in range(8)}
 STATE = "Quarterly report. " + "Revenue grew in every region and costs fell. " * 60
 

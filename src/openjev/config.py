@@ -51,9 +51,7 @@ class Settings(TaskSettings):
     model_release_date: str | None = Field(
         None, description="release_date reported by /v1/models (YYYY-MM-DD); default: the day openjev started."
     )
-    model_aliases: list[str] = Field(
-        default_factory=list, description="Extra names accepted in the request's `model` field."
-    )
+    model_aliases: list[str] = Field(default_factory=list, description="Extra names accepted in a request's `model`.")
     openai_model_aliases: list[str] = Field(
         default_factory=lambda: ["gpt-6-luna"],
         description="Model names of OpenAI's Decisions API accepted for the served model (every route) and "
@@ -173,6 +171,9 @@ class Settings(TaskSettings):
         description="Model positions a request's images take, over all its prompts: each placeholder that a prompt "
         "shows (the state once, each question's text once per view) counts its image's positions; more get 422.",
     )
+    max_image_backend_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, description="Image bytes the backend loads per request (x the calls showing each)."
+    )
     image_transfer: ImageTransfer = Field(
         ImageTransfer.auto,
         description="How SGLang gets a prepared image: `file` (written once as a content-addressed PNG under "
@@ -256,8 +257,8 @@ class Settings(TaskSettings):
         "Default score: the one type whose gain on jev-dev has a 95% interval above zero (README, Answer "
         "quality).",
     )
-    content_free_cache: int = Field(
-        4096, ge=0, description="Content-free readouts kept (contextual calibration), one per question text."
+    content_free_cache_bytes: int = Field(
+        16 * 1024 * 1024, ge=0, description="Bytes of content-free readouts kept (calibration), by question text."
     )
     calibration_file: Path | None = Field(
         None,

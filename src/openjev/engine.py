@@ -15,7 +15,7 @@
    scheduler at once), beside one constrained generation per box question (`box_reading.py`). The
    warm-up is skipped while the prefix is certainly cached already (`warm_prefixes.py`): the branches
    go out at once. Every readout in the process holds one of `OPENJEV_MAX_CONCURRENT_BRANCHES` slots
-   (`backends/slots.py`), so a batch of more readouts than slots goes out in chunks of that many.
+   (`backends/slots.py`): a batch goes out in chunks of the slots free, never holding one idle.
    The first failure cancels the siblings (each backend aborts its own cancelled work); the whole
    backend phase is bounded by OPENJEV_REQUEST_TIMEOUT. With a data-parallel backend every call of one
    evaluation carries one rank, chosen from the conversation's key (`affinity.py`).
@@ -66,7 +66,7 @@ class Engine:
         self.settings = settings
         self.chat = chat
         self.views = QuestionViews(settings, chat)
-        self.content_free = ContentFreePriors(chat, settings.content_free_cache)
+        self.content_free = ContentFreePriors(chat, settings.content_free_cache_bytes)
         self.encoder = PromptEncoder(chat, settings.tokenize_cache_bytes)
         self.memo = ConversationMemo(chat, settings.conversation_memo_bytes, self.encoder.cuts_at_special_tokens)
         self.backend = backend
@@ -156,8 +156,9 @@ class Engine:
         key = self.images.affinity_key(shared_prefix_ids, self._template_header, shown[0])
         thinking = request.model == self.settings.think_model
         return PreparedRequest(
-            shared_prefix_ids, branches, content_free, tokens_left, key, thinking, shown[0], extra[0], long_context
-        )
+            shared_prefix_ids, branches, content_free, tokens_left, key, thinking, shown[0], extra[0], long_context,
+            len(known),
+        )  # fmt: skip
 
     # -- 2. evaluate ------------------------------------------------------------------------------
 
@@ -191,7 +192,7 @@ class Engine:
         """The warm-up (unless the prefix is cached), then every branch and content-free readout at once,
         answered; and the readouts."""
         prefix, seen = SharedIds(prepared.shared_prefix_ids), prepared.prefix_images
-        use = self.warm_prefixes.begin(prefix, seen, pin.rank, self._cache_tokens(prepared))
+        use = self.warm_prefixes.begin(prefix, seen, pin.rank, self._cache_tokens(prepared), prepared.known_tokens)
         try:
             async with asyncio.timeout(self.settings.request_timeout):
                 started = time.perf_counter()
@@ -239,7 +240,7 @@ class Engine:
         self, prefix: SharedIds, prepared: PreparedRequest, pin: Pin
     ) -> tuple[list[LabelLogprobs | BoxReading], list[tuple[float, ...] | None], int, int]:
         """Every branch's answer (in order) and the content-free priors, their calls and prompt tokens: the
-        readouts together as batches of at most a slot count, each box's generation beside them."""
+        readouts together in chunks of the slots free, each box's generation beside them."""
         seen = prepared.prefix_images
         boxed = [isinstance(branch.question, BoxQuestion) for branch in prepared.branches]
         calls = [
@@ -250,17 +251,14 @@ class Engine:
         calls += [
             self._readout_call(ids, labels, pin) for ids, labels in self.content_free.requests(prepared.content_free)
         ]
-        size = self._backend_slots.size
         async with asyncio.TaskGroup() as group:
-            batches = [
-                group.create_task(self._call_batch(calls[at : at + size], pin)) for at in range(0, len(calls), size)
-            ]
+            batch = group.create_task(self._call_batch(calls, pin))
             boxes = [
                 group.create_task(self.boxes.read(PromptIds(prefix, branch.suffix_ids), seen + branch.images, pin))
                 for branch, box in zip(prepared.branches, boxed, strict=True)
                 if box
             ]
-        answered = iter([result for batch in batches for result in batch.result()])
+        answered = iter(batch.result())
         box_results = iter([task.result() for task in boxes])
         results = [next(box_results) if box else next(answered) for box in boxed]
         # What is left of the answers: the content-free readouts'.
@@ -280,9 +278,9 @@ class Engine:
         return result
 
     async def _call_batch(self, calls: list[ReadoutCall], pin: Pin) -> list[LabelLogprobs]:
-        """Readouts that go out together, one slot each; every answer's counts recorded on the rank."""
-        async with self._backend_slots.held(len(calls)):
-            results = await self.backend.readout_batch(calls)
+        """Readouts that go out together, one slot each, in chunks of the slots free; every answer's counts
+        recorded on the rank."""
+        results = await self._backend_slots.in_chunks(calls, self.backend.readout_batch)
         for result in results:
             pin.record(result.prompt_tokens, result.cached_tokens)
         return results

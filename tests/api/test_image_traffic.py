@@ -39,7 +39,7 @@ def ten_questions_about(photo: bytes) -> dict:
 
 def test_file_transfer_sends_each_image_once_with_the_same_answers_and_cache_hits(vision_stack, tmp_path):
     """OPENJEV_IMAGE_TRANSFER=file (a supervised SGLang's default): 10 questions about a 1-megapixel photo
-    carry its path, not megabytes of base64 per call; SGLang reads the same PNG, so the answers and the
+    carry its path, not megabytes of base64 per call; SGLang reads the same JPEG, so the answers and the
     cache hits are those of base64."""
     base64_server, fake = vision_stack
     images = tmp_path / "images"
@@ -58,17 +58,17 @@ def test_file_transfer_sends_each_image_once_with_the_same_answers_and_cache_hit
             assert response.status_code == 200, response.text
             sent[name] = fake.generate_bytes[before:]
             answers[name] = response.json()["answers"]
-        (png_file,) = images.glob("openjev-*.png")
+        (image_file,) = images.glob("openjev-*.jpg")
         assert answers["file"] == answers["base64"]
         # Two posts each: the warm-up, then the 10 readouts as one batched /generate.
         assert len(sent["file"]) == len(sent["base64"]) == 2
         warm_up, batch = sent["base64"]
-        assert warm_up > png_file.stat().st_size and batch > 10 * png_file.stat().st_size  # a copy per readout
+        assert warm_up > image_file.stat().st_size and batch > 10 * image_file.stat().st_size  # a copy per readout
         assert sum(sent["file"]) < 64 * 1024  # paths: the image crossed once, as a file
         # The same photo again: its warm-up is a prefix hit, image positions included.
         again = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=120)
         assert int(again.headers["x-openjev-cached-tokens"]) > SPEC.image_tokens(864, 1152)
-        assert fake.generate_calls[-1]["body"]["image_data"] == [str(png_file)]
+        assert fake.generate_calls[-1]["body"]["image_data"] == [str(image_file)]
     finally:
         stop_openjev(server)
     assert list(images.iterdir()) == []  # openjev's files removed at shutdown

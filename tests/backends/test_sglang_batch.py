@@ -93,7 +93,7 @@ def test_content_free_readouts_go_in_the_same_call_and_a_failed_batch_is_aborted
         assert fake.violations == []
 
 
-def test_a_server_that_refuses_the_list_form_gets_one_call_per_readout(
+def test_a_server_that_refuses_the_list_form_gets_one_call_per_readout_and_the_list_form_is_tried_again(
     serve_openjev: ServeOpenJev, qwen_tokenizer_dir: Any
 ) -> None:
     # sgl-model-gateway 0.3.2 answers the list form 422 (its rid is one string) and forwards single calls.
@@ -102,14 +102,17 @@ def test_a_server_that_refuses_the_list_form_gets_one_call_per_readout(
         questions = {name: QUESTIONS[name] for name in ("q0", "q1", "q2")}
         before = len(fake.generate_posts)
         first = ask(gateway.url, questions)
-        # The warm-up, the refused batch, then each readout alone; later requests never try the list form.
+        # The warm-up, the refused batch, then each readout alone; the next two batches go out alone too.
         assert sizes(fake, before) == [1, 3, 1, 1, 1]
         before = len(fake.generate_posts)
         assert ask(gateway.url, questions) == first and sizes(fake, before) == [1, 1, 1]
-        fake.list_form = True
-        direct = serve_openjev("--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir))
+        fake.list_form = True  # the gateway is replaced by a server that takes the list form
         before = len(fake.generate_posts)
-        assert ask(direct.url, questions) == first and sizes(fake, before) == [1, 3]
+        assert ask(gateway.url, questions) == first and sizes(fake, before) == [1, 1, 1]
+        # Then the list form is tried again, and kept while it is taken.
+        for _ in range(3):
+            before = len(fake.generate_posts)
+            assert ask(gateway.url, questions) == first and sizes(fake, before) == [3]
         assert "refuses /generate's list form" in gateway.log()
         assert fake.violations == []
 
@@ -159,33 +162,49 @@ def test_the_fake_reads_the_list_form_as_sglang_does() -> None:
         fake.violations.clear()
 
 
-def test_slots_count_readouts_and_batches_never_wait_on_each_other() -> None:
-    async def scenario() -> list[str]:
-        slots, order = BackendSlots(4), []
+def test_a_batch_sends_chunks_of_the_free_slots_and_never_holds_one_idle() -> None:
+    async def scenario() -> tuple[list[int], list[str], list[int]]:
+        slots, chunks, order = BackendSlots(4), [], []
+        release = asyncio.Event()
 
-        async def batch(name: str, count: int, hold: float) -> None:
-            async with slots.held(count):
-                order.append(name)
-                await asyncio.sleep(hold)
-
-        async def single(name: str) -> None:
+        async def long_call() -> None:
             async with slots:
-                order.append(name)
-                await asyncio.sleep(0.05)
+                order.append("long")
+                await release.wait()
 
-        with pytest.raises(ValueError):
-            async with slots.held(5):
-                pass
-        await asyncio.wait_for(
-            asyncio.gather(batch("a", 3, 0.1), single("s1"), batch("b", 3, 0.1), single("s2"), batch("c", 4, 0)), 5
-        )
-        # A cancelled taker gives back what it took: all four are free again.
-        waiting = asyncio.create_task(batch("d", 4, 0))
-        async with slots.held(2):
+        async def send(items):
+            chunks.append(len(items))
+            order.append(f"chunk{len(items)}")
+            await asyncio.sleep(0.05)
+            return [item * 10 for item in items]
+
+        async def single() -> None:
+            async with slots:
+                order.append("single")
+
+        held = asyncio.create_task(long_call())
+        await asyncio.sleep(0)
+        batch = asyncio.create_task(slots.in_chunks(list(range(7)), send))
+        await asyncio.sleep(0.01)
+        # 3 slots free: a chunk of 3 goes out at once; the rest waits holding nothing, so a single
+        # readout that arrives now is served as soon as a slot is free, long call or not.
+        await asyncio.wait_for(single(), 1)
+        answers = await asyncio.wait_for(batch, 1)
+        release.set()
+        await held
+        first, before = list(chunks), list(order)
+        # Cancelled while waiting for a slot, a batch holds none afterwards: all four are free again.
+        async with slots, slots, slots, slots:
+            waiting = asyncio.create_task(slots.in_chunks([1, 2], send))
             await asyncio.sleep(0.01)
             waiting.cancel()
-        await asyncio.wait_for(batch("e", 4, 0), 1)
-        return order
+        chunks.clear()
+        assert await asyncio.wait_for(slots.in_chunks([1, 2, 3, 4], send), 1) == [10, 20, 30, 40]
+        assert chunks == [4]
+        return first, before, answers
 
-    order = asyncio.run(scenario())
-    assert order[0] == "a" and set(order) == {"a", "b", "c", "s1", "s2", "e"}
+    chunks, order, answers = asyncio.run(scenario())
+    assert answers == [item * 10 for item in range(7)]
+    assert chunks[0] == 3 and sum(chunks) == 7
+    # The single readout went out while the batch still had readouts to send.
+    assert order.index("single") < len(order) - 1 and order[-1].startswith("chunk")

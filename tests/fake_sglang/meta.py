@@ -72,3 +72,9 @@ def readout_answer(readout: Readout, *, rust: bool) -> dict[str, Any]:
         "response_sent_to_client_ts": time.time(),
     }
     return {"text": "", "output_ids": [readout.sampled], "meta_info": meta}
+
+
+def model_card(name: str, max_model_len: int | None) -> dict[str, Any]:
+    """One model of `/v1/models` as SGLang lists it (`max_model_len` None: a server that does not say)."""
+    return {"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang", "root": name,
+            "parent": None, "max_model_len": max_model_len}  # fmt: skip

@@ -34,7 +34,7 @@ from starlette.routing import Route
 
 from openjev.backends.supervised import free_port
 from tests.fake_sglang import payloads
-from tests.fake_sglang.aborts import work_until_aborted
+from tests.fake_sglang.aborts import no_delay, work_until_aborted
 from tests.fake_sglang.batch import GATEWAY_REFUSAL, is_batch, requests_of, rid_breach, split_batch
 from tests.fake_sglang.generation import (
     BOX_TEXT,
@@ -44,7 +44,7 @@ from tests.fake_sglang.generation import (
     generation_violation,
     is_generation,
 )
-from tests.fake_sglang.meta import readout, readout_answer
+from tests.fake_sglang.meta import model_card, readout, readout_answer
 from tests.fake_sglang.model import Logprobs, hashed_logprobs, local_model_dir
 from tests.fake_sglang.ranks import RankCaches
 from tests.fake_sglang.rules import Outcome, contract_violation, judge_all, max_req_input_len
@@ -73,6 +73,8 @@ class FakeSGLang:
     generate_delay: float = 0.0
     #: 1-based index of the first /generate call that `generate_delay` applies to.
     delay_from_call: int = 1
+    #: Seconds a /generate call works, given its requests (or `generate_delay` if longer); None: none.
+    delay_for: Callable[[list[dict[str, Any]]], float] | None = None
     #: 1-based index of a /generate call that fails with `fail_status` (None: none fails).
     fail_on_call: int | None = None
     fail_status: int = 500
@@ -237,11 +239,7 @@ class FakeSGLang:
         return self._unauthorized(request) or JSONResponse(info)
 
     async def _models(self, request: Request) -> Response:
-        model = {
-            "id": self.served_model_name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
-            "root": self.served_model_name, "parent": None,
-            "max_model_len": self.context_length if self.report_limits else None,
-        }  # fmt: skip
+        model = model_card(self.served_model_name, self.context_length if self.report_limits else None)
         return self._unauthorized(request) or JSONResponse({"object": "list", "data": [model]})
 
     async def _read(self, request: Request) -> dict[str, Any] | Response:
@@ -340,9 +338,7 @@ class FakeSGLang:
             if self.fail_on_call == call_number:
                 await asyncio.sleep(0.05)
                 return _error("injected failure", self.fail_status)
-            aborted: set[str] = set()
-            if self.generate_delay and call_number >= self.delay_from_call:
-                aborted = await self._wait(request, events, self.generate_delay)
+            aborted = await self._work(request, events, items, call_number)
             for item in items:
                 self.served_by[item["rid"]] = self._caches.route(item)
             live = [index for index, item in enumerate(items) if item["rid"] not in aborted]
@@ -359,8 +355,13 @@ class FakeSGLang:
             for rid in events:
                 self._in_flight.pop(rid, None)
 
-    async def _wait(self, request: Request, events: dict[str, asyncio.Event], seconds: float) -> set[str]:
-        """Work for `seconds`; the rids aborted first (by /abort_request, or all by a closed connection)."""
+    async def _work(
+        self, request: Request, events: dict[str, asyncio.Event], items: list[dict[str, Any]], call_number: int
+    ) -> set[str]:
+        """Work as long as the call takes; the rids aborted first (by /abort_request, or all by a closed connection)."""
+        seconds = max(self.generate_delay * (call_number >= self.delay_from_call), (self.delay_for or no_delay)(items))
+        if not seconds:
+            return set()
         check = RUST_DISCONNECT_CHECK if self.rust_frontend else PYTHON_DISCONNECT_CHECK
         aborted, gone = await work_until_aborted(request, events, seconds, check)
         self.disconnected += gone

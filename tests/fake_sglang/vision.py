@@ -10,9 +10,10 @@ the image's positions, which `prompt_tokens` counts; the radix cache keys those 
 image (a pad value from its bytes), so the same image is a cache hit and another is not; and the
 label logprobs depend on the image bytes, as a model's would.
 
-openjev's contract, held as violations: `image_data` only to a model that sees, one PNG per pad
-(never JPEG: 0.5.19 may decode it on the GPU and re-tokenize), each pad inside a whole vision span,
-and never a pad without an image.
+openjev's contract, held as violations: `image_data` only to a model that sees, one PNG or JPEG per
+pad (never a JPEG that ends with its end marker: 0.5.19 with a GPU decodes it there, and then tokenizes
+the prompt again, `is_jpeg_with_cuda`), each pad inside a whole vision span, and never a pad without
+an image.
 """
 
 from __future__ import annotations
@@ -40,8 +41,6 @@ PREPROCESSOR = {"patch_size": 16, "merge_size": 2, "temporal_patch_size": 2,
                 "size": {"shortest_edge": 65536, "longest_edge": 16777216},
                 "image_processor_type": "Qwen2VLImageProcessorFast"}  # fmt: skip
 SPEC = VisionSpec("<|vision_start|>", "<|image_pad|>", "<|vision_end|>", 16, 2, 65536, 16777216)
-#: What 0.5.19 reads as a file path (`utils/common.py`, `image_extension_names`).
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".gif")
 #: SGLang's pad values sit above every vocabulary id (`schedule_batch.py`: 1_000_000 + hash % 2**30).
 PAD_VALUE_BASE = 1_000_000
 
@@ -73,15 +72,16 @@ class SeenPrompt:
 
 
 def _image_bytes(entry: str) -> bytes | str:
-    """The bytes an entry stands for, as 0.5.19's `load_image` reads a string: a local path with an
-    image extension (`file://` or absolute) is read from this machine's files, anything else is base64."""
-    if entry.startswith(("file://", "/")) and entry.lower().endswith(IMAGE_EXTENSIONS):
+    """The bytes an entry stands for, as 0.5.19's `load_image` and `get_image_bytes` read a string: one
+    that starts with `file://` or `/` is read from this machine's files (a bare base64 JPEG, "/9j/...",
+    too), a `data:` URL is the base64 after its comma, anything else is base64."""
+    if entry.startswith(("file://", "/")):
         try:
             return Path(entry.removeprefix("file://")).read_bytes()
         except OSError as error:
             return f"an image_data path does not read: {error}"
     try:
-        return base64.b64decode(entry, validate=True)
+        return base64.b64decode(entry.split(",", 1)[1] if entry.startswith("data:") else entry, validate=True)
     except (binascii.Error, ValueError):
         return "an image_data entry is not base64"
 
@@ -92,8 +92,10 @@ def _image(entry: Any) -> tuple[bytes, Image.Image] | str:
     data = _image_bytes(entry)
     if isinstance(data, str):
         return data
-    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "an image_data entry is not a PNG (a JPEG takes 0.5.19's decode-and-retokenize path)"
+    if not data.startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8")):
+        return "an image_data entry is not a PNG or a JPEG"
+    if data.startswith(b"\xff\xd8") and data.endswith(b"\xff\xd9"):
+        return "a JPEG that ends with its end marker is decoded on the GPU and its prompt tokenized again"
     try:
         image = Image.open(io.BytesIO(data))
         image.load()

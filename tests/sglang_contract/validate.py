@@ -16,8 +16,9 @@ must be the same, so this also checks the fake. SGLang's verdict, in its own req
   xgrammar (0.5.19's default grammar backend, `constrained/xgrammar_backend.py`): an error in any is
   `refused`;
 - `image_data`: one entry per image pad of the ids (the record's `image_pad_id`), each loaded by 0.5.19's
-  own `utils/common.py` `load_image` (CPU decoding) into a PNG: a miscount, an entry it cannot load
-  or a JPEG (the decode-and-retokenize path) is `refused`;
+  own `utils/common.py` `load_image` (CPU decoding) into a PNG or a JPEG: a miscount, an entry it
+  cannot load, another format or a JPEG that ends with its end marker (`is_jpeg_with_cuda`: decoded
+  on a GPU, then the decode-and-retokenize path) is `refused`;
 - then the scheduler's `validate_input_length` (`managers/utils.py:207-219`, the check
   `managers/scheduler.py:2835` makes too) with `max_req_input_len`, and the embedding lookup of
   `input_ids`: a failure is `crash` on the Python frontend, `refused` on the Rust one.
@@ -54,7 +55,7 @@ from sglang.srt.managers.utils import validate_input_length  # noqa: E402
 from sglang.srt.runtime_context import get_context  # noqa: E402
 from sglang.srt.sampling.sampling_params import SamplingParams  # noqa: E402
 from sglang.srt.server_args import ServerArgs  # noqa: E402
-from sglang.srt.utils.common import load_image  # noqa: E402
+from sglang.srt.utils.common import get_image_bytes, load_image  # noqa: E402
 
 SCHEDULER_RESERVED = 5  # managers/tp_worker.py:556 `max_req_len - 5`
 
@@ -103,8 +104,13 @@ def image_refusal(request: GenerateReqInput, pad_id: int | None) -> str:
             image, _ = load_image(entry, gpu_image_decode=False)
         except (ValueError, OSError) as error:
             return f"load_image: {error}"
-        if getattr(image, "format", None) != "PNG":
-            return f"an image loads as {getattr(image, 'format', type(image).__name__)}, not PNG"
+        kind = getattr(image, "format", None)
+        if kind not in ("PNG", "JPEG"):
+            return f"an image loads as {kind or type(image).__name__}, not PNG or JPEG"
+        # `is_jpeg_with_cuda`: with a GPU, a JPEG that ends with its end marker is decoded there, into a
+        # tensor the Qwen-VL processor cannot size, and the prompt is tokenized again.
+        if kind == "JPEG" and get_image_bytes(entry).endswith(b"\xff\xd9"):
+            return "a JPEG that ends with its end marker is decoded on a GPU and its prompt tokenized again"
     return ""
 
 

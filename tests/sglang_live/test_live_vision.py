@@ -49,7 +49,7 @@ def tiny_vl(tmp_path_factory: pytest.TempPathFactory, qwen_tokenizer_dir: Path) 
 def noise_png(seed: int, height: int, width: int) -> bytes:
     from tests.backends.embedded.tiny_vision import png_image
 
-    return png_image(seed, height, width).png
+    return png_image(seed, height, width).data
 
 
 def probabilities(result) -> list[float]:

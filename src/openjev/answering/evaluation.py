@@ -46,6 +46,8 @@ class PreparedRequest:
     prefix_image_tokens: int = 0
     #: The request sent the long-context header: its calls are held to `Engine.long_budget`.
     long_context: bool = False
+    #: How many of the shared prefix's ids a remembered conversation's prefix gave (the conversation memo).
+    known_tokens: int = 0
 
     @property
     def questions(self) -> dict[str, AnyQuestion]:

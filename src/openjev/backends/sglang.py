@@ -4,7 +4,8 @@
   branches) are one `/generate` in SGLang's list form, which reaches its scheduler at once. Their
   bodies and SGLang's batch semantics: `sglang_readouts.py`. A server that answers the list form
   with 422 (SGLang never does; sgl-model-gateway 0.3.2 does: its `rid` is one string) gets that batch
-  and every later one as one call per readout.
+  and the next ones as one call per readout, the list form tried again after 2, 4, ... 256 batches
+  (`readout_batch`).
 - The label logprobs are `meta_info.output_token_ids_logprobs[0]`, one `[logprob, id, text]` per
   requested id, in request order (`sglang_answers.py`).
 - A cancelled call closes its connection (which aborts it on the Rust frontend) and posts
@@ -70,6 +71,8 @@ _PROBE_INTERVAL = 0.5
 _CONNECTIONS_PER_POOL = 8
 _JSON_HEADERS = {"content-type": "application/json"}
 _CONTROL_CONNECTIONS = 4
+#: Batches sent one call per readout at most between two tries of a refused list form.
+LIST_FORM_RETRY_CAP = 256
 # What SGLang 0.5.19's scheduler keeps back from `min(context_len - 1, max_total_num_tokens - 1)`.
 SCHEDULER_RESERVED_TOKENS = 5
 
@@ -147,8 +150,9 @@ class SGLangBackend(Backend):
         #: How images reach SGLang (`sglang_images.py`); base64 unless the settings say otherwise.
         self.images = images or Base64Images(Settings.model_fields["encoded_image_cache_bytes"].default)
         self._tokenizer = tokenizer
-        #: Readouts that go out together are one call (False once the server refused that: `ListFormRefused`).
-        self.list_form = True
+        #: Refusals of the list form in a row (`ListFormRefused`), and batches still to send one call per readout.
+        self._list_form_refusals = 0
+        self._single_batches = 0
 
     # -- readout ----------------------------------------------------------------------------------
 
@@ -158,19 +162,26 @@ class SGLangBackend(Backend):
         return parse_label_logprobs(await self._post(body, [call.rid], call.images), call)
 
     async def readout_batch(self, calls: Sequence[ReadoutCall]) -> list[LabelLogprobs]:
-        """One `/generate` for all (`sglang_readouts.py`); a single readout stays a plain call, and so
-        does every readout once the server has refused the list form."""
-        if len(calls) == 1 or not self.list_form:
+        """One `/generate` for all (`sglang_readouts.py`); a single readout stays a plain call. After the
+        server refused the list form `n` times in a row, the next min(2^n, LIST_FORM_RETRY_CAP) batches go
+        out one call per readout, then the list form is tried again (a success resets `n`): a refusal
+        costs one round trip in which no readout runs, and a server that takes the list form again
+        (a gateway replaced, a transient 422) gets batches again."""
+        if len(calls) == 1 or self._single_batches:
+            self._single_batches = max(0, self._single_batches - (len(calls) > 1))
             return await super().readout_batch(calls)
         self._check_vocabulary(calls)
         body = functools.partial(batch_payload, calls)
         images = [image for call in calls for image in call.images]
         try:
-            return parse_batch(await self._post(body, [call.rid for call in calls], images), calls)
+            answers = parse_batch(await self._post(body, [call.rid for call in calls], images), calls)
         except ListFormRefused as refused:
-            log.warning("%s: each readout goes out as its own /generate from now on", refused)
-            self.list_form = False
-        return await super().readout_batch(calls)
+            self._list_form_refusals += 1
+            self._single_batches = min(2**self._list_form_refusals, LIST_FORM_RETRY_CAP)
+            log.warning("%s: the next %d batches go out one /generate per readout", refused, self._single_batches)
+            return await super().readout_batch(calls)
+        self._list_form_refusals = 0
+        return answers
 
     async def generate(self, call: GenerationCall) -> Generation:
         if self._vocab_size is not None:

@@ -2,20 +2,23 @@
 
 SGLang's loader (`utils/common.py` `load_image`, read from the 0.5.19 wheel) takes each entry as a
 URL, a `file://` URL or a local path with an image extension (`.png`, ...; an absolute path is read
-with `open`), else as base64. Either way it decodes the same PNG to the same pixels, and the image's
+with `open`), a `data:` URL, else as base64. Either way it decodes the same file to the same pixels, and the image's
 hash (the radix-cache key of its positions and the embedding cache's key) is computed from the
 processed pixel values (`MultimodalDataItem.set_pad_value` -> `hash_feature`), not from the entry,
 so a path and base64 give the same cache hits.
 
-- `Base64Images` (OPENJEV_IMAGE_TRANSFER=base64, and `auto` for --connect): each call carries the
-  base64 of every image it shows; the encodings of recent images are kept, bounded in bytes
+- `Base64Images` (OPENJEV_IMAGE_TRANSFER=base64, and `auto` for --connect: even a loopback address
+  does not prove that SGLang reads this machine's files, a container behind a forwarded port does
+  not; `file` with a shared OPENJEV_IMAGE_DIR says that it does): each call carries the base64 of
+  every image it shows (a JPEG's as a `data:image/jpeg;base64,` URL: bare, its "/9j/" start reads
+  as a path); the encodings of recent images are kept, bounded in bytes
   (OPENJEV_ENCODED_IMAGE_CACHE_BYTES).
-- `ImageFiles` (`file`, and `auto` for a supervised SGLang, which runs on this machine): each image is
-  written once as `<OPENJEV_IMAGE_DIR>/openjev-<sha256>.png` (its content names it; written to a
-  temporary name and renamed, so SGLang never reads half a file) and calls carry its path, a few
-  dozen bytes instead of megabytes per call. Files are bounded in bytes (OPENJEV_IMAGE_FILE_BYTES):
-  past it the least recently used are removed, but never one that a call in flight names (`held`).
-  At shutdown openjev removes its files, and the directory when it made it.
+- `ImageFiles` (`file`, and `auto` for a supervised SGLang, which runs on this machine and reads its
+  files): each image is written once as `<OPENJEV_IMAGE_DIR>/openjev-<sha256>.<png|jpg>` (its
+  content names it; written to a temporary name and renamed, so SGLang never reads half a file) and
+  calls carry its path, a few dozen bytes instead of megabytes per call. Files are bounded in bytes
+  (OPENJEV_IMAGE_FILE_BYTES): past it the least recently used are removed, but never one that a call
+  in flight names (`held`). At shutdown openjev removes its files, and the directory when it made it.
 Both are shared by concurrent calls (a lock guards their books; the work runs outside it).
 """
 
@@ -38,6 +41,10 @@ from openjev.request.images import ImageInput
 
 log = logging.getLogger("openjev.sglang")
 
+#: A JPEG's base64 goes as a data URL (a PNG's bare, as 0.5.19 reads either).
+JPEG_DATA_URL = "data:image/jpeg;base64,"
+#: The file name's extension per format (0.5.19's loader reads a path only with an image extension).
+EXTENSIONS = {"PNG": "png", "JPEG": "jpg"}
 #: What a kept entry costs beyond its bytes (its key and book-keeping), so that zero-byte images still count.
 ENTRY_OVERHEAD = 256
 
@@ -78,7 +85,10 @@ class Base64Images:
             if found is not None:
                 self._encoded.move_to_end(image.sha256)
                 return found
-        encoded = base64.b64encode(image.png).decode("ascii")
+        encoded = base64.b64encode(image.data).decode("ascii")
+        if image.kind == "JPEG":
+            # A bare base64 JPEG starts with "/9j/", which 0.5.19's loader reads as a file path.
+            encoded = JPEG_DATA_URL + encoded
         cost = len(encoded) + ENTRY_OVERHEAD
         with self._lock:
             if cost <= self.capacity_bytes and image.sha256 not in self._encoded:
@@ -106,13 +116,13 @@ class ImageFiles:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.capacity_bytes = capacity_bytes
         self.bytes = 0
-        #: sha256 -> the file's size, least recently used first.
-        self._files: OrderedDict[str, int] = OrderedDict()
+        #: sha256 -> the file's path and size, least recently used first.
+        self._files: OrderedDict[str, tuple[Path, int]] = OrderedDict()
         self._holds: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def path(self, sha256: str) -> Path:
-        return self.directory / f"openjev-{sha256}.png"
+    def path(self, image: ImageInput) -> Path:
+        return self.directory / f"openjev-{image.sha256}.{EXTENSIONS[image.kind]}"
 
     @contextlib.contextmanager
     def held(self, images: Sequence[ImageInput]) -> Iterator[None]:
@@ -131,18 +141,18 @@ class ImageFiles:
         return [str(self._written(image)) for image in images]
 
     def _written(self, image: ImageInput) -> Path:
-        path = self.path(image.sha256)
+        path = self.path(image)
         with self._lock:
             if image.sha256 in self._files:
                 self._files.move_to_end(image.sha256)
                 return path
         staging = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")
-        staging.write_bytes(image.png)
+        staging.write_bytes(image.data)
         os.replace(staging, path)
         with self._lock:
             if image.sha256 not in self._files:
-                self._files[image.sha256] = len(image.png)
-                self.bytes += len(image.png)
+                self._files[image.sha256] = path, len(image.data)
+                self.bytes += len(image.data)
                 self._evict()
         return path
 
@@ -153,16 +163,17 @@ class ImageFiles:
         for sha256 in [key for key in self._files if not self._holds[key]]:
             if self.bytes <= self.capacity_bytes:
                 break
-            self.bytes -= self._files.pop(sha256)
-            self.path(sha256).unlink(missing_ok=True)
+            path, size = self._files.pop(sha256)
+            self.bytes -= size
+            path.unlink(missing_ok=True)
 
     def close(self) -> None:
         with self._lock:
             if self._owns_directory:
                 shutil.rmtree(self.directory, ignore_errors=True)
             else:
-                for sha256 in self._files:
-                    self.path(sha256).unlink(missing_ok=True)
+                for path, _ in self._files.values():
+                    path.unlink(missing_ok=True)
             self._files.clear()
             self.bytes = 0
 

@@ -23,6 +23,12 @@ Contract:
   branches did means the cache lost it (another client, a flush, a restart): the prefix is forgotten,
   so the next evaluation of it warms up again. So an eviction this record cannot see costs one
   evaluation its branches' prefills of the prefix, once.
+- An extension (`begin(..., known)`: the prefix's first `known` ids are a remembered conversation's
+  whole prefix, and at most EXTENSION_TOKENS more follow, a chat grown by a message or two): when
+  those `known` ids are certainly cached as a prefix of their own, the warm-up is skipped too, and
+  each branch prefills only the few new tokens after them (a round trip saved for a few tokens
+  computed once per branch). Its branches finding less of them than the last warm-up's branches did
+  forgets them.
 - The prefix's identity: its ids and its images' sha256 digests, on its rank; at most `capacity`
   prefixes are kept, the least recently used forgotten first.
 """
@@ -32,13 +38,17 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import orjson
 
 from openjev.prompting.prompt_ids import SharedIds
 from openjev.request.images import ImageInput
 
 #: Prefixes remembered (a key and three integers each).
 CAPACITY = 4096
+#: New tokens after a cached conversation's prefix that its branches may each prefill instead of a warm-up.
+EXTENSION_TOKENS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +61,9 @@ class PrefixUse:
     sent: int
     prefix_tokens: int
     cached: bool
+    #: The key and length of the cached known part an extension's branches reuse (None: not an extension).
+    known_key: bytes | None = None
+    known_tokens: int = 0
 
 
 @dataclass(slots=True)
@@ -68,18 +81,24 @@ class WarmPrefixes:
         self._entries: OrderedDict[bytes, _Entry] = OrderedDict()
         self._sent: defaultdict[int, int] = defaultdict(int)
 
-    def begin(self, prefix: SharedIds, images: Sequence[ImageInput], rank: int | None, tokens: int) -> PrefixUse:
-        """Record an evaluation's `tokens` sent to `rank` (None: the one rank) and whether its prefix is cached."""
+    def begin(
+        self, prefix: SharedIds, images: Sequence[ImageInput], rank: int | None, tokens: int, known: int = 0
+    ) -> PrefixUse:
+        """Record an evaluation's `tokens` sent to `rank` (None: the one rank) and whether its prefix is
+        cached, or extends by a few tokens `known` ids that are (see the module docstring)."""
         rank = rank or 0
-        digest = hashlib.blake2b(prefix.json_items(), digest_size=16)
-        for image in images:
-            digest.update(image.sha256.encode())
-        key = rank.to_bytes(4, "little") + digest.digest()
+        key = _key(prefix.json_items(), images, rank)
         sent = self._sent[rank]
-        entry = self._entries.get(key)
-        cached = entry is not None and sent - entry.sent + len(prefix.ids) <= self.limit
         self._sent[rank] = sent + tokens
-        return PrefixUse(key, rank, sent + tokens, len(prefix.ids), cached)
+        use = PrefixUse(key, rank, sent + tokens, len(prefix.ids), self._holds(key, sent, len(prefix.ids)))
+        if use.cached or images or known <= 0 or not 0 < len(prefix.ids) - known <= EXTENSION_TOKENS:
+            return use
+        known_key = _key(orjson.dumps(prefix.ids[:known])[1:-1], (), rank)
+        return replace(use, cached=self._holds(known_key, sent, known), known_key=known_key, known_tokens=known)
+
+    def _holds(self, key: bytes, sent: int, tokens: int) -> bool:
+        entry = self._entries.get(key)
+        return entry is not None and sent - entry.sent + tokens <= self.limit
 
     def spend(self, rank: int | None, tokens: int) -> None:
         self._sent[rank or 0] += tokens
@@ -90,6 +109,12 @@ class WarmPrefixes:
             return
         counts = [min(count, use.prefix_tokens) for count in reported if count is not None]
         found = min(counts) if counts else None
+        extended = use.known_key if use.cached else None
+        known = self._entries.get(extended) if extended is not None else None
+        lost = known is not None and found is not None and known.found is not None and found < known.found
+        if extended is not None and lost:
+            del self._entries[extended]  # the cache lost the part it extended
+            return
         entry = self._entries.get(use.key)
         if use.cached and entry is not None:
             if found is not None and entry.found is not None and found < entry.found:
@@ -100,3 +125,11 @@ class WarmPrefixes:
         self._entries.move_to_end(use.key)
         while len(self._entries) > self.capacity:
             self._entries.popitem(last=False)
+
+
+def _key(json_items: bytes, images: Sequence[ImageInput], rank: int) -> bytes:
+    """A prefix's identity on `rank`: a digest of its ids' JSON and its images' sha256 digests."""
+    digest = hashlib.blake2b(json_items, digest_size=16)
+    for image in images:
+        digest.update(image.sha256.encode())
+    return rank.to_bytes(4, "little") + digest.digest()

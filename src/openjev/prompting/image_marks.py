@@ -24,7 +24,9 @@ Contract (`ImageMarks`, for one request whose assets are `keys`):
 images framed in full (never through the conversation memo), and per prompt its images in pad order
 with the positions they add beyond their pads, `VisionSpec.image_tokens - 1` each, which the token
 budgets count. All prompts together may show images in at most OPENJEV_MAX_IMAGE_POSITIONS positions
-(a 422 naming `assets` past it): a placeholder repeated costs the backend its image each time.
+(a 422 naming `assets` past it): a placeholder repeated costs the backend its image each time. And
+the backend loads each image once per call that shows it: those bytes, over every call of the request,
+are at most OPENJEV_MAX_IMAGE_BACKEND_BYTES (a 422 naming `assets` past it).
 """
 
 from __future__ import annotations
@@ -143,6 +145,7 @@ class PromptImages:
         self.preparer = ImagePreparer(settings)
         self.think_model = settings.think_model
         self.max_positions = settings.max_image_positions
+        self.max_backend_bytes = settings.max_image_backend_bytes
 
     def prepare(self, request: SystemOneRequest, sources: Mapping[str, bytes]) -> dict[str, ImageInput]:
         """The request's images made safe (`images.py`), by asset key, after the checks that need no pixel."""
@@ -212,7 +215,24 @@ class PromptImages:
         shown = [tuple(safe[key] for key in keys) for _, keys in split]
         extra = [sum(vision.image_tokens(image.height, image.width) - 1 for image in row) for row in shown]
         self._check_positions([key for _, keys in split for key in keys], safe)
+        self._check_backend_bytes(shown)
         return [segments for segments, _ in split], shown, extra
+
+    def _check_backend_bytes(self, shown: Sequence[tuple[ImageInput, ...]]) -> None:
+        """OPENJEV_MAX_IMAGE_BACKEND_BYTES: the bytes the backend loads, sum over calls of the bytes of each
+        image the call shows; the calls are the warm-up (the shared prefix, `shown[0]`) and one per other
+        prompt, which shows the prefix's images and its own."""
+        prefix = sum(len(image.data) for image in shown[0])
+        loaded = prefix + sum(prefix + sum(len(image.data) for image in row) for row in shown[1:])
+        if loaded <= self.max_backend_bytes:
+            return
+        message = (
+            f"the images would make the backend load {loaded} bytes ({len(shown)} calls, each loading every image "
+            f"its prompt shows), over OPENJEV_MAX_IMAGE_BACKEND_BYTES={self.max_backend_bytes}; show the images "
+            "fewer times, ask fewer questions about them, or send them smaller"
+        )
+        context = {"limit": self.max_backend_bytes, "bytes": loaded}
+        raise RequestRejected([Issue(("assets",), message, "too_long", context)])
 
     def _check_positions(self, shown_keys: Sequence[str], safe: Mapping[str, ImageInput]) -> None:
         """OPENJEV_MAX_IMAGE_POSITIONS: every image each time a prompt shows it, at its full count. It

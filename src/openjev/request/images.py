@@ -1,8 +1,10 @@
-"""Images made safe before any model sees them: one decode, one resize, one PNG.
+"""Images made safe before any model sees them: one decode, one resize, one encoding in the source's format.
 
 Contract, for the bytes of one image asset (`ImagePreparer.prepare`):
 - the bytes decide the format: a PNG or JPEG signature, nothing else (the declared `format` is not
   trusted); anything else is refused;
+- its framing (a PNG's chunks, a JPEG's segments) is walked in bytes first, within bounds on their
+  count and one ICC profile at most (`image_headers.py`), so that Pillow's own walk is bounded too;
 - the size in the file's header is checked before any pixel is decoded: more than
   OPENJEV_MAX_IMAGE_SOURCE_PIXELS is refused, and Pillow's own decompression-bomb guard is an error,
   never a warning; a truncated or corrupt file is refused;
@@ -17,12 +19,12 @@ Contract, for the bytes of one image asset (`ImagePreparer.prepare`):
 - an image whose longer side is more than MAX_ASPECT_RATIO (200) times its shorter one, as resized,
   is refused: the Qwen-VL processors refuse it (`smart_resize`), and the official API states no
   padding that would change what its box fractions mean;
-- it is encoded once as PNG from its pixels, always: no byte the caller sent reaches a backend (a PNG's
-  ancillary chunks, a JPEG's metadata), so what a backend is sent per image is bounded by its pixels
-  (at most OPENJEV_MAX_IMAGE_PIXELS x 3 bytes and the PNG's framing), whatever the caller's file held.
-  The backend's processor reads the PNG as is (SGLang 0.5.19 turns a JPEG into ids by decoding and
-  re-tokenizing the whole prompt; a PNG keeps openjev's ids); it is named by its sha256 in every
-  cache downstream.
+- it is encoded once again from its pixels, in its source's compact form (a JPEG as a JPEG at the
+  source's own quantization tables, a PNG as a PNG, never larger than the source where a higher zlib
+  level avoids it: `image_encoding.py`): no byte the caller sent reaches a backend (a PNG's ancillary
+  chunks, a JPEG's metadata), so what a backend is sent per image is bounded by its pixels (at most
+  OPENJEV_MAX_IMAGE_PIXELS x 3 bytes and the file's framing) and about the source's own size,
+  whatever the caller's file held. It is named by its sha256 in every cache downstream.
 Each refusal is an `ImageRefused` whose message says why; `ImagePreparer` reports it as a 422 naming
 `["assets", KEY]`. An asset of low detail is resized within LOW_DETAIL_PIXELS (512x512) instead of
 OPENJEV_MAX_IMAGE_PIXELS, where that is smaller. A repeated image (the same sha256 of its bytes as
@@ -45,6 +47,8 @@ from PIL import Image, ImageOps
 
 from openjev.config import Settings
 from openjev.errors import Issue, RequestRejected
+from openjev.request.image_encoding import SourceEncoding, encode, source_encoding
+from openjev.request.image_headers import ImageRefused, check_framing
 
 #: File signatures of the formats a vision backend is sent (both read by every Qwen-VL processor).
 SIGNATURES = {b"\x89PNG\r\n\x1a\n": "PNG", b"\xff\xd8\xff": "JPEG"}
@@ -62,17 +66,15 @@ LOW_DETAIL_PIXELS = 512 * 512
 @dataclass(frozen=True, slots=True)
 class ImageInput:
     """One image of a prompt, made safe once (decoded, oriented, RGB, resized within the pixel budget,
-    re-encoded as PNG): `png` is what the backend's processor reads, `sha256` its digest, which names the
-    image in every cache, and `height` x `width` its size in pixels."""
+    encoded again in its source's format, `image_encoding.py`): `data` is what the backend's processor
+    reads, `kind` its format (`PNG` or `JPEG`), `sha256` its digest, which names the image in every
+    cache, and `height` x `width` its size in pixels."""
 
-    png: bytes
+    data: bytes
     sha256: str
     height: int
     width: int
-
-
-class ImageRefused(ValueError):
-    """The bytes are not an image openjev takes; the message says why."""
+    kind: str = "PNG"
 
 
 def image_format(data: bytes) -> str | None:
@@ -106,12 +108,14 @@ def as_rgb(image: Image.Image) -> Image.Image:
 ORIENTATION = 0x0112
 
 
-def _decoded(data: bytes, kind: str, max_pixels: int, max_source_pixels: int) -> Image.Image:
-    """The upright RGB image within `max_pixels`; `ImageRefused` for anything that does not decode."""
+def _decoded(data: bytes, kind: str, max_pixels: int, max_source_pixels: int) -> tuple[Image.Image, SourceEncoding]:
+    """The upright RGB image within `max_pixels` and its source's encoding; `ImageRefused` for anything
+    that does not decode."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
             image = Image.open(io.BytesIO(data), formats=[kind])
+            source = source_encoding(image, kind, len(data))
             width, height = image.size
             if width * height > max_source_pixels:
                 raise ImageRefused(
@@ -139,7 +143,7 @@ def _decoded(data: bytes, kind: str, max_pixels: int, max_source_pixels: int) ->
         )
     if (target_height, target_width) != (height, width):
         image = image.resize((target_width, target_height), Image.Resampling.BICUBIC)
-    return image
+    return image, source
 
 
 def make_safe(data: bytes, *, max_pixels: int, max_source_pixels: int) -> ImageInput:
@@ -147,12 +151,10 @@ def make_safe(data: bytes, *, max_pixels: int, max_source_pixels: int) -> ImageI
     kind = image_format(data)
     if kind is None:
         raise ImageRefused("the bytes are not a PNG or JPEG image (the format is detected from the bytes)")
-    image = _decoded(data, kind, max_pixels, max_source_pixels)
-    out = io.BytesIO()
-    # Level 1: the PNG crosses a local connection only; higher levels cost more encoding time.
-    image.save(out, format="PNG", compress_level=1)
-    png = out.getvalue()
-    return ImageInput(png, hashlib.sha256(png).hexdigest(), image.height, image.width)
+    check_framing(data, kind)
+    image, source = _decoded(data, kind, max_pixels, max_source_pixels)
+    encoded, encoded_kind = encode(image, source)
+    return ImageInput(encoded, hashlib.sha256(encoded).hexdigest(), image.height, image.width, encoded_kind)
 
 
 class ImagePreparer:
@@ -192,12 +194,12 @@ class ImagePreparer:
                 self.hits += 1
                 return found
         image = make_safe(data, max_pixels=max_pixels, max_source_pixels=self.max_source_pixels)
-        cost = len(image.png) + 256
+        cost = len(image.data) + 256
         with self._lock:
             if cost <= self.capacity_bytes and digest not in self._entries:
                 while self.bytes + cost > self.capacity_bytes:
                     _, old = self._entries.popitem(last=False)
-                    self.bytes -= len(old.png) + 256
+                    self.bytes -= len(old.data) + 256
                 self._entries[digest] = image
                 self.bytes += cost
         return image

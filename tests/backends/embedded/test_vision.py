@@ -237,7 +237,7 @@ def test_pads_and_images_must_match(make, vision_tokenizer) -> None:
 def pil(image: ImageInput):
     from PIL import Image
 
-    return Image.open(io.BytesIO(image.png)).convert("RGB")
+    return Image.open(io.BytesIO(image.data)).convert("RGB")
 
 
 def reference(path: Path, ids: list[int], label_ids: list[int], images: tuple[ImageInput, ...]) -> list[float]:

@@ -230,5 +230,5 @@ def load_vision(torch: Any, path: Path, dtype: str, cache_kwarg: Callable[[Calla
 def _decoded(image: ImageInput) -> Any:
     from PIL import Image
 
-    with Image.open(io.BytesIO(image.png)) as opened:
+    with Image.open(io.BytesIO(image.data)) as opened:
         return opened.convert("RGB")
