@@ -23,10 +23,18 @@ from openjev import __version__
 from openjev.api.body import BodyDecoder
 from openjev.api.decisions import router as decisions_router
 from openjev.api.docs import GUIDES, STATIC_DIR, STATIC_PATH
+from openjev.api.door import Door
 from openjev.api.errors import install_error_handlers
 from openjev.api.fast_path import SystemOneFastPath
-from openjev.api.middleware import DECISIONS_PATH, ApiKeyMiddleware, RequestIdMiddleware, StatusMetricsMiddleware
+from openjev.api.middleware import (
+    ANSWERING_PATHS,
+    DECISIONS_PATH,
+    ApiKeyMiddleware,
+    RequestIdMiddleware,
+    StatusMetricsMiddleware,
+)
 from openjev.api.openai_errors import OpenAIErrorEnvelope
+from openjev.api.probe import SharedProbe
 from openjev.api.routes import router
 from openjev.api.workers import worker_pool
 from openjev.backends.base import Backend
@@ -65,6 +73,7 @@ def create_app(
         redirect_slashes=False,
     )
     app.state.service = service
+    app.state.health_probe = SharedProbe()
     app.include_router(router)
     app.include_router(decisions_router)
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC_DIR), name="static")
@@ -72,12 +81,14 @@ def create_app(
     app.add_middleware(SystemOneFastPath, service=service, retry_after=settings.retry_after)
     app.add_middleware(
         BodyDecoder,
+        image_paths=ANSWERING_PATHS,
         max_body_bytes=settings.max_body_bytes,
         max_image_body_bytes=settings.max_image_body_bytes,
         read_timeout=settings.body_read_timeout,
         max_reads=settings.max_concurrent_body_reads,
         retry_after=settings.retry_after,
     )
+    app.add_middleware(Door, routes=app.router.routes, retry_after=settings.retry_after)
     api_key = settings.api_key.get_secret_value() if settings.api_key is not None else None
     app.add_middleware(ApiKeyMiddleware, api_key=api_key, retry_after=settings.retry_after)
     app.add_middleware(RequestIdMiddleware, retry_after=settings.retry_after)

@@ -327,9 +327,10 @@ PUBLIC_BACKEND_FACTS = frozenset(
 
 
 @router.get("/health", summary="Ready when the backend is", responses=HEALTH_RESPONSES)
-async def health(service: ServiceDep) -> JSONResponse:
+async def health(request: Request, service: ServiceDep) -> JSONResponse:
     current = service.current
-    backend_health = await service.backend.health() if current else None
+    # One backend probe at a time, shared: the probe uses the connections that carry aborts (`probe.py`).
+    backend_health = await request.app.state.health_probe.get(service.backend.health) if current else None
     ready = current is not None and backend_health is not None and backend_health.ready
     if ready:
         status = "ok"
