@@ -5,8 +5,16 @@ to answer with, or neither (the FastAPI route then answers, as it always has: a 
 not JSON, an empty body, or a small invalid one whose few issues FastAPI lists word for word).
 - A body is read by `loads_if_same` (orjson) where it gives the same value as the strict parser,
   else by `loads_strict`; JSON that neither takes is FastAPI's `json_invalid` entry, built here.
-- A body of more than MAX_JSON_VALUES values (counted as its commas, in C, before parsing) is refused
-  unparsed: validation costs about 2 us per invalid value and holds the GIL.
+- A body of more than MAX_JSON_VALUES values is refused unparsed: parsing and validating hold the GIL
+  throughout, about 1-7 us per value. The values are counted before parsing as the commas that follow
+  a value's last byte (a quote, a bracket, a digit, the `e` or `l` of true, false, null), in C, a
+  COUNT_PIECE at a time so the loop can take the GIL between pieces; prose in strings adds a few.
+- Before validation (which holds the GIL throughout: 180k questions took 2 s, 41k `/v1/decisions`
+  input items 280 ms), the validated containers are counted in Python (which lets the loop in every
+  few ms): more than MAX_QUESTIONS questions, more than MAX_INPUT_ITEMS items of a `/v1/decisions`
+  `input`, a container of more than MAX_ITEMS entries, or more than MAX_QUESTION_VALUES values in all
+  the questions is a 422 naming the field, unvalidated. Each is past what a route's own limits let
+  a usual request reach (`/v1/limits`); they bound work, and are stated in `docs/api.md`.
 - An invalid body with more than `errors.MAX_LISTED_ISSUES` issues has its entries built here (the
   first ones listed, the rest counted: `errors.listed`); pydantic lists every issue at about 8 us
   each, so past MAX_ENUMERATED_ISSUES only their count is given.
@@ -29,9 +37,26 @@ from openjev.api.strict_json import loads_if_same, loads_strict
 #: body this size costs the loop under 0.5 ms when valid and at most about 5 ms however it is invalid
 #: (`docs/api.md`, hardening); a larger one is read on a worker thread.
 JSON_INLINE_BYTES = 16 * 1024
-#: Values a JSON body may hold (commas, counted before parsing): a request of text and images has
-#: few; a body of this many invalid values takes about half a second to validate.
-MAX_JSON_VALUES = 250_000
+#: Values a JSON body may hold (module doc): a 4,096-message chat has about 12,000, 64 choice questions
+#: of 255 options about 16,000; parsing this many takes about 50 ms of GIL.
+MAX_JSON_VALUES = 50_000
+COUNT_PIECE = 256 * 1024
+#: Each byte that may end a JSON value as "v", a comma as itself, any other byte as a space.
+_VALUE_ENDS = bytes(0x76 if chr(byte) in '"]}0123456789el' else byte if byte == 0x2C else 0x20 for byte in range(256))
+
+
+def value_count(body: bytes) -> int:
+    """About how many values `body` holds (commas after a value's end, plus one), a piece at a time."""
+    pieces = range(0, len(body), COUNT_PIECE)
+    return 1 + sum(body[start : start + COUNT_PIECE + 1].translate(_VALUE_ENDS).count(b"v,") for start in pieces)
+
+
+#: Bounds of the validated containers (module doc): validating one costs 2-7 us per value with the GIL
+#: held. 64 choice questions of 255 options hold about 16,700 values.
+MAX_QUESTIONS = 1024
+MAX_INPUT_ITEMS = 4096
+MAX_ITEMS = 1024
+MAX_QUESTION_VALUES = 32_768
 #: Issues listed at most by pydantic before only their count is given (about 80 ms of a worker).
 MAX_ENUMERATED_ISSUES = 10_000
 
@@ -62,12 +87,52 @@ def _issues(error: ValidationError) -> list[dict[str, Any]]:
     return listed((validation_entry({**item, "loc": ("body", *item["loc"])}) for item in errors), total)
 
 
+def _count(value: Any, loc: list[str | int], budget: int) -> tuple[int, list[str | int] | None]:
+    """Values in `value` (at most `budget`, then it stops), and the location of a container of more than
+    MAX_ITEMS entries, if one was met."""
+    stack, seen = [(value, loc)], 0
+    while stack and seen <= budget:
+        item, where = stack.pop()
+        seen += 1
+        if isinstance(item, dict | list):
+            if len(item) > MAX_ITEMS:
+                return seen, where
+            pairs = item.items() if isinstance(item, dict) else enumerate(item)
+            stack += ((child, [*where, key]) for key, child in pairs)
+    return seen, None
+
+
+def _too_long(loc: list[str | int], what: str, limit: int, actual: int | None = None) -> dict[str, Any]:
+    got = f", got {actual}" if actual is not None else ""
+    message = f"at most {limit} {what} in one request (reading more holds the server too long){got}"
+    return _entry(["body", *loc], message, "too_long", {"max_length": limit})
+
+
+def _oversized(value: Any) -> dict[str, Any] | None:
+    """The 422 entry for a body whose validated containers are past the bounds (module doc), or None."""
+    if not isinstance(value, dict):
+        return None
+    questions, given = value.get("questions"), value.get("input")
+    if isinstance(given, list) and len(given) > MAX_INPUT_ITEMS:
+        return _too_long(["input"], "input items", MAX_INPUT_ITEMS, len(given))
+    if not isinstance(questions, dict | list):
+        return None
+    if len(questions) > MAX_QUESTIONS:
+        return _too_long(["questions"], "questions", MAX_QUESTIONS, len(questions))
+    seen, crowded = _count(questions, ["questions"], MAX_QUESTION_VALUES)
+    if crowded is not None:
+        return _too_long(crowded, "entries of one list or object", MAX_ITEMS)
+    if seen > MAX_QUESTION_VALUES:
+        return _too_long(["questions"], "values in all the questions", MAX_QUESTION_VALUES)
+    return None
+
+
 def parse_body(body: bytes, content_type: str | None, model: type[BaseModel]) -> Parsed:
     """The module's contract."""
     if not is_json_type(content_type) or not body:
         return Parsed()
-    if (commas := body.count(b",")) >= MAX_JSON_VALUES:
-        message = f"the body holds more than {MAX_JSON_VALUES} JSON values ({commas + 1}); no request needs as many"
+    if (values := value_count(body)) > MAX_JSON_VALUES:
+        message = f"the body holds more than {MAX_JSON_VALUES} JSON values ({values}); no request needs as many"
         return Parsed(rejection=[_entry(["body"], message, "too_long", {"max_length": MAX_JSON_VALUES})])
     value = loads_if_same(body)
     if value is None:
@@ -77,6 +142,8 @@ def parse_body(body: bytes, content_type: str | None, model: type[BaseModel]) ->
             return Parsed(
                 rejection=[_entry(["body", error.pos], "JSON decode error", "json_invalid", {"error": error.msg})]
             )
+    if (refusal := _oversized(value)) is not None:
+        return Parsed(rejection=[refusal])
     try:
         return Parsed(request=model.model_validate(value))
     except ValidationError as error:
