@@ -125,7 +125,7 @@ class Settings(BaseSettings):
     max_questions: int = Field(64, ge=1, description="Questions per request.")
     max_choice_options: int = Field(255, ge=2, le=255, description="Options per choice question.")
     max_score_levels: int = Field(64, ge=2, le=255, description="Levels per score question.")
-    max_body_bytes: int = Field(2 * 1024 * 1024, ge=1024, description="Request body size, after decompression.")
+    max_body_bytes: int = Field(2 * 1024 * 1024, ge=1024, description="Body size without images.")
     max_input_tokens: int = Field(
         32768, ge=16, description="Tokens per question branch, including its one output token."
     )
@@ -160,7 +160,7 @@ class Settings(BaseSettings):
     max_images: int = Field(8, ge=1, description="Image assets per request.")
     max_image_bytes: int = Field(10 * 1024 * 1024, ge=1024, description="Bytes of one image as sent.")
     max_image_total_bytes: int = Field(32 * 1024 * 1024, ge=1024, description="Bytes of a request's images.")
-    max_image_body_bytes: int = Field(40 * 1024 * 1024, ge=1024, description="A multipart body's size, at most.")
+    max_image_body_bytes: int = Field(40 * 1024 * 1024, ge=1024, description="Body size where images may be.")
     max_image_pixels: int = Field(1024 * 1024, ge=1024, description="Pixels a larger image is resized to fit.")
     max_image_source_pixels: int = Field(40_000_000, ge=1024, description="Pixels of an image as sent, at most.")
     image_cache_bytes: int = Field(64 * 1024 * 1024, ge=0, description="Prepared images kept, by sha256; 0: none.")
