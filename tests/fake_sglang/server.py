@@ -129,8 +129,7 @@ class FakeSGLang:
         self._in_flight: dict[str, asyncio.Event] = {}
         self._caches = RankCaches(self.dp_size)
         self.scheduler = Scheduler(self._caches, self._violate, self.step_seconds)
-        self._calls = 0
-        self.health_calls = 0  # `/health` probes received
+        self._calls = self.health_calls = 0  # `/generate` calls, `/health` probes
         self._ready_at = 0.0
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
