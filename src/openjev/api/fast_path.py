@@ -36,7 +36,7 @@ from openjev.api.decisions import OPENROUTER_PATH, answer_decisions, answer_open
 from openjev.api.errors import handled_error_response
 from openjev.api.middleware import DECISIONS_PATH, SYSTEM_ONE_PATH
 from openjev.api.multipart import split_body
-from openjev.api.parsing import JSON_INLINE_BYTES, parse_body
+from openjev.api.parsing import JSON_INLINE_BYTES, Parsed, issue_entries, parse_body
 from openjev.api.routes import IMAGE_PARTS, answer_request, asks_long_context
 from openjev.errors import OpenJevError
 from openjev.request.decision_schema import DecisionRequest
@@ -110,9 +110,13 @@ class SystemOneFastPath:
                 return
             scope, content_type = as_json_body(scope, body, parts), "application/json"
             message = {"type": "http.request", "body": body, "more_body": False}
-        read = functools.partial(parse_body, body, content_type, MODELS[path])
-        # A large body is parsed and validated on a worker thread, its issues listed there too.
-        parsed = read() if len(body) <= JSON_INLINE_BYTES else await asyncio.to_thread(read)
+        # A large body is parsed and validated on a worker thread, and any body's many issues listed there.
+        if len(body) <= JSON_INLINE_BYTES:
+            parsed = parse_body(body, content_type, MODELS[path], inline=True)
+        else:
+            parsed = await asyncio.to_thread(parse_body, body, content_type, MODELS[path])
+        if parsed.error is not None:
+            parsed = Parsed(rejection=await asyncio.to_thread(issue_entries, parsed.error))
         if parsed.rejection is not None:
             response: Response = JSONResponse({"detail": parsed.rejection}, 422)
         elif parsed.request is None:
