@@ -4,7 +4,9 @@ Contract: `parse_body(body, content_type, model)` returns the validated request,
 to answer with, or neither (the FastAPI route then answers, as it always has: a content type that is
 not JSON, an empty body, or a small invalid one whose few issues FastAPI lists word for word).
 - A body is read by `loads_if_same` (orjson) where it gives the same value as the strict parser,
-  else by `loads_strict`; JSON that neither takes is FastAPI's `json_invalid` entry, built here.
+  else by `loads_strict`; JSON that neither takes is FastAPI's `json_invalid` entry, built here. A
+  lone UTF-16 surrogate escape (no UTF-8 text can hold it: echoed in an answer, one was a 500) is a
+  `string_unicode` entry naming each string that holds one (the object, for a key).
 - A body of more than MAX_JSON_VALUES values is refused unparsed: parsing and validating hold the GIL
   throughout, about 1-7 us per value. The values are counted before parsing as the commas that follow
   a value's last byte (a quote, a bracket, a digit, the `e` or `l` of true, false, null), in C, a
@@ -26,13 +28,15 @@ for a larger one, so the loop's share stays a few milliseconds whatever the body
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from openjev.api.errors import MAX_LISTED_ISSUES, listed, validation_entry
-from openjev.api.strict_json import loads_if_same, loads_strict
+from openjev.api.strict_json import loads_if_same, loads_strict, lone_surrogate_at
 
 #: Bytes of JSON parsed and validated on the event loop at most: measured (median of 30, 2-core
 #: machine under load), a body this size costs the loop 0.05 ms as one text, 0.41 ms as a
@@ -96,6 +100,27 @@ def issue_entries(error: ValidationError) -> list[dict[str, Any]]:
     return listed((validation_entry({**item, "loc": ("body", *item["loc"])}) for item in errors), total)
 
 
+SURROGATE_TEXT = "text must be valid Unicode: it holds a lone UTF-16 surrogate"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogate_places(value: Any) -> Iterator[list[str | int]]:
+    """The location of every string holding a lone surrogate, and of every object with such a key
+    (escapes of a pair are one character once read; only a lone one is left a surrogate)."""
+    stack: list[tuple[Any, list[str | int]]] = [(value, [])]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                yield where
+        elif isinstance(item, dict):
+            if any(_SURROGATE.search(key) for key in item):
+                yield where
+            stack += ((child, [*where, key]) for key, child in reversed(item.items()) if not _SURROGATE.search(key))
+        elif isinstance(item, list):
+            stack += ((child, [*where, index]) for index, child in reversed(list(enumerate(item))))
+
+
 def _count(value: Any, loc: list[str | int], budget: int) -> tuple[int, list[str | int] | None]:
     """Values in `value` (at most `budget`, then it stops), and the location of a container of more than
     MAX_ITEMS entries, if one was met."""
@@ -147,13 +172,18 @@ def parse_body(body: bytes, content_type: str | None, model: type[BaseModel], in
     value = loads_if_same(body)
     if value is None:
         try:
-            value = loads_strict(body)
+            value = loads_strict(body, lone_surrogates=True)
         except json.JSONDecodeError as error:
             return Parsed(
                 rejection=[_entry(["body", error.pos], "JSON decode error", "json_invalid", {"error": error.msg})]
             )
     if (refusal := _oversized(value)) is not None:
         return Parsed(rejection=[refusal])
+    if b"\\u" in body and lone_surrogate_at(body) is not None:
+        places = list(_surrogate_places(value))
+        return Parsed(
+            rejection=listed((_entry(["body", *loc], SURROGATE_TEXT, "string_unicode") for loc in places), len(places))
+        )
     try:
         return Parsed(request=model.model_validate(value))
     except ValidationError as error:

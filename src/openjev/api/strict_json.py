@@ -48,7 +48,7 @@ _SURROGATE_ESCAPE = re.compile(
 )
 
 
-def _lone_surrogate(data: bytes) -> int | None:
+def lone_surrogate_at(data: bytes) -> int | None:
     """Where the first escape of a lone surrogate starts, if any (one search, in C, where none is)."""
     for escape in _SURROGATE_ESCAPE.finditer(data):
         if len(escape.group(1)) == 6:
@@ -56,9 +56,11 @@ def _lone_surrogate(data: bytes) -> int | None:
     return None
 
 
-def loads_strict(data: bytes | str) -> Any:
+def loads_strict(data: bytes | str, *, lone_surrogates: bool = False) -> Any:
+    """`data` as JSON, refusing all the module names; `lone_surrogates`: read them (the caller names
+    the fields that hold them)."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    if b"\\u" in raw and (position := _lone_surrogate(raw)) is not None:
+    if not lone_surrogates and b"\\u" in raw and (position := lone_surrogate_at(raw)) is not None:
         raise json.JSONDecodeError("a lone UTF-16 surrogate escape is not Unicode text", "", position)
     try:
         return json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
