@@ -189,6 +189,9 @@ def handled_error_response(error: OpenJevError, scope: Scope, retry_after: int) 
     """The response to an error raised while answering: a backend's own words are logged under the
     request id and replaced by `public_backend_error`."""
     if isinstance(error, BackendError):
+        # `/health` shares its backend probe for a second (`probe.py`): a failure makes it ask afresh.
+        if (probe := getattr(getattr(scope.get("app"), "state", None), "health_probe", None)) is not None:
+            probe.forget()
         request_id = scope.get("state", {}).get("request_id", "-")
         # Clipped: a backend's error text can be megabytes (an echoed body), and the log is read whole.
         log.warning(

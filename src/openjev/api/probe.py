@@ -4,7 +4,8 @@ Contract: `SharedProbe.get(probe)` returns the answer of a probe that started at
 ago, or of the one in flight, and starts one only when there is neither. The probe travels on the
 backend's control connections, the few that also carry aborts: a flood of unauthenticated `GET
 /health` used to take all four, and a client that left had none of its readouts aborted. Now the
-flood costs the backend one probe per `ttl`, whatever its rate.
+flood costs the backend one probe per `ttl`, whatever its rate. `forget()` drops the shared answer:
+a request that found the backend failing makes the next `/health` ask again.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ class SharedProbe(Generic[T]):
             self._in_flight = asyncio.ensure_future(self._run(probe))
         # A caller that leaves does not cancel the probe the others wait for.
         return await asyncio.shield(self._in_flight)
+
+    def forget(self) -> None:
+        self._answer = None
 
     async def _run(self, probe: Callable[[], Awaitable[T]]) -> T:
         started = time.monotonic()
