@@ -208,7 +208,8 @@ def test_liveness_stays_fast_under_each_body_shape(keyed, shape, tmp_path, figur
     )
     for answer in first.values():
         assert 400 <= answer.status_code < 500 and len(answer.content) < ERROR_BODY_BYTES, answer.text[:500]
-    assert all(codes and max(codes) < 500 for codes in statuses.values()), statuses
+    # Every answer a 4xx, or 529 (overload, with Retry-After) where honest bodies fill the slots.
+    assert all(codes and set(codes) <= set(range(400, 500)) | {529} for codes in statuses.values()), statuses
     assert len(latencies) >= 100 and p99(latencies) < LIVENESS_P99
 
 

@@ -14,7 +14,7 @@ speed; a boundary inside a part, not followed by `--` or by optional padding and
 (RFC 2046 forbids it), not data to search past (python-multipart split such false delimiters byte
 by byte in Python, holding the GIL: 40 MiB took 9.6 s). A part's delimiter is looked
 for only within its cap, so a huge part costs no more than its cap; a part's head is at most
-MAX_PART_HEAD bytes. Each part is copied once (`bytes.join`, without the GIL past 1 MiB).
+MAX_PART_HEAD bytes. Searches and copies go a PIECE at a time, so the GIL is never held long.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ REQUEST_PART = "request"
 MAX_BOUNDARY = 70
 #: Bytes of a part's head (its header lines) at most.
 MAX_PART_HEAD = 16 * 1024
+#: Bytes searched or copied in one call: the GIL is held about a millisecond at most.
+PIECE = 1 << 20
 #: Bytes of transport padding (spaces and tabs) allowed after a delimiter, before its CRLF.
 MAX_PADDING = 64
 
@@ -64,12 +66,22 @@ def _follows(body: bytes, after: int) -> tuple[int, bool] | None:
 def _next_delimiter(body: bytes, delimiter: bytes, start: int, end: int) -> tuple[int, int, bool] | None:
     """(where the first delimiter in body[start:end] starts, where the next part starts, whether it
     closes the body); None if there is none. The boundary may not appear in a part (RFC 2046 5.1.1):
-    one followed by anything but `--` or padding and CRLF is a 400, found by the same one search."""
-    if (found := body.find(delimiter, start, end)) < 0:
+    one followed by anything but `--` or padding and CRLF is a 400, found by the same one search, made
+    a PIECE at a time (windows that overlap by the delimiter) so the GIL is held a moment at a time."""
+    found = -1
+    for window in range(start, end, PIECE):
+        if (found := body.find(delimiter, window, min(end, window + PIECE + len(delimiter)))) >= 0:
+            break
+    if found < 0:
         return None
     if (following := _follows(body, found + len(delimiter))) is None:
         raise _bad("the boundary appears inside a part, not followed by CRLF or '--' (RFC 2046 5.1.1)")
     return found, *following
+
+
+def _copy(body: bytes, start: int, end: int) -> bytes:
+    """body[start:end], sliced a PIECE at a time and joined (`bytes.join` copies without the GIL)."""
+    return b"".join(body[at : min(end, at + PIECE)] for at in range(start, end, PIECE))
 
 
 def _head(body: bytes, start: int) -> tuple[dict[bytes, bytes], int]:
@@ -104,7 +116,7 @@ def _too_large(name: str, limit: int) -> Exception:
 def _split(body: bytes, boundary: bytes, caps: tuple[int, int, int]) -> dict[str, bytes]:
     """Every part's content by name; `caps`: (parts, the request part's bytes, another part's bytes)."""
     max_parts, max_json_bytes, max_part_bytes = caps
-    delimiter, view, named = b"\r\n--" + boundary, memoryview(body), {}
+    delimiter, named = b"\r\n--" + boundary, {}
     # The first delimiter opens the body, or ends a preamble (RFC 2046), without a CRLF of its own.
     first = _follows(body, len(delimiter) - 2) if body.startswith(delimiter[2:]) else None
     if first is None and (found := _next_delimiter(body, delimiter, 0, len(body))) is not None:
@@ -133,7 +145,7 @@ def _split(body: bytes, boundary: bytes, caps: tuple[int, int, int]) -> dict[str
         end, start, closed = found
         if end - content > limit:
             raise _too_large(name, limit)
-        named[name] = b"".join([view[content:end]])
+        named[name] = _copy(body, content, end)
     return named
 
 
