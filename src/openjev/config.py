@@ -128,7 +128,7 @@ class Settings(TaskSettings):
     max_score_levels: int = Field(64, ge=2, le=255, description="Levels per score (/v1/decisions: 10 at most).")
     max_examples_per_option: int = Field(32, ge=0, description="Worked examples in a {what, examples} entry.")
     max_example_bytes: int = Field(16384, ge=1, description="UTF-8 bytes of text in one worked example.")
-    max_body_bytes: int = Field(2 * 1024 * 1024, ge=1024, description="Request body size, after decompression.")
+    max_body_bytes: int = Field(2 * 1024 * 1024, ge=1024, description="Body size without images.")
     max_input_tokens: int = Field(32768, ge=16, description="Tokens per question call without the long-context header.")
     max_long_context_tokens: int | None = Field(
         None, ge=16, description="Tokens per question call with the long-context header; unset: the model's context."
@@ -161,7 +161,7 @@ class Settings(TaskSettings):
     max_images: int = Field(128, ge=1, description="Images per request, on every route.")
     max_image_bytes: int = Field(10 * 1024 * 1024, ge=1024, description="Bytes of one image as sent.")
     max_image_total_bytes: int = Field(32 * 1024 * 1024, ge=1024, description="Bytes of a request's images.")
-    max_image_body_bytes: int = Field(40 * 1024 * 1024, ge=1024, description="A multipart body's size, at most.")
+    max_image_body_bytes: int = Field(40 * 1024 * 1024, ge=1024, description="Body size where images may be.")
     max_image_pixels: int = Field(1024 * 1024, ge=1024, description="Pixels a larger image is resized to fit.")
     max_image_source_pixels: int = Field(40_000_000, ge=1024, description="Pixels of an image as sent, at most.")
     image_cache_bytes: int = Field(64 * 1024 * 1024, ge=0, description="Prepared images kept, by sha256; 0: none.")

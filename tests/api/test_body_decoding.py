@@ -4,6 +4,8 @@ the same 413 past the cap."""
 
 from __future__ import annotations
 
+import gzip
+
 import pytest
 import zstandard
 
@@ -91,3 +93,31 @@ def test_a_frame_declaring_more_than_the_cap_is_refused_before_it_is_decoded(car
     with pytest.raises(HttpError) as refused:
         body.decode_body(bomb, ["zstd"], 1 << 20)
     assert refused.value.status == 413 and careful_calls == []
+
+
+@pytest.mark.parametrize("coding", ["gzip", "zstd"])
+def test_members_and_frames_past_the_cap_are_a_400_however_empty(coding: str) -> None:
+    compress = gzip.compress if coding == "gzip" else declared
+    parts = [compress(RAW[i : i + 100]) for i in range(0, 100 * body.MAX_MEMBERS, 100)]
+    assert body.decode_body(b"".join(parts), [coding], len(RAW)) == RAW[: 100 * body.MAX_MEMBERS]
+    for extra in (compress(b""), compress(b"") * 100_000):  # one more, or 2 MB of empty ones
+        with pytest.raises(HttpError) as refused:
+            body.decode_body(b"".join(parts) + extra, [coding], len(RAW))
+        assert refused.value.status == 400 and "members or frames" in str(refused.value)
+
+
+def test_a_gzip_body_is_fed_in_pieces_whatever_its_size() -> None:
+    data = gzip.compress(RAW * 40)  # 3.8 MB of text in one member
+    assert len(data) > 2 * body.STEP_INPUT or len(RAW * 40) > 2 * body.STEP_OUTPUT
+    assert body.decode_body(data, ["gzip"], len(RAW) * 40) == RAW * 40
+    with pytest.raises(HttpError) as refused:
+        body.decode_body(data, ["gzip"], len(RAW) * 40 - 1)
+    assert refused.value.status == 413
+
+
+@pytest.mark.parametrize("header", ["gzip, gzip", "zstd, gzip", "gzip,identity,zstd"])
+def test_more_than_one_coding_is_a_415_naming_content_encoding(header: str) -> None:
+    with pytest.raises(HttpError) as refused:
+        body.parse_encodings(header)
+    assert refused.value.status == 415 and "Content-Encoding" in str(refused.value)
+    assert body.parse_encodings("identity, gzip") == ["gzip"]

@@ -247,3 +247,15 @@ def test_an_empty_api_key_is_a_configuration_error() -> None:
         Settings(api_key="")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="OPENJEV_API_KEY is empty"):
         Settings(api_key="  ")  # type: ignore[arg-type]
+
+
+def test_a_backend_error_text_is_logged_clipped(qwen_tokenizer_dir, caplog) -> None:
+    huge = "SGLang echoed " + "x" * 20_000_000
+    client = started(create_app(settings_for(qwen_tokenizer_dir), FailingBackend(BackendError(huge))))
+    with caplog.at_level(logging.WARNING, logger="openjev"):
+        response = client.post("/v1/systemone", json=support_ticket())
+    client.__exit__(None, None, None)
+    assert response.status_code == 502
+    logged = [record.getMessage() for record in caplog.records if "backend failure" in record.getMessage()]
+    assert logged and all(len(message) < 5000 for message in logged)
+    assert "SGLang echoed xxx" in logged[0] and "characters more" in logged[0]

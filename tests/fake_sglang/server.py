@@ -131,7 +131,7 @@ class FakeSGLang:
         self._in_flight: dict[str, asyncio.Event] = {}
         self._caches = RankCaches(self.dp_size)
         self.scheduler = Scheduler(self._caches, self._violate, self.step_seconds)
-        self._calls = 0
+        self._calls = self.health_calls = 0  # `/generate` calls, `/health` probes
         self._ready_at = 0.0
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -214,6 +214,7 @@ class FakeSGLang:
         return time.monotonic() < self._ready_at
 
     async def _health(self, request: Request) -> Response:
+        self.health_calls += 1
         return Response(status_code=503 if self._starting() and not self.rust_frontend else 200)
 
     async def _model_info(self, request: Request) -> Response:

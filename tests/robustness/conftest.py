@@ -4,6 +4,9 @@ dir) and the resident memory of a server process."""
 from __future__ import annotations
 
 import json
+import statistics
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,3 +37,71 @@ def figures(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Record]:
     path = tmp_path / "figures.json"
     path.write_text(json.dumps(recorded, indent=2))
     print(f"\n{request.node.name}: {json.dumps(recorded)}\n(figures written to {path})")
+
+
+#: Polls `/health/live` every 10 ms for `seconds` in its own process (no GIL shared with the senders);
+#: prints the latencies in seconds as JSON.
+POLLER = """
+import json, sys, time, httpx
+url, seconds = sys.argv[1], float(sys.argv[2])
+latencies = []
+with httpx.Client(base_url=url, timeout=30) as http:
+    http.get("/health/live").raise_for_status()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        started = time.perf_counter()
+        http.get("/health/live").raise_for_status()
+        latencies.append(time.perf_counter() - started)
+        time.sleep(0.01)
+print(json.dumps(latencies))
+"""
+#: Posts each `<kind>.body` (with `<kind>.headers`, to `<kind>.path`) from a directory in a loop, `count`
+#: threads per kind (`kind:count` arguments), for `seconds`; prints the statuses per kind as JSON.
+SENDERS = """
+import json, pathlib, sys, threading, time, httpx
+url, seconds, folder = sys.argv[1], float(sys.argv[2]), pathlib.Path(sys.argv[3])
+statuses, stop = {}, time.monotonic() + seconds
+def send(kind):
+    content = (folder / f"{kind}.body").read_bytes()
+    headers = json.loads((folder / f"{kind}.headers").read_text())
+    path = (folder / f"{kind}.path").read_text()
+    with httpx.Client(base_url=url, timeout=120) as http:
+        while time.monotonic() < stop:
+            statuses[kind].append(http.post(path, content=content, headers=headers).status_code)
+threads = []
+for argument in sys.argv[4:]:
+    kind, count = argument.split(":")
+    statuses[kind] = []
+    threads += [threading.Thread(target=send, args=(kind,)) for _ in range(int(count))]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(json.dumps(statuses))
+"""
+
+
+def p99(latencies: list[float]) -> float:
+    return statistics.quantiles(latencies, n=100, method="inclusive")[98]
+
+
+#: A body to send: its bytes, its headers, how many senders post it at once, and the path (by default
+#: `/v1/systemone`).
+Body = tuple[bytes, dict[str, str], int] | tuple[bytes, dict[str, str], int, str]
+
+
+def liveness_under(url: str, bodies: dict[str, Body], folder: Path, seconds: float) -> tuple[list[float], dict]:
+    """`/health/live`'s latencies (seconds) while senders post `bodies` for `seconds`, and each kind's
+    statuses. Senders and poller run in processes of their own: their GIL is not the server's."""
+    for kind, (content, headers, *rest) in bodies.items():
+        (folder / f"{kind}.body").write_bytes(content)
+        (folder / f"{kind}.headers").write_text(json.dumps(headers))
+        (folder / f"{kind}.path").write_text(rest[1] if len(rest) > 1 else "/v1/systemone")
+    counts = [f"{kind}:{body[2]}" for kind, body in bodies.items()]
+    senders = subprocess.Popen(
+        [sys.executable, "-c", SENDERS, url, str(seconds), str(folder), *counts], stdout=subprocess.PIPE, text=True
+    )
+    poller = subprocess.Popen([sys.executable, "-c", POLLER, url, str(seconds)], stdout=subprocess.PIPE, text=True)
+    output, _ = poller.communicate(timeout=seconds + 60)
+    sent, _ = senders.communicate(timeout=seconds + 120)
+    return json.loads(output), json.loads(sent)

@@ -21,8 +21,6 @@ import json
 import random
 import statistics
 import struct
-import subprocess
-import sys
 import threading
 import time
 import zlib
@@ -34,52 +32,13 @@ import zstandard
 from PIL import Image
 
 from tests.fake_sglang import FakeSGLang
-from tests.robustness.conftest import rss_mib
+from tests.robustness.conftest import liveness_under, p99, rss_mib
 
 pytestmark = [pytest.mark.robustness, pytest.mark.timeout(300)]
 
 NOUL = {"type": "noul", "instructions": "Is anything broken?"}
 #: Seconds a server may take to start: these suites run beside other load.
 START = 240
-#: Polls `/health/live` every 10 ms for `seconds` in its own process (no GIL shared with the senders);
-#: prints the latencies in seconds as JSON.
-POLLER = """
-import json, sys, time, httpx
-url, seconds = sys.argv[1], float(sys.argv[2])
-latencies = []
-with httpx.Client(base_url=url, timeout=30) as http:
-    http.get("/health/live").raise_for_status()
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        started = time.perf_counter()
-        http.get("/health/live").raise_for_status()
-        latencies.append(time.perf_counter() - started)
-        time.sleep(0.01)
-print(json.dumps(latencies))
-"""
-#: Posts each `<kind>.body` (with `<kind>.headers`) from a directory in a loop, `count` threads per kind
-#: (`kind:count` arguments), for `seconds`; prints the statuses per kind as JSON.
-SENDERS = """
-import json, pathlib, sys, threading, time, httpx
-url, seconds, folder = sys.argv[1], float(sys.argv[2]), pathlib.Path(sys.argv[3])
-statuses, stop = {}, time.monotonic() + seconds
-def send(kind):
-    content = (folder / f"{kind}.body").read_bytes()
-    headers = json.loads((folder / f"{kind}.headers").read_text())
-    with httpx.Client(base_url=url, timeout=120) as http:
-        while time.monotonic() < stop:
-            statuses[kind].append(http.post("/v1/systemone", content=content, headers=headers).status_code)
-threads = []
-for argument in sys.argv[4:]:
-    kind, count = argument.split(":")
-    statuses[kind] = []
-    threads += [threading.Thread(target=send, args=(kind,)) for _ in range(int(count))]
-for thread in threads:
-    thread.start()
-for thread in threads:
-    thread.join()
-print(json.dumps(statuses))
-"""
 
 
 @pytest.fixture
@@ -138,10 +97,6 @@ def flat_png(width: int, height: int, shade: int) -> bytes:
 LIVENESS_P99 = 0.05
 
 
-def p99(latencies: list[float]) -> float:
-    return statistics.quantiles(latencies, n=100, method="inclusive")[98]
-
-
 def test_liveness_stays_fast_while_zstd_bombs_and_9_mb_uploads_arrive(serve_openjev, vision_fake, tmp_path, figures):
     server = serve_openjev("--connect", vision_fake.url, "--tokenizer", str(vision_fake.tokenizer_path), timeout=START)
     bomb, bomb_headers = zstd_multipart(image_request(["<image:b>"]), {"p0": bytes(39 * 1024 * 1024)})
@@ -150,23 +105,7 @@ def test_liveness_stays_fast_while_zstd_bombs_and_9_mb_uploads_arrive(serve_open
         assert http.post("/v1/systemone", content=upload, headers={"content-type": upload_type}).status_code == 200
         assert http.post("/v1/systemone", content=bomb, headers=bomb_headers).status_code == 422
     bodies = {"bomb": (bomb, bomb_headers, 3), "upload": (upload, {"content-type": upload_type}, 2)}
-    for kind, (content, headers, _) in bodies.items():
-        (tmp_path / f"{kind}.body").write_bytes(content)
-        (tmp_path / f"{kind}.headers").write_text(json.dumps(headers))
-    seconds = 10.0
-    # The senders in a process of their own: their GIL is not the fake's or the poller's.
-    senders = subprocess.Popen(
-        [sys.executable, "-c", SENDERS, server.url, str(seconds), str(tmp_path)]
-        + [f"{kind}:{count}" for kind, (_, _, count) in bodies.items()],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    poller = subprocess.Popen(
-        [sys.executable, "-c", POLLER, server.url, str(seconds)], stdout=subprocess.PIPE, text=True
-    )
-    output, _ = poller.communicate(timeout=seconds + 60)
-    sent, _ = senders.communicate(timeout=seconds + 120)
-    latencies, statuses = json.loads(output), json.loads(sent)
+    latencies, statuses = liveness_under(server.url, bodies, tmp_path, seconds=10.0)
     figures(
         bomb_bytes=len(bomb),
         upload_bytes=len(upload),

@@ -18,16 +18,25 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Mount, Route
 
 from openjev import __version__
 from openjev.api.body import BodyDecoder
 from openjev.api.catalog import router as catalog_router
 from openjev.api.decisions import router as decisions_router
 from openjev.api.docs import GUIDES, STATIC_DIR, STATIC_PATH
+from openjev.api.door import Door
 from openjev.api.errors import install_error_handlers
 from openjev.api.fast_path import SystemOneFastPath
-from openjev.api.middleware import DECISIONS_PATH, ApiKeyMiddleware, RequestIdMiddleware, StatusMetricsMiddleware
+from openjev.api.middleware import (
+    ANSWERING_PATHS,
+    DECISIONS_PATH,
+    ApiKeyMiddleware,
+    RequestIdMiddleware,
+    StatusMetricsMiddleware,
+)
 from openjev.api.openai_errors import OpenAIErrorEnvelope
+from openjev.api.probe import SharedProbe
 from openjev.api.routes import router
 from openjev.api.tasks import router as tasks_router
 from openjev.api.workers import worker_pool
@@ -67,6 +76,7 @@ def create_app(
         redirect_slashes=False,
     )
     app.state.service = service
+    app.state.health_probe = SharedProbe()
     app.include_router(router)
     app.include_router(catalog_router)
     app.include_router(decisions_router)
@@ -76,12 +86,16 @@ def create_app(
     app.add_middleware(SystemOneFastPath, service=service, retry_after=settings.retry_after)
     app.add_middleware(
         BodyDecoder,
+        image_paths=ANSWERING_PATHS,
         max_body_bytes=settings.max_body_bytes,
         max_image_body_bytes=settings.max_image_body_bytes,
         read_timeout=settings.body_read_timeout,
         max_reads=settings.max_concurrent_body_reads,
         retry_after=settings.retry_after,
     )
+    # Every route, flat (the routers are included without a prefix): what the application's router matches.
+    own = [route for route in app.router.routes if isinstance(route, Route | Mount)]
+    app.add_middleware(Door, routes=[*own, *router.routes, *decisions_router.routes], retry_after=settings.retry_after)
     api_key = settings.api_key.get_secret_value() if settings.api_key is not None else None
     app.add_middleware(ApiKeyMiddleware, api_key=api_key, retry_after=settings.retry_after)
     app.add_middleware(RequestIdMiddleware, retry_after=settings.retry_after)

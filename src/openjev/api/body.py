@@ -1,21 +1,23 @@
 """ASGI middleware for request bodies: bounded size, gzip/zstd decoding, no surprises.
 
-Contract, for every request that carries a body:
-- more than `max_body_bytes` on the wire -> 413, decided from Content-Length when present and
-  while reading otherwise; the rest of the body is never read into memory;
-- `Content-Encoding` identity, gzip (also x-gzip) or zstd, possibly chained, is decoded with a hard
-  output cap of `max_body_bytes` -> 413 past it, so a compression bomb costs at most that much;
-  any other coding -> 415; a body that does not decode -> 400;
-- a `multipart/form-data` body (how clients send image assets) has its own cap,
-  `max_image_body_bytes`, in place of `max_body_bytes`, on the wire and decompressed alike;
+Contract, for every request that carries a body (`Door` let through only those a route will answer):
+- more than its cap on the wire -> 413, decided from Content-Length when present and while reading
+  otherwise; the rest of the body is never read into memory. The cap is decided from the head: a
+  route whose body may carry images (`image_paths`: the answering routes, whose data URLs and assets
+  are images) and any `multipart/form-data` body get `max_image_body_bytes`, others `max_body_bytes`;
+- `Content-Encoding` identity, gzip (also x-gzip) or zstd, one layer at most (415 naming
+  Content-Encoding for two), is decoded with a hard output cap of the same cap -> 413 past it, so a
+  compression bomb costs at most that much; any other coding -> 415; a body that does not decode, or
+  holds more than MAX_MEMBERS gzip members or zstd frames -> 400;
 - at most `max_reads` bodies arrive at once (529 past it, before a byte is read), each within
   `read_timeout` seconds (408 past it); an answer given before the whole body arrived closes the
   connection, so a slow or unwanted body is never drained.
-Bodies in transit hold at most `max_reads` x the larger cap. Decoding runs on the event loop only
-while its output stays within INLINE_BYTES; a body that decodes to more (a 1.6 KB zstd bomb decodes
-to 40 MiB) is decoded on a worker thread, so the loop never spends more than that small step on it.
-A zstd body is decoded once, in bounded steps; a body that arrives as more than INLINE_BYTES is
-joined from its pieces on a worker thread too.
+Bodies in transit hold at most `max_reads` x the larger cap. Decoding is bounded by work, not output:
+the input is fed STEP_INPUT bytes at a time (linear in the body, whatever its framing), each call
+writes at most STEP_OUTPUT bytes, and the GIL is held only between calls. It runs on the event loop
+only for an input of at most INLINE_INPUT_BYTES whose output stays within INLINE_BYTES; anything else
+(a 1.6 KB zstd bomb decodes to 40 MiB) is decoded on a worker thread. A body that arrives as more
+than INLINE_BYTES is joined from its pieces on a worker thread too.
 Downstream sees the decoded body, no Content-Encoding and a matching Content-Length; after the body,
 `receive` is the server's own, so the endpoint can still notice a client disconnect.
 """
@@ -41,30 +43,54 @@ def _undecodable(message: str) -> HttpError:
     return HttpError(400, "invalid_body", message)
 
 
+#: Gzip members or zstd frames one body may hold: concatenated members are one valid stream, but a
+#: body of thousands of empty ones is work without output (2 MiB of empty gzip members held the loop
+#: for 3.7 s when each member cost a pass over the rest of the body).
+MAX_MEMBERS = 16
+#: Compressed bytes fed to a decoder at a time, and output it may write in one call: each call holds
+#: the GIL only to copy what it was given (zlib and zstd inflate without it), so a body is decoded in
+#: time linear in its size, whatever its framing, and the loop waits at most one step for the GIL.
+STEP_INPUT = 64 * 1024
+STEP_OUTPUT = 1 << 20
+
+
+def _too_many_members(coding: str) -> HttpError:
+    return _undecodable(f"the {coding} body holds more than {MAX_MEMBERS} members or frames (Content-Encoding)")
+
+
 def _gunzip(data: bytes, limit: int) -> bytes:
-    """Every gzip member in turn (concatenated members are one valid gzip stream); anything after the
-    last complete member, or a member cut short, does not decode."""
-    out = bytearray()
-    while data:
-        decoder = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        try:
-            out += decoder.decompress(data, limit + 1 - len(out))
-        except zlib.error as error:
-            raise _undecodable(f"the gzip body does not decode: {error}") from error
-        if len(out) > limit:
-            raise _too_large(limit, "decompressed")
-        if not decoder.eof:
-            raise _undecodable("the gzip body is truncated")
-        data = decoder.unused_data
-    return bytes(out)
+    """Every gzip member in turn (concatenated members are one valid gzip stream), `MAX_MEMBERS` at most,
+    fed STEP_INPUT bytes at a time; anything after the last complete member, or a member cut short,
+    does not decode."""
+    chunks: list[bytes] = []
+    size, members, position, view = 0, 0, 0, memoryview(data)
+    try:
+        while position < len(view):
+            members += 1
+            if members > MAX_MEMBERS:
+                raise _too_many_members("gzip")
+            decoder = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            while not decoder.eof:
+                piece = decoder.unconsumed_tail
+                if not piece:
+                    if position == len(view):
+                        raise _undecodable("the gzip body is truncated")
+                    piece = view[position : position + STEP_INPUT]
+                    position += len(piece)
+                chunks.append(decoder.decompress(piece, min(STEP_OUTPUT, limit + 1 - size)))
+                size += len(chunks[-1])
+                if size > limit:
+                    raise _too_large(limit, "decompressed")
+            position -= len(decoder.unused_data)  # the next member starts in the last piece
+    except zlib.error as error:
+        raise _undecodable(f"the gzip body does not decode: {error}") from error
+    return b"".join(chunks)
 
 
 #: Input bytes a zstd block takes at least: an RLE block, a 3-byte header and its byte (RFC 8878 3.1.1.2).
 _ZSTD_MIN_BLOCK_BYTES = 4
 #: The smallest step of input fed to the zstd decoder: at most 9 blocks (1.1 MiB) come of it.
 _ZSTD_MIN_STEP = 32
-#: Output a step aims at, from the ratio the last step had: the decoder holds the GIL as it writes.
-_ZSTD_STEP_OUTPUT = 1 << 20
 
 
 def _unzstd(data: bytes, limit: int) -> bytes:
@@ -93,14 +119,16 @@ def _unzstd_frames(data: bytes, limit: int) -> bytes:
     chunks: list[bytes] = []
     size, rest, decompressor, ratio = 0, memoryview(data), zstandard.ZstdDecompressor(), 1
     try:
-        while rest:
+        for _ in range(MAX_MEMBERS):
+            if not rest:
+                break
             frame = decompressor.decompressobj()
             position = 0
             while not frame.eof:
                 if position == len(rest):
                     raise _undecodable("the zstd body is truncated")
                 bound = _ZSTD_MIN_BLOCK_BYTES * (limit - size) // zstandard.BLOCKSIZE_MAX
-                step = max(_ZSTD_MIN_STEP, min(bound, _ZSTD_STEP_OUTPUT // ratio))
+                step = max(_ZSTD_MIN_STEP, min(bound, STEP_OUTPUT // ratio))
                 chunks.append(frame.decompress(rest[position : position + step]))
                 position = min(position + step, len(rest))
                 size += len(chunks[-1])
@@ -108,6 +136,8 @@ def _unzstd_frames(data: bytes, limit: int) -> bytes:
                 if size > limit:
                     raise _too_large(limit, "decompressed")
             rest = rest[position - len(frame.unused_data) :]  # the next frame starts in the last step
+        if rest:
+            raise _too_many_members("zstd")
     except zstandard.ZstdError as error:
         raise _undecodable(f"the zstd body does not decode: {error}") from error
     return b"".join(chunks)  # past 1 MiB bytes.join copies without the GIL
@@ -128,9 +158,12 @@ def replay(message: Message, receive: Receive) -> Receive:
 
 
 DECODERS = {"gzip": _gunzip, "x-gzip": _gunzip, "zstd": _unzstd}
-#: Bytes of work a body may cost on the event loop (decoded output here, a multipart body's split in
-#: `fast_path`); past it, the work runs on a worker thread.
+#: Bytes of output a body's decoding (or a multipart body's split in `fast_path`) may produce on the
+#: event loop; past it, the work runs on a worker thread.
 INLINE_BYTES = 64 * 1024
+#: Compressed bytes decoded on the event loop at most: the inline pass is bounded by the input it
+#: consumes as well as by its output (empty members produce none).
+INLINE_INPUT_BYTES = 16 * 1024
 
 
 def decode_body(data: bytes, encodings: list[str], limit: int) -> bytes:
@@ -141,10 +174,11 @@ def decode_body(data: bytes, encodings: list[str], limit: int) -> bytes:
 
 
 async def decode_off_loop(data: bytes, encodings: list[str], limit: int) -> bytes:
-    """`decode_body`, here while every output stays within INLINE_BYTES, else again on a worker thread."""
+    """`decode_body`, here when the input is small and the output stays within INLINE_BYTES, else on a
+    worker thread."""
     if not encodings:
         return data
-    if limit > INLINE_BYTES:
+    if limit > INLINE_BYTES and len(data) <= INLINE_INPUT_BYTES:
         try:
             return decode_body(data, encodings, INLINE_BYTES)
         except HttpError as error:
@@ -154,6 +188,8 @@ async def decode_off_loop(data: bytes, encodings: list[str], limit: int) -> byte
 
 
 def parse_encodings(header: str | None) -> list[str]:
+    """The body's coding: none, gzip or zstd. One layer at most: a second one only multiplies the work
+    a few bytes can ask for (six 3 KB `gzip, gzip` bodies held the worker threads for seconds)."""
     if not header:
         return []
     codings = [part.strip().lower() for part in header.split(",") if part.strip()]
@@ -164,6 +200,12 @@ def parse_encodings(header: str | None) -> list[str]:
             415,
             "unsupported_media_type",
             f"Content-Encoding {', '.join(unknown)} is not supported; use gzip or zstd",
+        )
+    if len(codings) > 1:
+        raise HttpError(
+            415,
+            "unsupported_media_type",
+            f"Content-Encoding {header.strip()!r} has {len(codings)} codings; send at most one (gzip or zstd)",
         )
     return codings
 
@@ -178,6 +220,7 @@ class BodyDecoder:
         max_reads: int,
         retry_after: int,
         max_image_body_bytes: int | None = None,
+        image_paths: frozenset[str] = frozenset(),
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
@@ -185,6 +228,7 @@ class BodyDecoder:
         self.read_timeout = read_timeout
         self.max_reads = max_reads
         self.retry_after = retry_after
+        self.image_paths = image_paths
         self.reading = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -196,7 +240,9 @@ class BodyDecoder:
             data = await self._receive(scope, receive)
             received = True
             headers = Headers(scope=scope)
-            body = await decode_off_loop(data, parse_encodings(headers.get("content-encoding")), self._limit(headers))
+            body = await decode_off_loop(
+                data, parse_encodings(headers.get("content-encoding")), self._limit(scope, headers)
+            )
         except OpenJevError as error:
             response = error_response(error, self.retry_after)
             if not received:
@@ -211,16 +257,17 @@ class BodyDecoder:
         whole = {"type": "http.request", "body": body, "more_body": False}
         await self.app({**scope, "headers": headers}, replay(whole, receive), send)
 
-    def _limit(self, headers: Headers) -> int:
-        """The body cap: a multipart body's (it carries images), else the JSON body's."""
+    def _limit(self, scope: Scope, headers: Headers) -> int:
+        """The body cap, from the head alone: the image body's on a route whose body may carry images
+        (data URLs, assets) and for any multipart body, else the JSON body's."""
         multipart = headers.get("content-type", "").lower().startswith("multipart/form-data")
-        return self.max_image_body_bytes if multipart else self.max_body_bytes
+        return self.max_image_body_bytes if multipart or scope["path"] in self.image_paths else self.max_body_bytes
 
     async def _receive(self, scope: Scope, receive: Receive) -> bytes:
         """The raw body, after every check that needs only the headers; one of `max_reads` slots is
         held while it arrives, and it must all arrive within `read_timeout` seconds."""
         headers = Headers(scope=scope)
-        limit = self._limit(headers)
+        limit = self._limit(scope, headers)
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise _too_large(limit, "size declared in Content-Length")

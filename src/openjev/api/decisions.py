@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -25,6 +27,7 @@ from starlette.types import Receive
 from openjev.answering.decisions import decision_payload, decision_usage
 from openjev.api.errors import ERROR_RESPONSES
 from openjev.api.middleware import DECISIONS_PATH
+from openjev.api.parsing import JSON_INLINE_BYTES
 from openjev.api.routes import (
     AUTHORIZED,
     RuntimeDep,
@@ -81,8 +84,8 @@ async def answer_decisions(
     body: DecisionRequest, body_bytes: int, receive: Receive, service: Service, runtime: Runtime, long_context: bool
 ) -> Response:
     """`POST /v1/decisions` once its body is a valid request of `body_bytes` bytes (from the route, or
-    from `api.fast_path`); a rejection names OpenAI's fields."""
-    translation = translate(body)
+    from `api.fast_path`); a rejection names OpenAI's fields. A large body is translated on a worker thread."""
+    translation = translate(body) if body_bytes <= JSON_INLINE_BYTES else await asyncio.to_thread(translate, body)
     try:
         answered = await evaluate_request(
             translation.request,
@@ -115,14 +118,23 @@ async def answer_decisions(
 async def openrouter_decisions(
     body: SystemOneRequest, request: Request, service: ServiceDep, runtime: RuntimeDep
 ) -> Response:
+    long_context = asks_long_context(request.headers)
+    body_bytes = len(await request.body())
+    return await answer_openrouter(body, body_bytes, request.receive, service, runtime, long_context)
+
+
+async def answer_openrouter(
+    body: SystemOneRequest, body_bytes: int, receive: Receive, service: Service, runtime: Runtime, long_context: bool
+) -> Response:
+    """`POST /api/alpha/decisions` once its body is a valid request of `body_bytes` bytes (from the route,
+    or from `api.fast_path`): its `image_url` and `input_image` items become assets (on a worker thread
+    for a large body), its `model` slug is read, and a rejection names the items."""
     places = ImagePlaces()
-    jev = with_image_assets(body, places)
+    convert = functools.partial(with_image_assets, body, places)
+    jev = convert() if body_bytes <= JSON_INLINE_BYTES else await asyncio.to_thread(convert)
     if (model := model_of_slug(jev.model, runtime.accepted_models)) != jev.model:
         jev = jev.model_copy(update={"model": model})
     try:
-        long_context = asks_long_context(request.headers)
-        return await answer_request(
-            jev, len(await request.body()), request.receive, service, runtime, long_context=long_context
-        )
+        return await answer_request(jev, body_bytes, receive, service, runtime, long_context=long_context)
     except RequestRejected as error:
         raise places.rejected(error) from None

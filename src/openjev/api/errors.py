@@ -2,7 +2,9 @@
 
 Bodies (as TypeSafe's API and SDK expect):
 - `RequestRejected` and FastAPI's own validation failures: 422
-  `{"detail": [{"loc": ["body", ...], "msg", "type"}]}`;
+  `{"detail": [{"loc": ["body", ...], "msg", "type"}]}`, the first issues only (`listed`): at most
+  MAX_LISTED_ISSUES entries of at most LISTED_TEXT characters of text in all, then one entry
+  (`too_many_errors`) counting the rest, so no error body passes 64 KiB whatever the request held;
 - every other error: `{"detail": {"error_type", "message"}}` with the status below; 503 and 529
   carry `Retry-After` (seconds) and `retry-after-ms`.
 
@@ -13,6 +15,7 @@ routes); everything the core raises keeps its own class and gets its status from
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -67,11 +70,55 @@ def error_response(error: OpenJevError, retry_after: int) -> JSONResponse:
     """The one way any openjev error becomes a response."""
     status = status_of(error)
     if isinstance(error, RequestRejected):
-        return JSONResponse({"detail": [validation_entry(issue.as_error()) for issue in error.issues]}, status)
+        entries = (validation_entry(issue.as_error()) for issue in error.issues)
+        return JSONResponse({"detail": listed(entries, len(error.issues))}, status)
     headers = dict(error.headers) if isinstance(error, HttpError) else {}
     if status in RETRY_STATUSES:
         headers.update(retry_after_headers(retry_after))
     return JSONResponse(error_body(error.error_type, error.message), status, headers=headers or None)
+
+
+#: Entries an error body lists at most, and characters of text (messages, locations, context) in
+#: all: a 213-byte zstd body of 700,000 invalid items got a 119.6 MB 400 when every one was listed.
+MAX_LISTED_ISSUES = 50
+LISTED_TEXT = 48 * 1024
+#: Characters of one message, one key of a location or one context value, at most.
+ENTRY_TEXT = 512
+
+
+def clipped(text: str, limit: int = ENTRY_TEXT) -> str:
+    """`text` up to `limit` characters, and how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} characters more)"
+
+
+def _text_size(entry: dict[str, Any]) -> int:
+    parts = [*entry["loc"], entry["msg"], *entry.get("ctx", {}).values()]
+    return sum(len(part) if isinstance(part, str) else 8 for part in parts)
+
+
+def listed(entries: Iterable[dict[str, Any]], total: int) -> list[dict[str, Any]]:
+    """The first of `total` entries, while they stay within MAX_LISTED_ISSUES and LISTED_TEXT (the
+    first always), then one entry counting those left out."""
+    kept: list[dict[str, Any]] = []
+    size = 0
+    for entry in entries:
+        size += _text_size(entry)
+        if kept and (len(kept) == MAX_LISTED_ISSUES or size > LISTED_TEXT):
+            break
+        kept.append(entry)
+    if total > len(kept):
+        more = total - len(kept)
+        kept.append(
+            {
+                "loc": ["body"],
+                "msg": f"{more} more issues not listed ({total} in all); the first {len(kept)} are above",
+                "type": "too_many_errors",
+                "ctx": {"count": total},
+            }
+        )
+    return kept
 
 
 def validation_entry(error: Any) -> dict[str, Any]:
@@ -79,15 +126,15 @@ def validation_entry(error: Any) -> dict[str, Any]:
 
     Pydantic adds the discriminator tag after a question id (`questions.q.choice.criteria`); the
     contract's locations omit it (`questions.q.criteria`). The offending input is not echoed back:
-    it can be megabytes.
+    it can be megabytes; a location's keys and the texts are clipped to ENTRY_TEXT characters.
     """
-    loc = list(error["loc"])
+    loc = [clipped(part) if isinstance(part, str) else part for part in error["loc"]]
     if len(loc) >= 4 and loc[:2] == ["body", "questions"] and loc[3] in QUESTION_TYPES:
         del loc[3]
-    entry = {"loc": loc, "msg": error["msg"], "type": error["type"]}
+    entry = {"loc": loc, "msg": clipped(str(error["msg"])), "type": error["type"]}
     if error.get("ctx"):
         entry["ctx"] = {
-            key: value if isinstance(value, int | float | str) else str(value) for key, value in error["ctx"].items()
+            key: value if isinstance(value, int | float) else clipped(str(value)) for key, value in error["ctx"].items()
         }
     return entry
 
@@ -124,6 +171,10 @@ BACKEND_MESSAGES: dict[type[BackendError], str] = {
 }
 
 
+#: Characters of a backend's error text written to the log, at most.
+LOGGED_TEXT = 4096
+
+
 def public_backend_error(error: BackendError, request_id: str) -> BackendError:
     """The same class of error with a message that is safe to show, naming the request id."""
     message = next(BACKEND_MESSAGES[cls] for cls in type(error).__mro__ if cls in BACKEND_MESSAGES)
@@ -138,8 +189,14 @@ def handled_error_response(error: OpenJevError, scope: Scope, retry_after: int) 
     """The response to an error raised while answering: a backend's own words are logged under the
     request id and replaced by `public_backend_error`."""
     if isinstance(error, BackendError):
+        # `/health` shares its backend probe for a second (`probe.py`): a failure makes it ask afresh.
+        if (probe := getattr(getattr(scope.get("app"), "state", None), "health_probe", None)) is not None:
+            probe.forget()
         request_id = scope.get("state", {}).get("request_id", "-")
-        log.warning("backend failure (%s, request id %s): %s", error.error_type, request_id, error)
+        # Clipped: a backend's error text can be megabytes (an echoed body), and the log is read whole.
+        log.warning(
+            "backend failure (%s, request id %s): %s", error.error_type, request_id, clipped(str(error), LOGGED_TEXT)
+        )
         error = public_backend_error(error, request_id)
     return error_response(error, retry_after)
 
@@ -158,7 +215,9 @@ def install_error_handlers(app: FastAPI, retry_after: int) -> None:
 
     async def invalid(_: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, RequestValidationError)
-        return JSONResponse({"detail": [validation_entry(entry) for entry in error.errors()]}, status_code=422)
+        errors = error.errors()
+        entries = (validation_entry(entry) for entry in errors)
+        return JSONResponse({"detail": listed(entries, len(errors))}, status_code=422)
 
     app.add_exception_handler(OpenJevError, openjev_error)
     app.add_exception_handler(StarletteHTTPException, http_error)

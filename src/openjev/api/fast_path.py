@@ -1,16 +1,17 @@
-"""`POST /v1/systemone` and `POST /v1/decisions` without FastAPI's request machinery, for the bodies
-their routes would take as they are.
+"""The answering routes without FastAPI's request machinery, for the bodies they would take as they are.
 
-Contract: a body whose Content-Type is JSON (`application/json`, parameters allowed), that
-`loads_if_same` reads and `SystemOneRequest` validates, is answered here by `routes.answer_request`,
-the route's own code, with errors mapped by `errors.handled_error_response`, the route's own mapping:
-the same readiness check first (503), then the same answer. Anything else (another method or
-content type, JSON that is refused or that orjson might read differently, a request that does not
-validate) goes on to the FastAPI route with its body replayed, so every validation error a client can
-get is still the route's, word for word. What is skipped: routing, dependency solving and FastAPI's
-body handling (from body to handler, 1.1 ms became 0.2 ms on a three-question request in the server).
-A `/v1/decisions` body that `DecisionRequest` validates is answered by `decisions.answer_decisions`,
-its route's own code, the same way (errors then get OpenAI's envelope outside, as the route's do).
+Contract: a `POST` to `/v1/systemone`, `/v1/decisions` or `/api/alpha/decisions` whose body is JSON
+(`application/json`, parameters allowed) is read and validated by `parsing.parse_body` (on a worker
+thread past `parsing.JSON_INLINE_BYTES`); a valid request is answered here by its route's own code
+(`routes.answer_request`, `decisions.answer_decisions`, `decisions.answer_openrouter`), with errors
+mapped by `errors.handled_error_response`, the route's own mapping: the same readiness check first
+(503), then the same answer. An invalid body with many issues, or a large one, gets its 422 here,
+built as FastAPI's is (`{"detail": [...]}`, the first issues listed), so no part of it runs on the
+loop; anything else (another content type, an empty body, a small body with a few issues) goes on
+to the FastAPI route with its body replayed, so those errors are still the route's, word for word.
+What is skipped: routing, dependency solving and FastAPI's body handling (from body to handler,
+1.1 ms became 0.2 ms on a three-question request in the server). Errors on `/v1/decisions` get
+OpenAI's envelope outside, as the route's do.
 
 A `multipart/form-data` body (image assets, as the SDK sends them) is split here (`multipart.py`):
 its `request` part goes on as the JSON body would, answered here or by the route, and its other parts
@@ -26,26 +27,21 @@ import asyncio
 import functools
 from typing import Any
 
-from pydantic import ValidationError
+from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from openjev.api.body import INLINE_BYTES, replay
-from openjev.api.decisions import answer_decisions
+from openjev.api.decisions import OPENROUTER_PATH, answer_decisions, answer_openrouter
 from openjev.api.errors import handled_error_response
 from openjev.api.middleware import DECISIONS_PATH, SYSTEM_ONE_PATH
 from openjev.api.multipart import split_body
+from openjev.api.parsing import JSON_INLINE_BYTES, Parsed, issue_entries, parse_body
 from openjev.api.routes import IMAGE_PARTS, answer_request, asks_long_context
-from openjev.api.strict_json import loads_if_same
 from openjev.errors import OpenJevError
 from openjev.request.decision_schema import DecisionRequest
 from openjev.request.schema import SystemOneRequest
 from openjev.service import Service
-
-
-def is_json_type(content_type: str | None) -> bool:
-    """`application/json`, with any parameters: a type FastAPI reads as JSON too."""
-    return content_type is not None and content_type.partition(";")[0].strip().lower() == "application/json"
 
 
 def is_multipart(content_type: str | None) -> bool:
@@ -59,19 +55,13 @@ def as_json_body(scope: Scope, body: bytes, parts: dict[str, bytes]) -> Scope:
     return {**scope, "headers": headers, IMAGE_PARTS: parts}
 
 
-def valid_request(
-    body: bytes, content_type: str | None, model: type[SystemOneRequest] | type[DecisionRequest] = SystemOneRequest
-) -> Any:
-    """The request in `body` (a `model`), where the route would find the same one; None otherwise."""
-    if not is_json_type(content_type) or (value := loads_if_same(body)) is None:
-        return None
-    try:
-        return model.model_validate(value)
-    except ValidationError:
-        return None
-
-
-FAST_PATHS = frozenset({SYSTEM_ONE_PATH, DECISIONS_PATH})
+#: Each route's request model.
+MODELS: dict[str, type[SystemOneRequest] | type[DecisionRequest]] = {
+    SYSTEM_ONE_PATH: SystemOneRequest,
+    DECISIONS_PATH: DecisionRequest,
+    OPENROUTER_PATH: SystemOneRequest,
+}
+FAST_PATHS = frozenset(MODELS)
 
 
 class SystemOneFastPath:
@@ -79,6 +69,20 @@ class SystemOneFastPath:
         self.app = app
         self.service = service
         self.retry_after = retry_after
+
+    async def _answer(self, path: str, request: Any, size: int, scope: Scope, receive: Receive) -> Response:
+        """The route's own answer to a valid request of `size` bytes, its errors mapped as the route's."""
+        try:
+            runtime = self.service.runtime()
+            long_context = asks_long_context(Headers(scope=scope))
+            if path == SYSTEM_ONE_PATH:
+                parts = scope.get(IMAGE_PARTS)
+                return await answer_request(request, size, receive, self.service, runtime, parts, long_context)
+            if path == DECISIONS_PATH:
+                return await answer_decisions(request, size, receive, self.service, runtime, long_context)
+            return await answer_openrouter(request, size, receive, self.service, runtime, long_context)
+        except OpenJevError as error:
+            return handled_error_response(error, scope, self.retry_after)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in FAST_PATHS:
@@ -106,19 +110,18 @@ class SystemOneFastPath:
                 return
             scope, content_type = as_json_body(scope, body, parts), "application/json"
             message = {"type": "http.request", "body": body, "more_body": False}
-        request = valid_request(body, content_type, SystemOneRequest if path == SYSTEM_ONE_PATH else DecisionRequest)
-        if request is None:
+        # A large body is parsed and validated on a worker thread, and any body's many issues listed there.
+        if len(body) <= JSON_INLINE_BYTES:
+            parsed = parse_body(body, content_type, MODELS[path], inline=True)
+        else:
+            parsed = await asyncio.to_thread(parse_body, body, content_type, MODELS[path])
+        if parsed.error is not None:
+            parsed = Parsed(rejection=await asyncio.to_thread(issue_entries, parsed.error))
+        if parsed.rejection is not None:
+            response: Response = JSONResponse({"detail": parsed.rejection}, 422)
+        elif parsed.request is None:
             await self.app(scope, replay(message, receive), send)
             return
-        try:
-            runtime = self.service.runtime()
-            long_context = asks_long_context(Headers(scope=scope))
-            if path == SYSTEM_ONE_PATH:
-                parts = scope.get(IMAGE_PARTS)
-                work = answer_request(request, len(body), receive, self.service, runtime, parts, long_context)
-            else:
-                work = answer_decisions(request, len(body), receive, self.service, runtime, long_context)
-            response = await work
-        except OpenJevError as error:
-            response = handled_error_response(error, scope, self.retry_after)
+        else:
+            response = await self._answer(path, parsed.request, len(body), scope, receive)
         await response(scope, receive, send)

@@ -84,6 +84,9 @@ def openai_error(status: int, body: Any) -> tuple[int, dict[str, Any]]:
         codes: list[str] = []
         for entry in detail:
             loc = entry.get("loc", [])
+            if entry.get("type") == "json_invalid":  # its location is a byte offset, not a field
+                entry = {**entry, "msg": f"the body is not valid JSON: {entry.get('ctx', {}).get('error')}"}
+                loc = loc[:1]
             param = param_of(openai_path(loc[1:] if loc[:1] == ["body"] else loc))
             if param not in seen:
                 code, text = entry.get("type", "invalid_value"), entry.get("msg", "invalid value")

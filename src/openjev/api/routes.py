@@ -33,7 +33,9 @@ from openjev.api.docs import REFERENCE_PAGE, swagger_ui_page
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HEALTH_RESPONSES, retry_after_headers
 from openjev.api.limits import box_limits, image_limits, route_limits, token_limits
 from openjev.api.middleware import SYSTEM_ONE_PATH
+from openjev.api.parsing import JSON_INLINE_BYTES
 from openjev.api.strict_json import StrictJSONRoute
+from openjev.config import Settings
 from openjev.errors import RequestRejected
 from openjev.prompting.budget import LONG_CONTEXT_HEADER
 from openjev.request.assets import asset_sources
@@ -203,6 +205,16 @@ async def answer_request(
     return Response(status_code=499) if answered is None else answer_response(answered)
 
 
+def checked_sources(
+    body: SystemOneRequest, parts: dict[str, bytes] | None, settings: Settings, runtime: Runtime
+) -> dict[str, bytes]:
+    """The request's image sources by key, once its model and every settings check pass."""
+    runtime.check_model(body.model)
+    if issues := check_request(body, settings, runtime.engine.boxes.accepted):
+        raise RequestRejected(issues)
+    return asset_sources(body, parts, settings, vision=runtime.engine.images.vision is not None)
+
+
 async def evaluate_request(
     body: SystemOneRequest,
     body_bytes: int,
@@ -218,13 +230,11 @@ async def evaluate_request(
     None when the client left first. `long_context`: the request sent the long-context header;
     `conversation`: the caller's name for its conversation, which keys the data-parallel rank in place
     of the prompt's opening. Images are decoded in an image slot, never on the event loop."""
-    runtime.check_model(body.model)
     settings = service.settings
     body, tasks = use_tasks(body, service.tasks, runtime.served_model_name, settings.task_match_questions)
-    issues = check_request(body, settings, runtime.engine.boxes.accepted)
-    if issues:
-        raise RequestRejected(issues)
-    images = asset_sources(body, parts, service.settings, vision=runtime.engine.images.vision is not None)
+    check = functools.partial(checked_sources, body, parts, settings, runtime)
+    # The checks walk every string (surrogates, depth, placeholders): a large request's on a worker thread.
+    images = check() if body_bytes <= JSON_INLINE_BYTES else await asyncio.to_thread(check)
     started = time.perf_counter()
     try:
         # Images first, in slots of their own: decoding them never holds a slot a text request needs.
@@ -297,9 +307,10 @@ PUBLIC_BACKEND_FACTS = frozenset(
 
 
 @router.get("/health", summary="Ready when the backend is", responses=HEALTH_RESPONSES)
-async def health(service: ServiceDep) -> JSONResponse:
+async def health(request: Request, service: ServiceDep) -> JSONResponse:
     current = service.current
-    backend_health = await service.backend.health() if current else None
+    # One backend probe at a time, shared: the probe uses the connections that carry aborts (`probe.py`).
+    backend_health = await request.app.state.health_probe.get(service.backend.health) if current else None
     ready = current is not None and backend_health is not None and backend_health.ready
     if ready:
         status = "ok"

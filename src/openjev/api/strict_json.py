@@ -1,6 +1,7 @@
 """Standard JSON only: a body that is not JSON text the parser can take is a 422 `json_invalid`.
 
-That covers syntax errors (FastAPI's own answer), NaN and Infinity, numbers that overflow (floats past
+That covers syntax errors (FastAPI's own answer), lone UTF-16 surrogates (`"\ud800"` escapes no UTF-8
+text can hold: echoed back in an answer, one was a 500), NaN and Infinity, numbers that overflow (floats past
 ±1.8e308, integers over Python's 4,300 digits), bytes that are not UTF-8, and nesting deeper than the
 parser can recurse (about 1,000 levels). Python's parser accepts NaN and Infinity, and a non-finite
 number in, say, a score level would otherwise come back in `legend`, which JSON cannot carry; the
@@ -13,13 +14,14 @@ reads an integer outside [-2**63, 2**64 - 1] as a float (so any run of 20 digits
 is left to `loads_strict`), and reads nesting up to 1,024 deep where `loads_strict` stops at about 1,000 (so a
 value orjson cannot write back, nested over 255, is left too). Both read floats correctly rounded,
 keep a repeated key's last value at its first place, and refuse what is not UTF-8 (orjson also lone
-surrogates, which `loads_strict` reads: None).
+surrogates, which `loads_strict` refuses too: None).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -39,7 +41,27 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def loads_strict(data: bytes | str) -> Any:
+#: A `\u` escape of a UTF-16 surrogate (after an even run of backslashes, so a real escape): a high
+#: one with its low one, or either alone.
+_SURROGATE_ESCAPE = re.compile(
+    rb"(?<!\\)(?:\\\\)*(\\u[dD][89abAB][0-9a-fA-F]{2}(?:\\u[dD][c-fC-F][0-9a-fA-F]{2})?|\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+)
+
+
+def lone_surrogate_at(data: bytes) -> int | None:
+    """Where the first escape of a lone surrogate starts, if any (one search, in C, where none is)."""
+    for escape in _SURROGATE_ESCAPE.finditer(data):
+        if len(escape.group(1)) == 6:
+            return escape.start(1)
+    return None
+
+
+def loads_strict(data: bytes | str, *, lone_surrogates: bool = False) -> Any:
+    """`data` as JSON, refusing all the module names; `lone_surrogates`: read them (the caller names
+    the fields that hold them)."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if not lone_surrogates and b"\\u" in raw and (position := lone_surrogate_at(raw)) is not None:
+        raise json.JSONDecodeError("a lone UTF-16 surrogate escape is not Unicode text", "", position)
     try:
         return json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
     except json.JSONDecodeError:
