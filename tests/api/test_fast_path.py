@@ -18,6 +18,7 @@ from openjev.api import create_app
 from openjev.api.parsing import Parsed, is_json_type, parse_body
 from openjev.api.strict_json import StrictJSONRequest, loads_if_same, loads_strict
 from openjev.examples import support_ticket
+from openjev.request.decision_schema import DecisionRequest
 from openjev.request.schema import SystemOneRequest
 from tests.api.test_routes import InstantBackend, _eventually_ready, settings_for
 
@@ -182,3 +183,18 @@ def test_invalid_requests_get_the_routes_own_errors(client, route_reads) -> None
         fast, route = both_ways(client, json.dumps(request).encode(), route_reads, fast=False)
         assert fast.status_code == route.status_code == 422
         assert fast.json() == route.json()
+
+
+def test_the_largest_request_a_contract_allows_passes_the_work_bounds() -> None:
+    """200 `/v1/decisions` choice questions of 255 described options (OpenAI's most) and 200 System One
+    choice questions of 255 options are validated, not refused by a work bound."""
+    choices = [{"value": f"option {j}", "description": f"Option number {j}"} for j in range(255)]
+    questions = [{"type": "choice", "name": f"q{i}", "instructions": "Which?", "choices": choices} for i in range(200)]
+    decisions = json.dumps({"model": "gpt-6-luna", "input": "hello", "questions": questions}).encode()
+    parsed = parse_body(decisions, "application/json", DecisionRequest)
+    assert parsed.rejection is None and parsed.request is not None and len(parsed.request.questions) == 200
+    criteria = {f"opt{j}": f"Option number {j}" for j in range(255)}
+    jev = {f"q{i}": {"type": "choice", "instructions": "Which?", "criteria": criteria} for i in range(200)}
+    systemone = json.dumps({"model": "jev-latest", "state": "hi", "questions": jev}).encode()
+    parsed = parse_body(systemone, "application/json", SystemOneRequest)
+    assert parsed.rejection is None and parsed.request is not None and len(parsed.request.questions) == 200
