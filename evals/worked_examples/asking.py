@@ -28,7 +28,7 @@ from evals.worked_examples.report import write_report
 
 NAME = "decisions-examples-dev"
 ITEMS = DATA / NAME / "items.jsonl"
-ITEMS_SHA256 = "4a2a9f26a0922e001bfe856a05d6877fc4bb0486ae3849be76e3de85fd9b5cff"
+ITEMS_SHA256 = "4e2235a7f6afc355c867965ebafdc4c9a15ca3a4d85baa77a02f5fdafedfc06c"
 ARMS = ("plain", "worked")
 PROTOCOL = {
     "model": "jev-latest",

@@ -9,7 +9,7 @@ Every item is one state with the same question asked twice: `plain`, criteria `{
 `{"what": description, "examples": [state]}` with the option's one worked example (its detail in
 the family's example frame, never a test state). Items come in contrastive pairs: the two states
 share a frame and differ by the detail that decides the gold answer.
-- choice: PAIRS_PER_FAMILY pairs per family; pair j's halves are options j and j + 1 + j // n
+- choice: PAIRS_PER_FAMILY pairs per family; pair j's halves are options j and j + 1 + (j // n) mod (n - 1)
   (mod n), so every option is gold as often as any other; the options are shown rotated so that
   the first half's gold sits at position j + f + 1 + j // n (mod n), f the family's index: golds sit
   at every position, in every round of families.
@@ -47,7 +47,7 @@ def worked(option: Option, frame: str) -> dict[str, Any]:
 
 def choice_pair(family: Family, j: int, f: int) -> list[dict[str, Any]]:
     n = len(family.options)
-    golds = (family.options[j % n], family.options[(j + 1 + j // n) % n])
+    golds = (family.options[j % n], family.options[(j + 1 + (j // n) % (n - 1)) % n])
     rotation = (j % n - (j + f + 1 + j // n)) % n  # the first gold shown at position (j + f + 1 + j // n) mod n
     shown = family.options[rotation:] + family.options[:rotation]
     frame = family.frames[j % len(family.frames)]

@@ -2,8 +2,9 @@
 
 Contract: reads DIR/run.json and DIR/results.jsonl (evals/harness/runs.py) and writes DIR/report.json
 and DIR/report.md. Only items answered in both arms count. Per arm and per question type: accuracy
-with its 95% Wilson interval and pair accuracy (both halves of a contrastive pair right, pairs with
-both halves answered); per type, the paired difference worked - plain with its 95% paired-bootstrap
+with its 95% Wilson interval, the mean negative log-likelihood of the gold answer (finer than
+accuracy on few items) and pair accuracy (both halves of a contrastive pair right, pairs with both
+halves answered); per type, the paired difference worked - plain with its 95% paired-bootstrap
 interval (evals/harness/metrics.py); for choice, each arm's worst position error: the largest gap,
 in points, between the share of answers at a shown position and the share of gold answers there.
 """
@@ -55,6 +56,7 @@ def build_report(meta: dict[str, Any], answered: Sequence[dict[str, Any]]) -> di
         paired = metrics.paired_bootstrap(flags["plain"], flags["worked"])
         by_type[kind] = {
             **{arm: {**accuracy_of(flags[arm]), "pairs": pair_accuracy(rows[arm]),
+                     "nll": metrics.nll([r["probabilities"][r["gold"]] for r in rows[arm]]),
                      "position_error": position_error(rows[arm])} for arm in ARMS},
             "difference": paired.difference, "difference_ci95": list(paired.ci95),
         }  # fmt: skip
@@ -64,6 +66,8 @@ def build_report(meta: dict[str, Any], answered: Sequence[dict[str, Any]]) -> di
         "answer_settings": meta.get("answer_settings"),
         "n": len(items),
         "by_arm": {arm: by_type["all"][arm] for arm in ARMS} if items else {},
+        # The harness prints one accuracy: the worked arm's, what this suite is about.
+        "accuracy": by_type["all"]["worked"]["accuracy"] if items else None,
         "by_type": by_type,
         "latency_p50_s": metrics.quantile(latency, 0.5) if latency else None,
     }
@@ -83,8 +87,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"{settings.get('contextual_calibration')!r}, option_shifts={settings.get('option_shifts')}; "
         f"request p50 {report['latency_p50_s']:.2f} s (both arms in one request)",
         "",
-        "| type | n | plain | worked | worked - plain | pairs plain | pairs worked | position err. plain/worked |",
-        "|---|---|---|---|---|---|---|---|",
+        "| type | n | plain | worked | worked - plain | pairs plain | pairs worked | NLL plain/worked | pos. err. |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for kind, row in report["by_type"].items():
         low, high = row["difference_ci95"]
@@ -94,7 +98,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"| {kind} | {row['plain']['n']} | {_cell(row['plain'])} | {_cell(row['worked'])} | "
             f"{row['difference']:+.1%} [{low:+.1%}, {high:+.1%}] | "
             + " | ".join(f"{p['accuracy']:.1%} (n={p['n']})" if p["n"] else "-" for p in pairs)
-            + " | "
+            + f" | {row['plain']['nll']:.3f} / {row['worked']['nll']:.3f} | "
             + (" / ".join(f"{e:.1f}" for e in errors) if errors[0] is not None else "-")
             + " |"
         )

@@ -184,11 +184,12 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
             "confidence": "typesafe", "calibration_sha256": hashlib.sha256(calibration.read_bytes()).hexdigest(),
             "answer_cue_noul": "plain", "answer_cue_choice": "plain", "answer_cue_score": "plain",
             "score_labels": "letters", "score_reverse": False, "contextual_calibration": "score",
+            "worked_examples": "block",
             "think_margin": 0.5, "think_max_share": 0.2, "think_window": 1000, "think_budget_tokens": None,
         }  # fmt: skip
     other = {
         "answer_cue": "json", "option_shifts": 4, "label_prior": True, "temperature": 0.5, "confidence": "entropy",
-        "answer_cue_noul": "plain", "score_labels": "digits", "score_reverse": True,
+        "answer_cue_noul": "plain", "score_labels": "digits", "score_reverse": True, "worked_examples": "lines",
         "contextual_calibration": "score,noul", "think_margin": 2.0, "think_max_share": 1.0, "think_budget_tokens": 8,
     }  # fmt: skip
     with TestClient(create_app(settings_for(qwen_tokenizer_dir, **other), InstantBackend())) as client:
@@ -200,5 +201,6 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
             "confidence": "entropy", "calibration_sha256": None,
             "answer_cue_noul": "plain", "answer_cue_choice": "json", "answer_cue_score": "json",
             "score_labels": "digits", "score_reverse": True, "contextual_calibration": "noul,score",
+            "worked_examples": "lines",
             "think_margin": 2.0, "think_max_share": 1.0, "think_window": 1000, "think_budget_tokens": 8,
         }  # fmt: skip
