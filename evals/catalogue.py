@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from evals import jev_dev, mmlu
+from evals import decisions_dev, jev_dev, mmlu
 
 
 def register_all() -> None:
     mmlu.register()
     jev_dev.register()
+    decisions_dev.register()
