@@ -61,7 +61,9 @@ async def ask_content_free(client: httpx.AsyncClient, states: tuple[Any, ...], p
         body, _ = await post_answers(client, request)
         example = next(state for state in states if state["family"] == family)
         known[family] = {
-            question_id: {view: list(dist.values()) for view, dist in answered(question, body["answers"], question_id).items()}
+            question_id: {
+                view: list(dist.values()) for view, dist in answered(question, body["answers"], question_id).items()
+            }
             for question_id, question in example["questions"].items()
         }
         runs.write_json(path, known)
@@ -123,4 +125,3 @@ def run_decisions_dev(args: argparse.Namespace, suite: Suite) -> int:
     report = write_report(directory)
     print(f"decisions-dev: {report['n']} answered, {errors} errors")
     return 1 if errors else 0
-

@@ -51,12 +51,10 @@ def _returns_rule(a: Attrs) -> str:
 
 def _returns_text(a: Attrs, s: dict[str, str]) -> str:
     opened = "The box has been opened and the item used." if a["opened"] else "The box is still sealed."
-    damaged = (
-        "It arrived with a cracked casing." if a["damaged"] else "It arrived in perfect condition and works fine."
-    )
+    damaged = "It arrived with a cracked casing." if a["damaged"] else "It arrived in perfect condition and works fine."
     return (
         f"Return request #{s['ticket']}\nCustomer: {s['name']}\nItem: {s['item']}, bought for ${a['price']:,}\n"
-        f"Delivered {a['days']} days ago. {opened} {damaged}\nCustomer's note: \"{s['note']}\""
+        f'Delivered {a["days"]} days ago. {opened} {damaged}\nCustomer\'s note: "{s["note"]}"'
     )
 
 
@@ -111,10 +109,7 @@ def _action_text(a: Attrs, s: dict[str, str]) -> str:
         if a["confirmed"]
         else "The user has not said anything about this step."
     )
-    return (
-        f'The user asked the assistant: "{s["task"]}"\n'
-        f"The assistant now proposes to {actions[a['action']]}.\n{said}"
-    )
+    return f'The user asked the assistant: "{s["task"]}"\nThe assistant now proposes to {actions[a["action"]]}.\n{said}'
 
 
 ACTIONS = Family(

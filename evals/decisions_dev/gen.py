@@ -104,7 +104,11 @@ def half_lines(family: Family, index: int, pair: Pair, surface: dict[str, str]) 
             gold["check"] = {"type": "noul", "gold": "yes" if half == checked else "no"}
         if family.ordinal is not None:
             ordinal = family.ordinal
-            questions["level"] = {"type": "score", "instructions": ordinal.instructions, "criteria": list(ordinal.levels)}
+            questions["level"] = {
+                "type": "score",
+                "instructions": ordinal.instructions,
+                "criteria": list(ordinal.levels),
+            }
             gold["level"] = {"type": "score", "gold": str(ordinal.level(case))}
         lines.append(
             {
@@ -134,11 +138,15 @@ def generate() -> list[dict[str, Any]]:
     return [line for pair in interleaved if pair is not None for line in pair]
 
 
+def serialise(lines: list[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode()
+
+
 def main() -> None:
-    text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in generate())
+    data = serialise(generate())
     DECISIONS_DEV.parent.mkdir(parents=True, exist_ok=True)
-    DECISIONS_DEV.write_text(text)
-    print(hashlib.sha256(text.encode()).hexdigest())
+    DECISIONS_DEV.write_bytes(data)
+    print(hashlib.sha256(data).hexdigest())
 
 
 if __name__ == "__main__":

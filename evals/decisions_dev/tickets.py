@@ -18,7 +18,7 @@ TOOL_TEXTS = {
 
 
 def _routing_text(a: Attrs, s: dict[str, str]) -> str:
-    return f"User message: \"{TOOL_TEXTS[a['tool']].format(**s)}\""
+    return f'User message: "{TOOL_TEXTS[a["tool"]].format(**s)}"'
 
 
 ROUTING = Family(
@@ -54,7 +54,7 @@ INTENT_TEXTS = {
 
 
 def _intent_text(a: Attrs, s: dict[str, str]) -> str:
-    return f"Message from {s['name']} (customer since {s['year']}):\n\"Hello, {INTENT_TEXTS[a['intent']].format(**s)}\""
+    return f'Message from {s["name"]} (customer since {s["year"]}):\n"Hello, {INTENT_TEXTS[a["intent"]].format(**s)}"'
 
 
 INTENT = Family(
@@ -98,9 +98,7 @@ def _triage_rule(a: Attrs) -> str:
 
 def _triage_text(a: Attrs, s: dict[str, str]) -> str:
     scope = "It happens to every customer we checked." if a["scope"] == "all" else "Only one customer has seen it."
-    workaround = (
-        f"Workaround: {s['workaround']}" if a["workaround"] else "Workaround: none found so far."
-    )
+    workaround = f"Workaround: {s['workaround']}" if a["workaround"] else "Workaround: none found so far."
     return f"Bug report {s['id']} ({s['platform']}):\n{EFFECTS[a['effect']]} {scope}\n{workaround}"
 
 
