@@ -52,8 +52,12 @@ def answered(question: dict[str, Any], answers: dict[str, Any], question_id: str
     return found
 
 
+def read_known(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 async def ask_content_free(client: httpx.AsyncClient, states: tuple[Any, ...], path: Path, model: str) -> dict:
-    known = json.loads(path.read_text()) if path.is_file() else {}
+    known = read_known(path)
     for family in tqdm(dict.fromkeys(state["family"] for state in states), desc="content-free"):
         if family in known:
             continue

@@ -10,7 +10,7 @@ a server with those settings answers:
 | `cc` | divided by its content-free readout | same | same | 1 (+1 cached per question text) |
 | `avg2` | 2 rotations (0, n // 2) averaged | - | reversed rubric, log-space mean | 2 |
 | `prior2` | 2 rotations, letter prior divided out | - | as avg2 | 2 |
-| `cc+avg2`, `cc+prior2` | each rotation calibrated, then combined | cc | each view calibrated, combined | 2 (+2 cached) |
+| `cc+avg2`, `cc+prior2` | each rotation calibrated, combined | cc | each view calibrated, combined | 2 (+2 cached) |
 
 Figures (report.json, report.md) per type and variant: accuracy with its 95% Wilson interval, the
 paired difference from `plain` (95% paired bootstrap, evals/harness/metrics.py), pair accuracy
@@ -157,8 +157,8 @@ def build_report(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def markdown(report: dict[str, Any]) -> str:
     lines = [f"# decisions-dev: {report['n']} questions", ""]
     for kind, rows in report["by_type"].items():
-        lines += [f"## {kind}", "", "| variant | readouts | n | accuracy [95%] | vs plain [95%] | pairs | ECE | extra |",
-                  "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        head = "| variant | readouts | n | accuracy [95%] | vs plain [95%] | pairs | ECE | extra |"
+        lines += [f"## {kind}", "", head, "|---|---|---|---|---|---|---|---|"]
         for variant, row in rows.items():
             low, high = row["ci95"]
             d_low, d_high = row["vs_plain"]["ci95"]

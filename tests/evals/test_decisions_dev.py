@@ -64,8 +64,10 @@ def test_the_gold_follows_the_family_rule_for_every_candidate() -> None:
 
 def record(kind: str, plain: list[float], rot: list[float], priors: tuple[list[float], list[float]]) -> dict:
     names = ["a", "b", "c", "d"]
-    return {"type": kind, "probabilities": dict(zip(names, plain)), "views": {"rot": dict(zip(names, rot))},
-            "content_free": {"plain": priors[0], "rot": priors[1]}, "gold": "a"}  # fmt: skip
+    views = {"rot": dict(zip(names, rot, strict=True))}
+    priors_by_view = {"plain": priors[0], "rot": priors[1]}
+    probabilities = dict(zip(names, plain, strict=True))
+    return {"type": kind, "probabilities": probabilities, "views": views, "content_free": priors_by_view, "gold": "a"}
 
 
 def test_the_variants_are_the_servers_maths() -> None:
