@@ -7,8 +7,9 @@ Contract: deterministic (`random.Random(SEED)`, no clock, no environment). For e
 cases that differ in one attribute and have different gold options is a candidate. `family.pairs`
 pairs are drawn greedily so that the gold options stay balanced (each draw keeps the spread of gold
 counts smallest, then reuses the fewest cases; seeded ties), never reusing a pair. Both halves of a
-pair share one drawn surface, so their texts differ only where the flipped attribute shows. Pairs are interleaved across families
-(the first pair of each family, then the second, ...). Each half is one state (one line):
+pair share one drawn surface, so their texts differ only where the flipped attribute shows. Pairs
+are interleaved across families (the first pair of each family, then the second, ...). Each half is
+one state (one line):
 
 - `decision` (choice): the family's question, options in the family's order; gold by rule.
 - `check` (noul), in pairs whose index modulo 5 is 0 or 1: "would this be correct: <one half's
