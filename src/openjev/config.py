@@ -226,6 +226,11 @@ class Settings(BaseSettings):
         description="Choice questions with option shifts: divide out the letter-position prior estimated "
         "from the rotations before averaging.",
     )
+    option_keys: bool = Field(
+        False,
+        description="Choice questions: show each option's key beside its description (`A: refund - Give a full "
+        "refund.`); an option without a description shows its key alone either way.",
+    )
     answer_cue_noul: AnswerCue | None = Field(
         None, description="The answer cue of noul questions; unset: OPENJEV_ANSWER_CUE."
     )

@@ -123,7 +123,8 @@ class QuestionViews:
             return noul_text(question), labels.yes_no_ids
         count = len(question.criteria)
         if isinstance(question, ChoiceQuestion):
-            return choice_text(question, labels.option_labels[:count], view), labels.option_label_ids[:count]
+            text = choice_text(question, labels.option_labels[:count], view, keys=self.settings.option_keys)
+            return text, labels.option_label_ids[:count]
         if self.settings.score_labels is ScoreLabels.digits and count <= len(labels.digit_labels):
             names, ids = labels.digit_labels[:count], labels.digit_label_ids[:count]
         else:

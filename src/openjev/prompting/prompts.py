@@ -7,8 +7,8 @@ Contract:
   `reasoning_content` is absent). Any other state is serialized intact (JSON, non-ASCII kept) into
   one user turn.
 - Each question is one more user turn holding its instructions and its options as `A: description`
-  (a null description shows the option's name), followed by the assistant header with thinking off
-  and the answer cue (`ANSWER_CUES`, `OPENJEV_ANSWER_CUE`): `Answer:` and a newline (`plain`), or
+  (a null description shows the option's name; OPENJEV_OPTION_KEYS: `A: name - description`),
+  followed by the assistant header with thinking off and the answer cue (`ANSWER_CUES`, `OPENJEV_ANSWER_CUE`): `Answer:` and a newline (`plain`), or
   the opening of a JSON answer, `{"answer": "` (`json`). The label is read as the very next token.
 - A choice question may be shown with its options cyclically rotated (`offset`: position j shows
   option (j + offset) mod n, lettered by position), one rotation per readout; `answers.py` maps the
@@ -200,12 +200,19 @@ def noul_text(question: NoulQuestion) -> str:
     return "\n".join(lines)
 
 
-def choice_text(question: ChoiceQuestion, labels: Sequence[str], offset: int = 0) -> str:
+def _described(name: str, description: FreeForm, keys: bool) -> str:
+    """An option as shown: its description (its key when it has none), after its key when `keys`."""
+    if description is None:
+        return name
+    return f"{name} - {render_value(description)}" if keys else render_value(description)
+
+
+def choice_text(question: ChoiceQuestion, labels: Sequence[str], offset: int = 0, keys: bool = False) -> str:
     head = render_value(question.instructions) if question.instructions is not None else "Choose the best option."
     items = list(question.criteria.items())
     shown = items[offset:] + items[:offset]
     options = [
-        _option_line(label, name if description is None else description)
+        f"{label}: {_described(name, description, keys)}"
         for label, (name, description) in zip(labels, shown, strict=False)
     ]
     return "\n".join([head, "", "Options:", *options, "", "Answer with the letter of the best option."])
