@@ -8,8 +8,9 @@ Contract:
   one user turn.
 - Each question is one more user turn holding its instructions and its options as `A: description`
   (a null description shows the option's name; OPENJEV_OPTION_KEYS: `A: name - description`),
-  followed by the assistant header with thinking off and the answer cue (`ANSWER_CUES`, `OPENJEV_ANSWER_CUE`): `Answer:` and a newline (`plain`), or
-  the opening of a JSON answer, `{"answer": "` (`json`). The label is read as the very next token.
+  followed by the assistant header with thinking off and the answer cue (`ANSWER_CUES`,
+  `OPENJEV_ANSWER_CUE`): `Answer:` and a newline (`plain`), or the opening of a JSON answer,
+  `{"answer": "` (`json`). The label is read as the very next token.
 - A choice question may be shown with its options cyclically rotated (`offset`: position j shows
   option (j + offset) mod n, lettered by position), one rotation per readout; `answers.py` maps the
   letters back to the options. Question ids and option names never
