@@ -81,7 +81,10 @@ async def ask_state(
     try:
         body, latency = await post_answers(client, state_request(state, model))
     except (ValueError, KeyError, TypeError) as error:
-        return [{"id": f"{state['id']}/{qid}", "error": str(error)} for qid in state["questions"]]
+        return [
+            {"position": first + offset, "id": f"{state['id']}/{qid}", "error": str(error)}
+            for offset, qid in enumerate(state["questions"])
+        ]
     records = []
     for offset, (question_id, question) in enumerate(state["questions"].items()):
         views = answered(question, body["answers"], question_id)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.harness import metrics, runs
-from openjev.answering.answers import combine_shifts, shift_offsets
+from openjev.answering.answers import combine_shifts, sharpen, shift_offsets
 from openjev.answering.debias import combine_log_space, divide_prior
 
 VARIANTS = ("plain", "cc", "avg2", "prior2", "cc+avg2", "cc+prior2")
@@ -95,13 +95,22 @@ def pair_accuracy(records: Sequence[dict[str, Any]]) -> float | None:
     return sum(whole) / len(whole) if whole else None
 
 
+def expected_level(probabilities: Sequence[float], temperature: float = 1.0) -> float:
+    return sum(i * p for i, p in enumerate(sharpen(probabilities, temperature)))
+
+
 def score_figures(records: Sequence[dict[str, Any]]) -> dict[str, float]:
-    expected = [sum(i * p for i, p in enumerate(r["probabilities"].values())) for r in records]
+    """Exact level by argmax and by the rounded expected level (as served at T = 1 and at
+    OPENJEV_SCORE_TEMPERATURE = 0.5), and mean absolute errors in levels."""
+    expected = [expected_level(list(r["probabilities"].values())) for r in records]
+    sharpened = [expected_level(list(r["probabilities"].values()), 0.5) for r in records]
     gold = [int(r["gold"]) for r in records]
     n = len(records)
     return {
         "exact_argmax": sum(int(r["choice"]) == g for r, g in zip(records, gold, strict=True)) / n,
         "exact_rounded_expected": sum(round(e) == g for e, g in zip(expected, gold, strict=True)) / n,
+        "exact_rounded_expected_t05": sum(round(e) == g for e, g in zip(sharpened, gold, strict=True)) / n,
+        "mae_expected_t05": sum(abs(e - g) for e, g in zip(sharpened, gold, strict=True)) / n,
         "mae_expected": sum(abs(e - g) for e, g in zip(expected, gold, strict=True)) / n,
         "mae_argmax": sum(abs(int(r["choice"]) - g) for r, g in zip(records, gold, strict=True)) / n,
     }
@@ -158,7 +167,11 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [f"# decisions-dev: {report['n']} questions", ""]
     for kind, rows in report["by_type"].items():
         head = "| variant | readouts | n | accuracy [95%] | vs plain [95%] | pairs | ECE | extra |"
-        lines += [f"## {kind}", "", head, "|---|---|---|---|---|---|---|---|"]
+        note = [
+            "For scores, `avg2`/`prior2` read the rubric also reversed (log-space mean); accuracy is the argmax.",
+            "",
+        ]
+        lines += [f"## {kind}", "", *(note if kind == "score" else []), head, "|---|---|---|---|---|---|---|---|"]
         for variant, row in rows.items():
             low, high = row["ci95"]
             d_low, d_high = row["vs_plain"]["ci95"]
@@ -167,7 +180,10 @@ def markdown(report: dict[str, Any]) -> str:
                 extra = f"worst position gap {row['position']['worst_gap'] * 100:.1f} pts"
             elif "score" in row:
                 s = row["score"]
-                extra = f"exact(EV) {s['exact_rounded_expected']:.1%}, MAE(EV) {s['mae_expected']:.2f}"
+                extra = (
+                    f"exact(EV) {s['exact_rounded_expected']:.1%}, MAE(EV) {s['mae_expected']:.2f}; at T=0.5 "
+                    f"exact(EV) {s['exact_rounded_expected_t05']:.1%}, MAE {s['mae_expected_t05']:.2f}"
+                )
             else:
                 extra = f"yes-rate {row['yes_rate']:.1%}"
             pairs = "-" if row["pair_accuracy"] is None else f"{row['pair_accuracy']:.1%}"

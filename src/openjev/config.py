@@ -245,6 +245,13 @@ class Settings(BaseSettings):
         description="Score questions: label the levels `letters` (A, B, ...) or `digits` (1, 2, ...; rubrics of "
         "up to 9 levels, longer ones stay lettered).",
     )
+    score_temperature: float | None = Field(
+        0.5,
+        gt=0,
+        description="Score questions: the temperature of their readout, in place of OPENJEV_TEMPERATURE (after "
+        "contextual calibration; below 1 it sharpens, so the expected level lands nearer the most likely one); "
+        "unset: OPENJEV_TEMPERATURE. Default 0.5: chosen on jev-dev (docs/answer-quality.md).",
+    )
     score_reverse: bool = Field(
         False,
         description="Score questions: also read the rubric in reverse order and combine both readouts in log "

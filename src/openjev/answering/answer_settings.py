@@ -31,6 +31,7 @@ def answer_settings(settings: Settings) -> dict[str, object]:
         "label_prior": settings.label_prior,
         "option_keys": settings.option_keys,
         "temperature": settings.temperature,
+        "score_temperature": settings.score_temperature,
         "confidence": settings.confidence.value,
         "calibration_sha256": hashlib.sha256(calibration.read_bytes()).hexdigest() if calibration else None,
     }
