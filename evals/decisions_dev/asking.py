@@ -2,7 +2,8 @@
 
 Called by `uv run evals/run.py decisions-dev --url URL --out DIR` (`--limit N`: the first N states,
 pairs kept whole when N is even). Ask a server that corrects nothing itself
-(`OPENJEV_CONTEXTUAL_CALIBRATION=`, `OPENJEV_OPTION_SHIFTS=1`, `OPENJEV_SCORE_REVERSE=false`), so that
+(`OPENJEV_CONTEXTUAL_CALIBRATION=`, `OPENJEV_OPTION_SHIFTS=1`, `OPENJEV_LABEL_PRIOR=false`,
+`OPENJEV_SCORE_REVERSE=false`, `OPENJEV_SCORE_TEMPERATURE=1`), so that
 every variant of report.py can be derived from the raw readouts.
 
 Contract: first DIR/content_free.json, {family: {question id or view id: distribution in the
