@@ -215,14 +215,15 @@ class Settings(BaseSettings):
         'or `json` (`{"answer": "`).',
     )
     option_shifts: int = Field(
-        1,
+        2,
         ge=1,
         le=255,
         description="Choice questions: read the options in this many cyclic rotations and average "
-        "(one more backend call per rotation and question; 1 = off).",
+        "(one more backend call per rotation and question; 1 = off). Default 2, with OPENJEV_LABEL_PRIOR: "
+        "chosen on decisions-dev (docs/answer-quality.md).",
     )
     label_prior: bool = Field(
-        False,
+        True,
         description="Choice questions with option shifts: divide out the letter-position prior estimated "
         "from the rotations before averaging.",
     )
