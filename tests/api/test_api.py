@@ -72,8 +72,9 @@ def test_example_answers_have_the_official_shapes(stack, client):
     assert urgency["score"] == pytest.approx(sum(int(k) * p for k, p in urgency["probabilities"].items()))
     assert 0 <= urgency["confidence"] <= 1
     usage = body["usage"]
-    # Every backend call: warm-up, 3 branches, and the score's content-free readout unless cached already.
-    assert usage["output_tokens"] == len(fake.generate_calls) - before and usage["output_tokens"] in (4, 5)
+    # Every backend call: warm-up, 4 branches (the choice in two rotations), and the score's content-free
+    # readout unless cached already.
+    assert usage["output_tokens"] == len(fake.generate_calls) - before and usage["output_tokens"] in (5, 6)
     assert isinstance(usage["input_tokens"], int) and re.search(r'"input_tokens":\d+[,}]', response.text)
 
 
@@ -320,7 +321,8 @@ def test_official_sdk_reads_every_answer_type_over_zstd(stack):
         assert result.choices["team"].choice in {"billing", "sales"}
         assert set(result.scores["anger"].probabilities) == {0, 1, 2}
         assert result.scores["anger"].legend[2] == {"level": "Furious"}
-        assert result.usage.output_tokens == 5  # a new score question: its content-free readout too
+        # Warm-up, noul, the choice in two rotations, score, and the new score question's content-free readout.
+        assert result.usage.output_tokens == 6
         assert [m.name for m in sdk.models.list().models][:2] == ["jev-latest", "Qwen/Qwen3.6-35B-A3B"]
 
 

@@ -63,12 +63,12 @@ def _eventually_ready(client: TestClient, attempts: int = 200) -> bool:
     return False
 
 
-def test_example_is_answered_with_one_backend_call_per_question_plus_warm_up(ready_client) -> None:
+def test_example_is_answered_with_one_backend_call_per_readout_plus_warm_up(ready_client) -> None:
     client, backend = ready_client
-    # The score question's content-free readout (OPENJEV_CONTEXTUAL_CALIBRATION=score) is read once
-    # per question text, the first time it is seen.
+    # The choice is read in two rotations (OPENJEV_OPTION_SHIFTS=2); the score question's content-free
+    # readout (OPENJEV_CONTEXTUAL_CALIBRATION=score) is read once per question text, the first time it is seen.
     first = client.post("/v1/systemone", json=support_ticket())
-    assert first.status_code == 200 and first.json()["usage"]["output_tokens"] == 5 == len(backend.calls)
+    assert first.status_code == 200 and first.json()["usage"]["output_tokens"] == 6 == len(backend.calls)
     backend.calls.clear()
     response = client.post("/v1/systemone", json=support_ticket())
     assert response.status_code == 200, response.text
@@ -78,7 +78,7 @@ def test_example_is_answered_with_one_backend_call_per_question_plus_warm_up(rea
         "department": "choice",
         "urgency": "score",
     }
-    assert len(backend.calls) == 4 and response.json()["usage"]["output_tokens"] == 4
+    assert len(backend.calls) == 5 and response.json()["usage"]["output_tokens"] == 5
     prefix = backend.calls[0].input_ids
     assert all(list(call.input_ids[: len(prefix)]) == list(prefix) for call in backend.calls[1:])
     assert response.headers["x-openjev-prefix-tokens"] == str(len(prefix))
