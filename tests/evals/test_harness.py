@@ -123,7 +123,8 @@ def test_a_shifted_run_reports_its_variants_and_compares_them(openjev_on_fake: R
     for line in lines:
         assert line["shifts"]["offsets"] == [0, 1, 2, 3]
         assert line["shifts"]["probabilities"][0] == line["probabilities"]
-        assert line["usage"]["output_tokens"] == 5  # warm-up and four rotations
+        # Warm-up and four rotations, each read by the default server in two of its own (OPENJEV_OPTION_SHIFTS=2).
+        assert line["usage"]["output_tokens"] == 1 + 4 * 2
         assert set(line["server_timing_ms"]) == {"prep", "prefill", "branches"}
     summary = json.loads((out / "report.json").read_text())
     assert summary["shifts"] == 4
