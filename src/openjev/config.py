@@ -215,23 +215,14 @@ class Settings(BaseSettings):
         'or `json` (`{"answer": "`).',
     )
     option_shifts: int = Field(
-        2,
-        ge=1,
-        le=255,
-        description="Choice questions: read the options in this many cyclic rotations and average "
-        "(one more backend call per rotation and question; 1 = off). Default 2, with OPENJEV_LABEL_PRIOR: "
-        "chosen on decisions-dev (docs/answer-quality.md).",
+        2, ge=1, le=255, description="Choice questions: read in this many cyclic rotations, combined (1 = off)."
     )
     label_prior: bool = Field(
         True,
         description="Choice questions with option shifts: divide out the letter-position prior estimated "
         "from the rotations before averaging.",
     )
-    option_keys: bool = Field(
-        False,
-        description="Choice questions: show each option's key beside its description (`A: refund - Give a full "
-        "refund.`); an option without a description shows its key alone either way.",
-    )
+    option_keys: bool = Field(False, description="Choice questions: show each option's key beside its description.")
     answer_cue_noul: AnswerCue | None = Field(
         None, description="The answer cue of noul questions; unset: OPENJEV_ANSWER_CUE."
     )
@@ -247,11 +238,7 @@ class Settings(BaseSettings):
         "up to 9 levels, longer ones stay lettered).",
     )
     score_temperature: float | None = Field(
-        0.5,
-        gt=0,
-        description="Score questions: the temperature of their readout, in place of OPENJEV_TEMPERATURE (after "
-        "contextual calibration; below 1 it sharpens, so the expected level lands nearer the most likely one); "
-        "unset: OPENJEV_TEMPERATURE. Default 0.5: chosen on jev-dev (docs/answer-quality.md).",
+        0.5, gt=0, description="Score questions: their readout's temperature; unset: OPENJEV_TEMPERATURE."
     )
     score_reverse: bool = Field(
         False,
