@@ -84,18 +84,18 @@ def test_backend_calls_follow_the_sglang_contract(stack, client):
     response = post(client, request_with({"n": NOUL, "c": CHOICE}))
     assert response.status_code == 200
     calls = [entry["body"] for entry in fake.generate_calls[before:]]
-    assert len(calls) == 3
+    assert len(calls) == 4  # warm-up, the noul, the choice in two rotations
     warm, branches = calls[0], calls[1:]
     prefix = warm["input_ids"]
     assert int(response.headers["x-openjev-prefix-tokens"]) == len(prefix)
     rids = [call["rid"] for call in calls]
-    assert len(set(rids)) == 3 and all(re.fullmatch(r"[0-9a-f]{32}", rid) for rid in rids)
+    assert len(set(rids)) == 4 and all(re.fullmatch(r"[0-9a-f]{32}", rid) for rid in rids)
     for call in calls:
         assert call["sampling_params"] == {"max_new_tokens": 1, "temperature": 0}
         assert call["return_logprob"] is True and call["logprob_start_len"] == -1 and call["token_ids_logprob"]
     for branch in branches:
         assert branch["input_ids"][: len(prefix)] == prefix and len(branch["input_ids"]) > len(prefix)
-    assert sorted(len(branch["token_ids_logprob"]) for branch in branches) == [2, 2]
+    assert sorted(len(branch["token_ids_logprob"]) for branch in branches) == [2, 2, 2]
     assert response.json()["usage"]["input_tokens"] == sum(len(call["input_ids"]) for call in calls)
     # The header sums what SGLang reported for the question readouts (not the warm-up).
     cached = int(response.headers["x-openjev-cached-tokens"])
