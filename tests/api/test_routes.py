@@ -173,8 +173,9 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
         limits = client.get("/v1/limits").json()
         assert limits["calibration_file"] == "support-calibration.json"
         assert limits["answer_settings"] == {
-            "answer_cue": "plain", "option_shifts": 1, "label_prior": False, "temperature": 1.0,
-            "confidence": "typesafe", "calibration_sha256": hashlib.sha256(calibration.read_bytes()).hexdigest(),
+            "answer_cue": "plain", "option_shifts": 2, "label_prior": True, "option_keys": False, "temperature": 1.0,
+            "score_temperature": 0.5, "confidence": "typesafe",
+            "calibration_sha256": hashlib.sha256(calibration.read_bytes()).hexdigest(),
             "answer_cue_noul": "plain", "answer_cue_choice": "plain", "answer_cue_score": "plain",
             "score_labels": "letters", "score_reverse": False, "contextual_calibration": "score",
             "think_margin": 0.5, "think_max_share": 0.2, "think_window": 1000, "think_budget_tokens": None,
@@ -189,8 +190,8 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
         limits = client.get("/v1/limits").json()
         assert limits["calibration_file"] is None
         assert limits["answer_settings"] == {
-            "answer_cue": "json", "option_shifts": 4, "label_prior": True, "temperature": 0.5,
-            "confidence": "entropy", "calibration_sha256": None,
+            "answer_cue": "json", "option_shifts": 4, "label_prior": True, "option_keys": False, "temperature": 0.5,
+            "score_temperature": 0.5, "confidence": "entropy", "calibration_sha256": None,
             "answer_cue_noul": "plain", "answer_cue_choice": "json", "answer_cue_score": "json",
             "score_labels": "digits", "score_reverse": True, "contextual_calibration": "noul,score",
             "think_margin": 2.0, "think_max_share": 1.0, "think_window": 1000, "think_budget_tokens": 8,
