@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from evals import jev_dev, mmlu, worked_examples
+from evals import decisions_dev, jev_dev, mmlu, worked_examples
 
 
 def register_all() -> None:
     mmlu.register()
     jev_dev.register()
+    decisions_dev.register()
     worked_examples.register()

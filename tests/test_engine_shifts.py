@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from openjev.answering.answers import combine_shifts
 from openjev.backends.base import Backend, Generation, GenerationCall, LabelLogprobs, ReadoutCall
 from openjev.calibration import FORMAT
 from openjev.config import Settings
@@ -62,13 +63,24 @@ CHOICE = {"type": "choice", "criteria": {"w": "wrong", "c": "close", "o": "other
 
 
 def test_one_rotation_reads_the_letter_bias(chat):
-    answers, calls = ask(Engine(Settings(), chat, LetterBiasedModel(chat)), {"q": CHOICE})
+    answers, calls = ask(Engine(Settings(option_shifts=1), chat, LetterBiasedModel(chat)), {"q": CHOICE})
     assert answers["q"]["choice"] == "w" and calls == 2
+
+
+def test_by_default_two_rotations_divide_the_letter_prior_out(chat):
+    answers, calls = ask(Engine(Settings(), chat, LetterBiasedModel(chat)), {"q": CHOICE})
+    assert calls == 1 + 2  # warm-up and two rotations
+    # Each rotation's readout by option (rotation 2 shows o at position (o - 2) mod 4), combined as answers.py does.
+    words = list(CONTENT)
+    views = [[CONTENT[w] * POSITION_PRIOR[(o - s) % 4] for o, w in enumerate(words)] for s in (0, 2)]
+    expected = combine_shifts([[v / sum(view) for v in view] for view in views], [0, 2], prior=True)
+    assert list(answers["q"]["probabilities"].values()) == pytest.approx(expected)
+    assert answers["q"]["choice"] != "w"  # the first letter's pull no longer decides
 
 
 def test_four_rotations_are_four_branches_keyed_by_the_original_names(chat):
     backend = LetterBiasedModel(chat)
-    engine = Engine(Settings(option_shifts=4), chat, backend)
+    engine = Engine(Settings(option_shifts=4, label_prior=False), chat, backend)
     answers, calls = ask(engine, {"q": CHOICE, "yes": {"type": "noul", "instructions": "Is it?"}})
     assert calls == 1 + 4 + 1  # warm-up, four rotations, the noul question once
     assert list(answers["q"]["probabilities"]) == ["w", "c", "o", "r"]
@@ -88,7 +100,8 @@ def test_the_json_cue_ends_every_question_turn(chat):
 def test_the_calibration_temperature_replaces_the_setting_for_its_bucket(chat, tmp_path: Path):
     path = tmp_path / "calibration.json"
     path.write_text(json.dumps({"format": FORMAT, "temperatures": {"choice": {"3-4": 2.0}}}))
-    engine = Engine(Settings(calibration_file=path, temperature=5.0), chat, LetterBiasedModel(chat))
+    settings = Settings(calibration_file=path, temperature=5.0, option_shifts=1)
+    engine = Engine(settings, chat, LetterBiasedModel(chat))
     assert engine.calibration_source == str(path)
     answers, _ = ask(engine, {"q": CHOICE, "two": {"type": "choice", "criteria": {"a": "wrong", "b": "right"}}})
     shown = [CONTENT[w] * POSITION_PRIOR[j] for j, w in enumerate(["wrong", "close", "other", "right"])]
@@ -128,7 +141,9 @@ SCORE = {"type": "score", "instructions": "How urgent?", "criteria": ["Routine",
 
 @pytest.mark.parametrize("reverse", [False, True])
 def test_an_escalated_score_keeps_its_contextual_calibration_and_views(chat, reverse):
-    settings = Settings(think_margin=1000, think_max_share=1, think_budget_tokens=8, score_reverse=reverse)
+    settings = Settings(
+        think_margin=1000, think_max_share=1, think_budget_tokens=8, score_reverse=reverse, score_temperature=None
+    )
     model = StateReadingScoreModel(chat)
     engine = Engine(settings, chat, model)
     request = SystemOneRequest.model_validate({"model": "openjev-think", "state": "Pick.", "questions": {"s": SCORE}})

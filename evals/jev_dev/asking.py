@@ -231,7 +231,7 @@ def raw_readouts_note(served: dict[str, frozenset[str]], types: set[str]) -> str
         f"note: the server applies {said} itself (its answer settings): those answers are recorded as served, "
         "no content-free readouts are asked for a type it calibrates, and variants without what it applies "
         "(plain among them) are not derived. For raw readouts and every variant, ask a server started with "
-        "OPENJEV_CONTEXTUAL_CALIBRATION= (empty) and OPENJEV_SCORE_REVERSE=false."
+        "OPENJEV_CONTEXTUAL_CALIBRATION= (empty), OPENJEV_SCORE_REVERSE=false and OPENJEV_SCORE_TEMPERATURE=1."
     )
 
 

@@ -219,17 +219,14 @@ class Settings(TaskSettings):
         'or `json` (`{"answer": "`).',
     )
     option_shifts: int = Field(
-        1,
-        ge=1,
-        le=255,
-        description="Choice questions: read the options in this many cyclic rotations and average "
-        "(one more backend call per rotation and question; 1 = off).",
+        2, ge=1, le=255, description="Choice questions: read in this many cyclic rotations, combined (1 = off)."
     )
     label_prior: bool = Field(
-        False,
+        True,
         description="Choice questions with option shifts: divide out the letter-position prior estimated "
         "from the rotations before averaging.",
     )
+    option_keys: bool = Field(False, description="Choice questions: show each option's key beside its description.")
     answer_cue_noul: AnswerCue | None = Field(
         None, description="The answer cue of noul questions; unset: OPENJEV_ANSWER_CUE."
     )
@@ -244,6 +241,9 @@ class Settings(TaskSettings):
         ScoreLabels.letters,
         description="Score questions: label the levels `letters` (A, B, ...) or `digits` (1, 2, ...; rubrics of "
         "up to 9 levels, longer ones stay lettered).",
+    )
+    score_temperature: float | None = Field(
+        0.5, gt=0, description="Score questions: their readout's temperature; unset: OPENJEV_TEMPERATURE."
     )
     score_reverse: bool = Field(
         False,

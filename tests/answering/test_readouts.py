@@ -73,14 +73,17 @@ def normalised(values: list[float]) -> list[float]:
 
 
 def test_the_plain_readout_keeps_the_position_bias(chat) -> None:
-    answers, calls = ask(Engine(Settings(contextual_calibration=""), chat, PositionBiasedModel(chat)), {"s": SCORE})
+    answers, calls = ask(
+        Engine(Settings(contextual_calibration="", score_temperature=None), chat, PositionBiasedModel(chat)),
+        {"s": SCORE},
+    )
     expected = normalised([CONTENT[w] * POSITION_PRIOR[j] for j, w in enumerate(CONTENT)])
     assert list(answers["s"]["probabilities"].values()) == pytest.approx(expected) and calls == 2
 
 
 def test_the_reversed_rubric_is_a_second_branch_combined_in_log_space(chat) -> None:
     backend = PositionBiasedModel(chat)
-    engine = Engine(Settings(score_reverse=True, contextual_calibration=""), chat, backend)
+    engine = Engine(Settings(score_reverse=True, contextual_calibration="", score_temperature=None), chat, backend)
     answers, calls = ask(engine, {"s": SCORE, "n": NOUL})
     assert calls == 1 + 2 + 1
     assert "A: fire\nB: tense\nC: busy\nD: calm" in "".join(backend.prompts)
@@ -106,7 +109,7 @@ def test_digit_labels_number_the_levels(chat) -> None:
 
 def test_contextual_calibration_divides_out_the_content_free_prior_and_caches_it(chat) -> None:
     backend = PositionBiasedModel(chat)
-    engine = Engine(Settings(contextual_calibration="score,noul"), chat, backend)
+    engine = Engine(Settings(contextual_calibration="score,noul", score_temperature=None), chat, backend)
     answers, calls = ask(engine, {"s": SCORE, "n": NOUL})
     assert calls == 1 + 2 + 2  # warm-up, two questions, two content-free readouts
     assert list(answers["s"]["probabilities"].values()) == pytest.approx(normalised(list(CONTENT.values())))
@@ -116,6 +119,19 @@ def test_contextual_calibration_divides_out_the_content_free_prior_and_caches_it
     # Types not listed are read as before.
     plain, _ = ask(Engine(Settings(contextual_calibration="noul"), chat, backend), {"s": SCORE})
     assert plain["s"]["probabilities"]["2"] > 0.5
+
+
+def test_the_score_temperature_sharpens_the_calibrated_levels_and_leaves_other_types(chat) -> None:
+    backend = PositionBiasedModel(chat)
+    engine = Engine(
+        Settings(contextual_calibration="score,noul", score_temperature=0.5, temperature=2.0), chat, backend
+    )
+    answers, _ = ask(engine, {"s": SCORE, "n": NOUL})
+    sharpened = normalised([value**2 for value in CONTENT.values()])  # p^(1/T), T = 0.5
+    assert list(answers["s"]["probabilities"].values()) == pytest.approx(sharpened)
+    assert answers["s"]["score"] == pytest.approx(sum(i * p for i, p in enumerate(sharpened)))
+    # A noul keeps OPENJEV_TEMPERATURE: p(yes) 0.8 at T = 2 is 0.8^0.5 / (0.8^0.5 + 0.2^0.5).
+    assert answers["n"]["noul"] == pytest.approx(math.sqrt(0.8) / (math.sqrt(0.8) + math.sqrt(0.2)))
 
 
 def test_the_answer_cue_can_differ_per_question_type(chat) -> None:

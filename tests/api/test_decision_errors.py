@@ -184,7 +184,13 @@ def test_prompt_cache_key_keeps_a_conversation_on_one_rank(serve_openjev, qwen_t
 
 def test_the_thinking_tier_by_its_model_name_reports_reasoning_tokens(serve_openjev, fake_sglang, qwen_tokenizer_dir):
     think_all = {"OPENJEV_THINK_MARGIN": "1000", "OPENJEV_THINK_MAX_SHARE": "1", "OPENJEV_THINK_BUDGET_TOKENS": "16"}
-    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env=think_all)
+    server = serve_openjev(
+        "--connect",
+        fake_sglang.url,
+        "--tokenizer",
+        str(qwen_tokenizer_dir),
+        env={**think_all, "OPENJEV_OPTION_SHIFTS": "1"},
+    )
     fake_sglang.generation_length = 5  # every thought ends after 5 ids
     questions = [
         {"type": "predicate", "instructions": "Is this urgent?"},

@@ -92,8 +92,9 @@ def test_typed_choice_values_come_back_typed_and_the_model_sees_them_apart(stack
     assert [type(v) for v in values] == [str, bool, bool, str]
     assert isinstance(answer.choice, str | bool) and answer.choice in values
     # The string and the boolean that read the same are shown as JSON; the others as they are.
+    # The last prompt is the choice's second rotation (OPENJEV_OPTION_SHIFTS=2): options shifted by 2.
     prompt = last_prompt(fake, tokenizer)
-    assert 'A: "true"\nB: true\nC: false\nD: maybe' in prompt
+    assert 'A: false\nB: maybe\nC: "true"\nD: true' in prompt
 
 
 def test_json_input_parts_developer_messages_and_question_parts(stack, client, tokenizer):

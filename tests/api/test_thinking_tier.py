@@ -11,9 +11,9 @@ from tests.conftest import eventually
 NOUL = {"type": "noul", "instructions": "Is this urgent?"}
 CHOICE = {"type": "choice", "criteria": {"a": None, "b": None, "c": None}}
 # Every request awaits its warm-up, even over a prefix cached by the request before: the call counts
-# below count it.
+# below count it. A choice is read in one rotation, so each question is one readout (and one thought).
 THINK_ALL = {"OPENJEV_THINK_MARGIN": "1000", "OPENJEV_THINK_MAX_SHARE": "1", "OPENJEV_THINK_BUDGET_TOKENS": "16",
-             "OPENJEV_WARM_PREFIX_SHARE": "0"}  # fmt: skip
+             "OPENJEV_WARM_PREFIX_SHARE": "0", "OPENJEV_OPTION_SHIFTS": "1"}  # fmt: skip
 
 
 def body(questions, model="openjev-think"):

@@ -123,7 +123,8 @@ def test_a_shifted_run_reports_its_variants_and_compares_them(openjev_on_fake: R
     for line in lines:
         assert line["shifts"]["offsets"] == [0, 1, 2, 3]
         assert line["shifts"]["probabilities"][0] == line["probabilities"]
-        assert line["usage"]["output_tokens"] == 5  # warm-up and four rotations
+        # Warm-up and four rotations, each read by the default server in two of its own (OPENJEV_OPTION_SHIFTS=2).
+        assert line["usage"]["output_tokens"] == 1 + 4 * 2
         assert set(line["server_timing_ms"]) == {"prep", "prefill", "branches"}
     summary = json.loads((out / "report.json").read_text())
     assert summary["shifts"] == 4
@@ -201,7 +202,8 @@ def test_the_committed_runs_are_still_read(directory: Path, tmp_path: Path) -> N
 def test_a_thinking_tier_run_reports_escalations_and_pairs_with_one_token(
     serve_openjev, fake_sglang, qwen_tokenizer_dir: Path, tmp_path: Path
 ) -> None:
-    env = {"OPENJEV_THINK_MARGIN": "1000", "OPENJEV_THINK_MAX_SHARE": "0.5", "OPENJEV_THINK_BUDGET_TOKENS": "6"}
+    env = {"OPENJEV_THINK_MARGIN": "1000", "OPENJEV_THINK_MAX_SHARE": "0.5", "OPENJEV_THINK_BUDGET_TOKENS": "6",
+           "OPENJEV_OPTION_SHIFTS": "1"}  # fmt: skip
     server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env=env)
     one, think = tmp_path / "one", tmp_path / "think"
     assert run.main(["mmlu-pro-dev", "--url", server.url, "--limit", "4", "--out", str(one)]) == 0

@@ -15,7 +15,16 @@ from evals.jev_dev import variants as jev_variants
 from tests.conftest import RunningOpenJev
 
 #: A server that corrects nothing itself: every readout raw, so every offline variant can be derived.
-RAW = {"OPENJEV_CONTEXTUAL_CALIBRATION": "", "OPENJEV_SCORE_REVERSE": "false"}
+#: A server that corrects nothing itself.
+RAW = {
+    "OPENJEV_CONTEXTUAL_CALIBRATION": "",
+    "OPENJEV_SCORE_REVERSE": "false",
+    "OPENJEV_SCORE_TEMPERATURE": "1.0",
+    "OPENJEV_OPTION_SHIFTS": "1",
+    "OPENJEV_LABEL_PRIOR": "false",
+}
+#: A server that calibrates score questions and nothing else.
+SCORES_CALIBRATED = {**RAW, "OPENJEV_CONTEXTUAL_CALIBRATION": "score"}
 
 
 def read_lines(path: Path) -> list[dict]:
@@ -132,7 +141,7 @@ def test_against_a_server_that_calibrates_scores_only_what_its_answers_give_is_d
     serve_openjev, fake_sglang, qwen_tokenizer_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     base = ["--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir)]
-    raw, default = serve_openjev(*base, env=RAW), serve_openjev(*base)  # today's default: scores calibrated
+    raw, default = serve_openjev(*base, env=RAW), serve_openjev(*base, env=SCORES_CALIBRATED)
     raw_dir, default_dir = tmp_path / "raw", tmp_path / "default"
     for server, out in ((raw, raw_dir), (default, default_dir)):
         capsys.readouterr()

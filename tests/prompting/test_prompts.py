@@ -212,6 +212,12 @@ def test_a_rotation_shows_the_options_cyclically_lettered_by_position():
     assert choice_text(question, ["A", "B", "C"], offset=0) == choice_text(question, ["A", "B", "C"])
 
 
+def test_option_keys_show_each_key_beside_its_description():
+    question = ChoiceQuestion(type="choice", criteria={"refund": "Give a full refund.", "deny": None})
+    assert "Options:\nA: refund - Give a full refund.\nB: deny\n" in choice_text(question, ["A", "B"], keys=True)
+    assert "Options:\nA: Give a full refund.\nB: deny\n" in choice_text(question, ["A", "B"])
+
+
 def test_nested_json_states_grow_linearly_not_quadratically():
     def nested(depth):
         value: object = "x"

@@ -30,7 +30,9 @@ def answer_settings(settings: Settings) -> dict[str, object]:
         "think_budget_tokens": settings.think_budget_tokens,
         "option_shifts": settings.option_shifts,
         "label_prior": settings.label_prior,
+        "option_keys": settings.option_keys,
         "temperature": settings.temperature,
+        "score_temperature": settings.score_temperature,
         "confidence": settings.confidence.value,
         "calibration_sha256": hashlib.sha256(calibration.read_bytes()).hexdigest() if calibration else None,
     }

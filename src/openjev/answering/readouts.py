@@ -25,7 +25,8 @@ Contract:
   mirrored reversed one in log space (debias.combine_log_space) before the temperature and the
   confidence are applied.
 - Temperature. The calibration file's (OPENJEV_CALIBRATION_FILE, read once at start-up) for the
-  question's type and option count (2 for a noul), else OPENJEV_TEMPERATURE.
+  question's type and option count (2 for a noul), else OPENJEV_SCORE_TEMPERATURE for a score
+  question where it is set, else OPENJEV_TEMPERATURE.
 """
 
 from __future__ import annotations
@@ -123,7 +124,10 @@ class QuestionViews:
             return noul_text(question, style), labels.yes_no_ids
         count = len(question.criteria)
         if isinstance(question, ChoiceQuestion):
-            return choice_text(question, labels.option_labels[:count], view, style), labels.option_label_ids[:count]
+            keys = self.settings.option_keys
+            return choice_text(question, labels.option_labels[:count], view, style, keys), labels.option_label_ids[
+                :count
+            ]
         if self.settings.score_labels is ScoreLabels.digits and count <= len(labels.digit_labels):
             names, ids = labels.digit_labels[:count], labels.digit_label_ids[:count]
         else:
@@ -185,6 +189,8 @@ class QuestionViews:
             fitted = self.calibration.temperature(question.type, count)
             if fitted is not None:
                 return fitted
+        if isinstance(question, ScoreQuestion) and self.settings.score_temperature is not None:
+            return self.settings.score_temperature
         return self.settings.temperature
 
     def answer(self, question: AnswerableQuestion, readouts: Sequence[Readout]) -> dict[str, Any]:

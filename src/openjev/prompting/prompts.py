@@ -7,9 +7,10 @@ Contract:
   `reasoning_content` is absent). Any other state is serialized intact (JSON, non-ASCII kept) into
   one user turn.
 - Each question is one more user turn holding its instructions and its options as `A: description`
-  (a null description shows the option's name), followed by the assistant header with thinking off
-  and the answer cue (`ANSWER_CUES`, `OPENJEV_ANSWER_CUE`): `Answer:` and a newline (`plain`), or
-  the opening of a JSON answer, `{"answer": "` (`json`). The label is read as the very next token.
+  (a null description shows the option's name; OPENJEV_OPTION_KEYS: `A: name - description`),
+  followed by the assistant header with thinking off and the answer cue (`ANSWER_CUES`,
+  `OPENJEV_ANSWER_CUE`): `Answer:` and a newline (`plain`), or the opening of a JSON answer,
+  `{"answer": "` (`json`). The label is read as the very next token.
 - A choice question may be shown with its options cyclically rotated (`offset`: position j shows
   option (j + offset) mod n, lettered by position), one rotation per readout; `answers.py` maps the
   letters back to the options. Question ids and option names never
@@ -200,14 +201,20 @@ def noul_text(question: NoulQuestion, style: WorkedExamples = WorkedExamples.blo
 
 
 def choice_text(
-    question: ChoiceQuestion, labels: Sequence[str], offset: int = 0, style: WorkedExamples = WorkedExamples.block
+    question: ChoiceQuestion,
+    labels: Sequence[str],
+    offset: int = 0,
+    style: WorkedExamples = WorkedExamples.block,
+    keys: bool = False,
 ) -> str:
+    """The options lettered in `offset`'s rotation; `keys`: each described option shows its key before
+    its description (`A: refund - The user asks for money back`)."""
     head = render_value(question.instructions) if question.instructions is not None else "Choose the best option."
     items = list(question.criteria.items())
     shown = [
         (label, name, value) for label, (name, value) in zip(labels, items[offset:] + items[:offset], strict=False)
     ]
-    options = entry_lines(shown, style)
+    options = entry_lines(shown, style, keys=keys)
     return "\n".join(
         [head, "", "Options:", *options, *example_block(shown, style), "", "Answer with the letter of the best option."]
     )

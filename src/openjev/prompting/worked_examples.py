@@ -40,12 +40,17 @@ def _description(fallback: str | None, value: FreeForm | None) -> str | None:
     return fallback
 
 
-def entry_lines(entries: Sequence[Shown], style: WorkedExamples, separator: str = ": ") -> list[str]:
+def entry_lines(
+    entries: Sequence[Shown], style: WorkedExamples, separator: str = ": ", keys: bool = False
+) -> list[str]:
     """`label: description` for each entry (an entry with neither description nor name shows its label
-    alone), each followed by its examples in the `lines` style."""
+    alone; `keys`: a described option shows `label: name - description`), each followed by its examples
+    in the `lines` style."""
     lines = []
     for label, fallback, value in entries:
         description = _description(fallback, value)
+        if keys and fallback is not None and description is not None and description != fallback:
+            description = f"{fallback} - {description}"
         lines.append(label if description is None else f"{label}{separator}{description}")
         if style is WorkedExamples.lines:
             lines += [f"  Example: {render_value(example)}" for example in read_entry(value).examples]

@@ -28,6 +28,7 @@ def thinking_server(test_model, tmp_path_factory):
         "OPENJEV_THINK_MAX_SHARE": "1",
         "OPENJEV_THINK_BUDGET_TOKENS": "24",
         "OPENJEV_REQUEST_TIMEOUT": "900",
+        "OPENJEV_OPTION_SHIFTS": "1",  # one readout and one thought per question: the counts below
     }
     server = launch_openjev(log_dir=tmp_path_factory.mktemp("logs"), timeout=900, env=env)
     yield server

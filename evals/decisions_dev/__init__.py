@@ -1,0 +1,25 @@
+"""The `decisions-dev` suite: decisions under written policies, routing, claims, sentiment, intent and triage,
+in contrastive pairs, gold by rule.
+
+It owns the generator and its families (`gen`, `families`, `tickets`), the data and the requests with
+their extra views (`dataset`), asking a server (`asking`) and the report with its offline variants
+(`report`). It imports the harness (`evals.harness`) and `openjev`, never another suite.
+"""
+
+from __future__ import annotations
+
+from evals.decisions_dev import asking, report
+from evals.harness import registry
+
+SPEC = registry.SuiteSpec(
+    name="decisions-dev",
+    load=asking.load_suite,
+    run=asking.run_decisions_dev,
+    write_report=report.write_report,
+    variant_records=report.variant_records,
+    variants=report.VARIANTS,
+)
+
+
+def register() -> None:
+    registry.register(SPEC)
