@@ -70,3 +70,8 @@ def test_an_empty_api_key_stops_the_server_with_a_clear_message(fake_sglang):
     )  # fmt: skip
     assert process.returncode == 2
     assert "OPENJEV_API_KEY is empty" in process.stderr and "Traceback" not in process.stderr
+
+
+def test_openapi_from_the_cli_needs_no_backend() -> None:
+    out = subprocess.run([sys.executable, "-m", "openjev", "schema"], capture_output=True, check=True, text=True)
+    assert "/v1/systemone" in json.loads(out.stdout)["paths"]

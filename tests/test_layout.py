@@ -21,7 +21,18 @@ HARNESS = "evals.harness"
 
 LAYERS: list[tuple[str, ...]] = [
     # Foundation: what every stage may use.
-    ("errors", "options", "config", "calibration", "examples", "metrics", "affinity", "quality", "task_settings"),
+    (
+        "errors",
+        "options",
+        "config",
+        "calibration",
+        "examples",
+        "metrics",
+        "affinity",
+        "quality",
+        "task_settings",
+        "image_settings",
+    ),
     # The request's journey, in order, each stage a package.
     ("request",),
     ("prompting",),

@@ -395,13 +395,5 @@ def test_models_limits_health_docs(client):
     assert missing.status_code == 404 and missing.json()["detail"]["error_type"] == "not_found"
 
 
-def test_openapi_from_the_cli_needs_no_backend():
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, "-m", "openjev", "schema"], capture_output=True, check=True, text=True)
-    assert "/v1/systemone" in json.loads(out.stdout)["paths"]
-
-
 def test_example_file_is_a_valid_request(client):
     assert post(client, copy.deepcopy(EXAMPLE)).status_code == 200

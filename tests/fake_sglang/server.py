@@ -365,8 +365,7 @@ class FakeSGLang:
             return set()
         check = RUST_DISCONNECT_CHECK if self.rust_frontend else PYTHON_DISCONNECT_CHECK
         aborted, gone = await work_until_aborted(request, events, seconds, check)
-        self.disconnected += gone
-        self.aborted += gone
+        self.disconnected, self.aborted = self.disconnected + gone, self.aborted + gone
         return aborted
 
     def _generated(self, rid: str, answer: dict[str, Any], body: dict[str, Any]) -> None:

@@ -36,7 +36,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from openjev.config import ImageTransfer, Settings
+from openjev.config import Settings
+from openjev.options import ImageTransfer
 from openjev.request.images import ImageInput
 
 log = logging.getLogger("openjev.sglang")
