@@ -16,7 +16,7 @@ import pytest
 
 from openjev.answering.box_reading import BoxReading
 from openjev.answering.debias import CONTENT_FREE_STATE, combine_log_space, debiased, divide_prior, mirrored
-from openjev.answering.readouts import QuestionViews
+from openjev.answering.readouts import MAX_SHIFTED_OPTIONS, QuestionViews
 from openjev.backends.base import BackendError, LabelLogprobs, ReadoutCall
 from openjev.config import Settings
 from openjev.engine import Engine
@@ -198,6 +198,13 @@ def test_views_plan_one_prompt_per_view_after_the_shared_prefix(chat) -> None:
     assert prompts[0] == frame.shared_prefix_segments
     cue = ANSWER_CUES[views.cue(choice)]
     assert prompts[2] == frame.with_cue(cue).question_suffix_segments(planned[1][3], False)
+
+
+def test_long_option_lists_are_read_once_whatever_the_shifts(chat) -> None:
+    views = QuestionViews(Settings(option_shifts=2), chat)
+    short = ChoiceQuestion(type="choice", criteria={f"o{i}": None for i in range(MAX_SHIFTED_OPTIONS)})
+    long = ChoiceQuestion(type="choice", criteria={f"o{i}": None for i in range(MAX_SHIFTED_OPTIONS + 1)})
+    assert len(views.views(short)) == 2 and views.views(long) == [0]
 
 
 def test_answers_gather_each_questions_readouts_and_pass_a_box_through(chat) -> None:

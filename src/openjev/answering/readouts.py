@@ -80,6 +80,12 @@ class Viewed(Protocol):
     offset: int
 
 
+#: Choices of more options are read once, whatever OPENJEV_OPTION_SHIFTS says: rotations were chosen
+#: on decisions-dev's 3-6 options, and a second reading of a long list doubles the cost of its longest
+#: prompt (255 options: two readouts of about 3,000 tokens each on the embedded model).
+MAX_SHIFTED_OPTIONS = 26
+
+
 class QuestionViews:
     """The views, texts, labels and cues of questions under one server's settings; built once at start-up."""
 
@@ -110,7 +116,8 @@ class QuestionViews:
         if _single(question):
             return [0]  # one option or level reads the same in every view
         if isinstance(question, ChoiceQuestion):
-            return shift_offsets(len(question.criteria), self.settings.option_shifts)
+            count = len(question.criteria)
+            return shift_offsets(count, self.settings.option_shifts if count <= MAX_SHIFTED_OPTIONS else 1)
         if isinstance(question, ScoreQuestion) and self.settings.score_reverse:
             return [0, REVERSED]
         return [0]
