@@ -127,9 +127,9 @@ async def evaluate(args: argparse.Namespace, suite: Suite, directory: Path) -> i
 def run_decisions_dev(args: argparse.Namespace, suite: Suite) -> int:
     """`evals/run.py decisions-dev`: ask, then write the report; exit status as evals/run.py's."""
     directory = Path(args.out)
-    errors = runs.guarded(evaluate(args, suite, directory))
-    if errors is None:
-        return 2
-    report = write_report(directory)
-    print(f"decisions-dev: {report['n']} answered, {errors} errors")
-    return 1 if errors else 0
+    return runs.ask_then_report(
+        evaluate(args, suite, directory),
+        directory,
+        write_report,
+        lambda report, errors: f"decisions-dev: {report['n']} answered, {errors} errors",
+    )

@@ -13,7 +13,7 @@ a server with those settings answers:
 | `cc+avg2`, `cc+prior2` | each rotation calibrated, combined | cc | each view calibrated, combined | 2 (+2 cached) |
 
 Figures (report.json, report.md) per type and variant: accuracy with its 95% Wilson interval, the
-paired difference from `plain` (95% paired bootstrap, evals/harness/metrics.py), pair accuracy
+paired difference from `plain` (95% paired bootstrap, src/openjev/quality/metrics.py), pair accuracy
 (both halves of a contrastive pair right), ECE (10 equal-mass bins of the top probability);
 choice: position error, the worst absolute gap between the share of answers and of gold answers at
 a shown position (1st option, 2nd, ...; all families pooled), with both shares per position; score:
@@ -28,9 +28,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evals.harness import metrics, runs
+from evals.harness import runs
 from openjev.answering.answers import combine_shifts, sharpen, shift_offsets
 from openjev.answering.debias import combine_log_space, divide_prior
+from openjev.quality import metrics
 
 VARIANTS = ("plain", "cc", "avg2", "prior2", "cc+avg2", "cc+prior2")
 COST = {"plain": "1", "cc": "1 + 1 cached", "avg2": "2", "prior2": "2", "cc+avg2": "2 + 2 cached",

@@ -22,9 +22,10 @@ from typing import Any
 if __package__ in {None, ""}:  # run as a script: make the `evals` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from evals.harness import metrics, runs
+from evals.harness import runs
 from openjev.answering.answers import argmax_first, sharpen
 from openjev.answering.debias import combine_log_space, divide_prior
+from openjev.quality import metrics
 
 READOUTS = ("plain", "cc", "rev", "cc+rev")
 TEMPERATURES = (1.0, 0.5, 0.25)

@@ -218,3 +218,18 @@ def guarded(run: Coroutine[Any, Any, int]) -> int | None:
             raise
         print(f"stopped, the server is unreachable: {unreachable!r}; run again to resume", file=sys.stderr)
     return None
+
+
+def ask_then_report(
+    asking: Coroutine[Any, Any, int],
+    directory: Path,
+    report: Callable[[Path], dict[str, Any]],
+    line: Callable[..., str],
+) -> int:
+    """A suite's run: `asking` (guarded), then its report written from `directory` and `line(report,
+    errors)` printed; evals/run.py's exit status: 2 when refused or cut off, 1 with errors, else 0."""
+    errors = guarded(asking)
+    if errors is None:
+        return 2
+    print(line(report(directory), errors))
+    return 1 if errors else 0

@@ -96,10 +96,9 @@ async def evaluate(args: argparse.Namespace, suite: Suite, directory: Path) -> i
 def run_suite(args: argparse.Namespace, suite: Suite) -> int:
     """`evals/run.py decisions-examples-dev`: ask, then write the report; exit status as evals/run.py's."""
     directory = Path(args.out)
-    errors = runs.guarded(evaluate(args, suite, directory))
-    if errors is None:
-        return 2
-    report = write_report(directory)
-    arms = ", ".join(f"{arm} {row['accuracy']:.1%}" for arm, row in report["by_arm"].items())
-    print(f"{NAME}: {report['n']} items, {errors} errors; {arms}")
-    return 1 if errors else 0
+
+    def line(report: dict[str, Any], errors: int) -> str:
+        arms = ", ".join(f"{arm} {row['accuracy']:.1%}" for arm, row in report["by_arm"].items())
+        return f"{NAME}: {report['n']} items, {errors} errors; {arms}"
+
+    return runs.ask_then_report(evaluate(args, suite, directory), directory, write_report, line)

@@ -5,7 +5,7 @@ and DIR/report.md. Only items answered in both arms count. Per arm and per quest
 with its 95% Wilson interval, the mean negative log-likelihood of the gold answer (finer than
 accuracy on few items) and pair accuracy (both halves of a contrastive pair right, pairs with both
 halves answered); per type, the paired difference worked - plain with its 95% paired-bootstrap
-interval (evals/harness/metrics.py); for choice, each arm's worst position error: the largest gap,
+interval (src/openjev/quality/metrics.py); for choice, each arm's worst position error: the largest gap,
 in points, between the share of answers at a shown position and the share of gold answers there.
 """
 
@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evals.harness import metrics
-from evals.harness.report import accuracy_of, run_identity, write_json_and_markdown
+from evals.harness.report import run_identity, write_json_and_markdown
 from evals.harness.runs import read_run
+from openjev.quality import metrics
+from openjev.quality.metrics import accuracy_of
 
 ARMS = ("plain", "worked")
 TYPES = ("all", "choice", "noul", "score")

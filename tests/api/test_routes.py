@@ -205,3 +205,15 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
             "worked_examples": "lines",
             "think_margin": 2.0, "think_max_share": 1.0, "think_window": 1000, "think_budget_tokens": 8,
         }  # fmt: skip
+
+
+def test_the_door_lets_every_documented_route_through(qwen_tokenizer_dir: Path) -> None:
+    """Each path and method of the OpenAPI document reaches its route, whichever router declares it."""
+    app = create_app(settings_for(qwen_tokenizer_dir), InstantBackend())
+    with TestClient(app) as client:
+        for path, methods in app.openapi()["paths"].items():
+            concrete = path.replace("{task_id}", "absent").replace("{identifier}", "absent")
+            for method in methods:
+                response = client.request(method.upper(), concrete)
+                assert response.status_code != 405, (method, path)
+                assert response.status_code != 404 or "task" in path, (method, path, response.text)

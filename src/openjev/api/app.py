@@ -77,10 +77,9 @@ def create_app(
     )
     app.state.service = service
     app.state.health_probe = SharedProbe()
-    app.include_router(router)
-    app.include_router(catalog_router)
-    app.include_router(decisions_router)
-    app.include_router(tasks_router)
+    routers = (router, catalog_router, decisions_router, tasks_router)
+    for included in routers:
+        app.include_router(included)
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC_DIR), name="static")
     install_error_handlers(app, settings.retry_after)
     app.add_middleware(SystemOneFastPath, service=service, retry_after=settings.retry_after)
@@ -95,7 +94,8 @@ def create_app(
     )
     # Every route, flat (the routers are included without a prefix): what the application's router matches.
     own = [route for route in app.router.routes if isinstance(route, Route | Mount)]
-    app.add_middleware(Door, routes=[*own, *router.routes, *decisions_router.routes], retry_after=settings.retry_after)
+    routes = [*own, *(route for included in routers for route in included.routes)]
+    app.add_middleware(Door, routes=routes, retry_after=settings.retry_after)
     api_key = settings.api_key.get_secret_value() if settings.api_key is not None else None
     app.add_middleware(ApiKeyMiddleware, api_key=api_key, retry_after=settings.retry_after)
     app.add_middleware(RequestIdMiddleware, retry_after=settings.retry_after)
