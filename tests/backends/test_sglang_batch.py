@@ -22,6 +22,8 @@ from tests.fake_sglang import FakeSGLang
 from tests.fake_sglang.batch import rids_of
 
 DOCUMENT = " ".join(f"Clause {i}: the supplier delivers part {i} within {i + 3} days." for i in range(60))
+#: The counts below are one readout per question: each choice read in one view, not two rotations.
+ONE_VIEW = ("--option-shifts", "1")
 QUESTIONS = {
     f"q{i}": {"type": "noul", "instructions": f"Does clause {i} set a deadline under a week?"}
     if i % 2
@@ -49,7 +51,13 @@ def test_64_questions_are_one_call_in_one_step_with_the_answers_of_one_call_each
     with FakeSGLang(step_seconds=0.05) as fake:
         servers = {
             slots: serve_openjev(
-                "--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir), "--max-concurrent-branches", str(slots)
+                "--connect",
+                fake.url,
+                "--tokenizer",
+                str(qwen_tokenizer_dir),
+                "--max-concurrent-branches",
+                str(slots),
+                *ONE_VIEW,
             )
             for slots in (64, 16, 1)
         }
@@ -74,7 +82,7 @@ def test_content_free_readouts_go_in_the_same_call_and_a_failed_batch_is_aborted
     serve_openjev: ServeOpenJev, qwen_tokenizer_dir: Any
 ) -> None:
     with FakeSGLang() as fake:
-        server = serve_openjev("--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir))
+        server = serve_openjev("--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir), *ONE_VIEW)
         questions = {"strict": SCORE, "q1": QUESTIONS["q1"], "q2": QUESTIONS["q2"]}
         before = len(fake.generate_posts)
         ask(server.url, questions, "A short contract.")
@@ -98,7 +106,7 @@ def test_a_server_that_refuses_the_list_form_gets_one_call_per_readout_and_the_l
 ) -> None:
     # sgl-model-gateway 0.3.2 answers the list form 422 (its rid is one string) and forwards single calls.
     with FakeSGLang(list_form=False) as fake:
-        gateway = serve_openjev("--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir))
+        gateway = serve_openjev("--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir), *ONE_VIEW)
         questions = {name: QUESTIONS[name] for name in ("q0", "q1", "q2")}
         before = len(fake.generate_posts)
         first = ask(gateway.url, questions)

@@ -101,4 +101,4 @@ def png_image(seed: int, height: int, width: int) -> ImageInput:
     buffer = io.BytesIO()
     Image.fromarray(pixels).save(buffer, format="PNG")
     png = buffer.getvalue()
-    return ImageInput(png=png, sha256=hashlib.sha256(png).hexdigest(), height=height, width=width)
+    return ImageInput(data=png, sha256=hashlib.sha256(png).hexdigest(), height=height, width=width)
