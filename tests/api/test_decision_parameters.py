@@ -150,8 +150,13 @@ def test_a_value_and_a_string_that_read_the_same_stay_apart_with_their_descripti
         "instructions": "Agreed?",
         "choices": [{"value": "true", "description": same}, {"value": True, "description": same}, {"value": "no"}],
     }
+    before = len(fake.generate_calls)
     client.decisions.create(model="gpt-6-luna", input=TICKET, questions=[question])
-    assert f'A: "true": {same}\nB: true: {same}\nC: no' in last_prompt(fake, tokenizer)
+    # The options as sent are one of the choice's two rotations.
+    prompts = [
+        tokenizer.decode(call["body"]["input_ids"], skip_special_tokens=False) for call in fake.generate_calls[before:]
+    ]
+    assert any(f'A: "true": {same}\nB: true: {same}\nC: no' in prompt for prompt in prompts)
 
 
 def test_limits_say_each_routes_counts(http):
