@@ -42,7 +42,8 @@ def fake() -> FakeSGLang:
 
 
 def start(serve: ServeOpenJev, fake: FakeSGLang, tokenizer: Path, tasks: Path, **env: str):
-    settings = {"OPENJEV_TASKS_DIR": str(tasks), "OPENJEV_TASK_FOLDS": "3", **env}
+    # One view per choice: the fake's letter bias reaches the raw readout, which is what a task's fit learns.
+    settings = {"OPENJEV_TASKS_DIR": str(tasks), "OPENJEV_TASK_FOLDS": "3", "OPENJEV_OPTION_SHIFTS": "1", **env}
     return serve("--connect", fake.url, "--tokenizer", str(tokenizer), env=settings)
 
 
