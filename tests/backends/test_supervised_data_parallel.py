@@ -39,7 +39,9 @@ def test_each_conversation_stays_on_one_of_two_ranks(
     stand_in: StandIn,  # noqa: F811
     qwen_tokenizer_dir: Path,
 ) -> None:
-    server = supervised("--frontend", "python", env={"OPENJEV_DATA_PARALLEL_SIZE": "2"})
+    # Every turn warms up (no skip over a held prefix) and reads each choice once: the counts below.
+    env = {"OPENJEV_DATA_PARALLEL_SIZE": "2", "OPENJEV_WARM_PREFIX_SHARE": "0", "OPENJEV_OPTION_SHIFTS": "1"}
+    server = supervised("--frontend", "python", env=env)
     assert stand_in.flags()["--dp-size"] == "2"
     log = Path(f"{stand_in.record_path}.calls")
     turns = []
