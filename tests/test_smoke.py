@@ -84,7 +84,7 @@ def test_smoke_passes_against_a_sensible_openjev(
     # The Python frontend reports cache hits: the startup probe sent the same request before.
     assert example["cached_tokens"] > 0 and example["prefix_tokens"] > 0
     assert checks["choice_256_rejected"]["http_status"] == 422
-    assert checks["questions_65_rejected"]["http_status"] == 422
+    assert checks["questions_201_rejected"]["http_status"] == 422
     assert "zstd" in checks["sdk"]["message"]
     decisions = checks["decisions"]
     assert decisions["message"].startswith("parsed by openai's Decision; refund 0.9"), decisions
@@ -153,7 +153,7 @@ def test_smoke_fails_clearly_on_wrong_answers_and_on_a_failing_backend(
     # The backend's own words stay in openjev's log; the client is told the request id.
     assert outcome["example"].message.startswith("expected 200, got HTTP 502 backend_error: the backend failed")
     assert "request id" in outcome["example"].message
-    assert outcome["questions_65_rejected"].status == "passed"  # validation needs no backend
+    assert outcome["questions_201_rejected"].status == "passed"  # validation needs no backend
 
 
 def test_smoke_gives_up_on_a_server_that_never_answers(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ Then it runs every check, each independent of the others:
 - `example`: the support-ticket example (all three answer types) is well-formed and makes sense:
   the user asks for a refund (noul > 0.5) and billing handles it;
 - `choice_255`: a choice with 255 options answers with every option, probabilities summing to 1;
-- `choice_256_rejected`, `questions_65_rejected`: over the limits, 422;
+- `choice_256_rejected`, `questions_201_rejected`: over the limits, 422;
 - `score_10`: a score with 10 levels is well-formed (score = sum of i * p_i, legend unchanged);
 - `sdk`: the official `typesafe-sdk` sends a zstd-compressed request and parses the answer
   (skipped, not failed, when typesafe-sdk is not installed);

@@ -72,9 +72,9 @@ def check_choice_256_rejected(probe: Probe) -> str:
     return _expect_422(probe.post(probe.request(questions)), "a choice with 256 options")
 
 
-def check_questions_65_rejected(probe: Probe) -> str:
-    questions = {f"q{index}": {"type": "noul", "instructions": f"Is {index} even?"} for index in range(65)}
-    return _expect_422(probe.post(probe.request(questions)), "a request with 65 questions")
+def check_questions_201_rejected(probe: Probe) -> str:
+    questions = {f"q{index}": {"type": "noul", "instructions": f"Is {index} even?"} for index in range(201)}
+    return _expect_422(probe.post(probe.request(questions)), "a request with 201 questions")
 
 
 SCORE_LEVELS = [f"{level}: {'very ' * (level // 3)}{'calm' if level < 5 else 'angry'}" for level in range(10)]
@@ -236,7 +236,7 @@ CHECKS: list[tuple[str, Callable[[Probe], str]]] = [
     ("example", check_example),
     ("choice_255", check_choice_255),
     ("choice_256_rejected", check_choice_256_rejected),
-    ("questions_65_rejected", check_questions_65_rejected),
+    ("questions_201_rejected", check_questions_201_rejected),
     ("score_10", check_score_10),
     ("sdk", check_sdk),
     ("decisions", check_decisions),
