@@ -188,7 +188,13 @@ def check_abort_frees_sglang(server: RunningOpenJev) -> None:
     assert eventually(lambda: httpx.get(f"{server.url}/health").json()["in_flight"] == 0, 30)
 
 
-THINK_ALL = {"OPENJEV_THINK_MARGIN": "1000", "OPENJEV_THINK_MAX_SHARE": "1", "OPENJEV_THINK_BUDGET_TOKENS": "8"}
+#: Every question thinks once (a choice read in one view: one thought each), 8 tokens at most.
+THINK_ALL = {
+    "OPENJEV_THINK_MARGIN": "1000",
+    "OPENJEV_THINK_MAX_SHARE": "1",
+    "OPENJEV_THINK_BUDGET_TOKENS": "8",
+    "OPENJEV_OPTION_SHIFTS": "1",
+}
 
 
 def check_thinking(server: RunningOpenJev) -> None:
