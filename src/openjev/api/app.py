@@ -93,6 +93,8 @@ def create_app(
         retry_after=settings.retry_after,
     )
     # Every route, flat (the routers are included without a prefix): what the application's router matches.
+    # FastAPI keeps an included router as one route without `methods` (no 405's `Allow` from it), so the
+    # routers' own routes are listed, from the one tuple that includes them.
     own = [route for route in app.router.routes if isinstance(route, Route | Mount)]
     routes = [*own, *(route for included in routers for route in included.routes)]
     app.add_middleware(Door, routes=routes, retry_after=settings.retry_after)
