@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from typing import Any
 
@@ -27,7 +26,7 @@ from starlette.types import Receive
 from openjev.answering.decisions import decision_payload, decision_usage
 from openjev.api.errors import ERROR_RESPONSES
 from openjev.api.middleware import DECISIONS_PATH
-from openjev.api.parsing import JSON_INLINE_BYTES
+from openjev.api.parsing import by_size
 from openjev.api.routes import (
     AUTHORIZED,
     RuntimeDep,
@@ -85,7 +84,7 @@ async def answer_decisions(
 ) -> Response:
     """`POST /v1/decisions` once its body is a valid request of `body_bytes` bytes (from the route, or
     from `api.fast_path`); a rejection names OpenAI's fields. A large body is translated on a worker thread."""
-    translation = translate(body) if body_bytes <= JSON_INLINE_BYTES else await asyncio.to_thread(translate, body)
+    translation = await by_size(body_bytes, functools.partial(translate, body))
     try:
         answered = await evaluate_request(
             translation.request,
@@ -130,8 +129,7 @@ async def answer_openrouter(
     or from `api.fast_path`): its `image_url` and `input_image` items become assets (on a worker thread
     for a large body), its `model` slug is read, and a rejection names the items."""
     places = ImagePlaces()
-    convert = functools.partial(with_image_assets, body, places)
-    jev = convert() if body_bytes <= JSON_INLINE_BYTES else await asyncio.to_thread(convert)
+    jev = await by_size(body_bytes, functools.partial(with_image_assets, body, places))
     if (model := model_of_slug(jev.model, runtime.accepted_models)) != jev.model:
         jev = jev.model_copy(update={"model": model})
     try:

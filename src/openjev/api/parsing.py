@@ -27,11 +27,12 @@ for a larger one, so the loop's share stays a few milliseconds whatever the body
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -43,6 +44,15 @@ from openjev.api.strict_json import loads_if_same, loads_strict, lone_surrogate_
 #: `/v1/decisions` chat of 364 messages, 1.15 ms as 680 invalid questions (their issues are listed on
 #: a worker thread); a larger one is read on a worker thread.
 JSON_INLINE_BYTES = 16 * 1024
+T = TypeVar("T")
+
+
+async def by_size(body_bytes: int, work: Callable[[], T]) -> T:
+    """`work()` (a walk of a request read from a body of `body_bytes` bytes) on the event loop for a body
+    of at most JSON_INLINE_BYTES, else on a worker thread: its cost grows with the body as parsing's does."""
+    return work() if body_bytes <= JSON_INLINE_BYTES else await asyncio.to_thread(work)
+
+
 #: Values a JSON body may hold (module doc): a 4,096-message chat has about 12,000; the largest request
 #: the contracts allow, 200 `/v1/decisions` choice questions of 255 described options, about 102,600.
 MAX_JSON_VALUES = 131_072

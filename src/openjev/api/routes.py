@@ -33,7 +33,7 @@ from openjev.api.docs import REFERENCE_PAGE, swagger_ui_page
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HEALTH_RESPONSES, retry_after_headers
 from openjev.api.limits import box_limits, image_limits, route_limits, token_limits
 from openjev.api.middleware import SYSTEM_ONE_PATH
-from openjev.api.parsing import JSON_INLINE_BYTES
+from openjev.api.parsing import by_size
 from openjev.api.strict_json import StrictJSONRoute
 from openjev.config import Settings
 from openjev.errors import RequestRejected
@@ -232,9 +232,8 @@ async def evaluate_request(
     of the prompt's opening. Images are decoded in an image slot, never on the event loop."""
     settings = service.settings
     body, tasks = use_tasks(body, service.tasks, runtime.served_model_name, settings.task_match_questions)
-    check = functools.partial(checked_sources, body, parts, settings, runtime)
     # The checks walk every string (surrogates, depth, placeholders): a large request's on a worker thread.
-    images = check() if body_bytes <= JSON_INLINE_BYTES else await asyncio.to_thread(check)
+    images = await by_size(body_bytes, functools.partial(checked_sources, body, parts, settings, runtime))
     started = time.perf_counter()
     try:
         # Images first, in slots of their own: decoding them never holds a slot a text request needs.
