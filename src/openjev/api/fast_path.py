@@ -36,16 +36,12 @@ from openjev.api.decisions import OPENROUTER_PATH, answer_decisions, answer_open
 from openjev.api.errors import handled_error_response
 from openjev.api.middleware import DECISIONS_PATH, SYSTEM_ONE_PATH
 from openjev.api.multipart import split_body
-from openjev.api.parsing import JSON_INLINE_BYTES, Parsed, issue_entries, parse_body
+from openjev.api.parsing import JSON_INLINE_BYTES, Parsed, is_media_type, issue_entries, parse_body
 from openjev.api.routes import IMAGE_PARTS, answer_request, asks_long_context
 from openjev.errors import OpenJevError
 from openjev.request.decision_schema import DecisionRequest
 from openjev.request.schema import SystemOneRequest
 from openjev.service import Service
-
-
-def is_multipart(content_type: str | None) -> bool:
-    return content_type is not None and content_type.partition(";")[0].strip().lower() == "multipart/form-data"
 
 
 def as_json_body(scope: Scope, body: bytes, parts: dict[str, bytes]) -> Scope:
@@ -92,7 +88,7 @@ class SystemOneFastPath:
         message = await receive()
         body = message.get("body", b"")
         content_type = Headers(scope=scope).get("content-type")
-        if path == SYSTEM_ONE_PATH and is_multipart(content_type):
+        if path == SYSTEM_ONE_PATH and is_media_type(content_type, "multipart/form-data"):
             try:
                 settings = self.service.settings
                 split = functools.partial(

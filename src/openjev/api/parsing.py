@@ -83,9 +83,14 @@ MAX_QUESTION_VALUES = 262_144
 MAX_ENUMERATED_ISSUES = 10_000
 
 
+def is_media_type(content_type: str | None, media_type: str) -> bool:
+    """Whether a Content-Type header names `media_type` (lower case), with any parameters."""
+    return content_type is not None and content_type.partition(";")[0].strip().lower() == media_type
+
+
 def is_json_type(content_type: str | None) -> bool:
     """`application/json`, with any parameters: a type FastAPI reads as JSON too."""
-    return content_type is not None and content_type.partition(";")[0].strip().lower() == "application/json"
+    return is_media_type(content_type, "application/json")
 
 
 @dataclass(frozen=True, slots=True)
