@@ -93,7 +93,9 @@ def message_of(answer: httpx.Response, path: str) -> str:
 @pytest.mark.parametrize("path", ROUTES)
 def test_members_or_frames_past_the_cap_are_a_400_and_up_to_it_decode(http, path, coding) -> None:
     headers = {**JSON, "content-encoding": coding}
+    answered = counted(http, path, 200)
     assert http.post(path, content=layered(path, coding, MAX_MEMBERS), headers=headers).status_code == 200
+    assert counted(http, path, 200) == answered + 1
     before = counted(http, path, 400)
     answer = http.post(path, content=layered(path, coding, MAX_MEMBERS + 1), headers=headers)
     assert answer.status_code == 400 and "members or frames" in message_of(answer, path), answer.text
