@@ -161,6 +161,7 @@ def test_a_value_and_a_string_that_read_the_same_stay_apart_with_their_descripti
 
 def test_limits_say_each_routes_counts(http):
     routes = http.get("/v1/limits").json()["routes"]
+    assert set(routes) == {"/v1/systemone", "/v1/decisions", "/api/alpha/decisions"}
     assert routes["/v1/decisions"] == {
         "max_questions": 200,
         "min_choice_options": 2,

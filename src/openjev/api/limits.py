@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from openjev.answering.box_reading import BoxReader
-from openjev.api.middleware import ANSWERING_PATHS
+from openjev.api.middleware import ANSWERING_PATHS, DECISIONS_PATH
 from openjev.config import Settings
 from openjev.prompting.budget import LONG_CONTEXT_HEADER, TokenBudget
 from openjev.prompting.vision import VisionSpec
@@ -96,4 +96,5 @@ def route_limits(settings: Settings) -> dict[str, dict[str, Any]]:
         (openai.MIN_LEVELS, openai.MAX_LEVELS),
         openai.MAX_IMAGES,
     )
-    return {"/v1/systemone": typesafe, "/v1/decisions": decisions, "/api/alpha/decisions": typesafe}
+    # OpenAI's counts on its route; TypeSafe's on `/v1/systemone` and OpenRouter's, which takes its contract.
+    return {path: decisions if path == DECISIONS_PATH else typesafe for path in sorted(ANSWERING_PATHS)}
