@@ -182,7 +182,11 @@ class Settings(ImageSettings, TaskSettings):
         'or `json` (`{"answer": "`).',
     )
     option_shifts: int = Field(
-        2, ge=1, le=255, description="Choice questions: read in this many cyclic rotations, combined (1 = off)."
+        2,
+        ge=1,
+        le=255,
+        description="Choice questions of at most 26 options: read in this many cyclic rotations, combined "
+        "(1 = off); a longer list is read once.",
     )
     label_prior: bool = Field(
         True,

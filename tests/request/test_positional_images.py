@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 from openjev.errors import Issue, RequestRejected
+from openjev.request.decisions import data_url_asset
+from openjev.request.openrouter import with_image_assets
 from openjev.request.positional_images import ImagePlaces, with_positional_images
-from openjev.request.schema import SystemOneRequest
+from openjev.request.schema import ImageURL, SystemOneRequest
 
 QUESTIONS = {"q": {"type": "noul", "instructions": "?"}}
 JPEG, PNG = "/9j/4AAQSkZJRg==", "iVBORw0KGgo="
@@ -55,3 +57,14 @@ def test_a_refusal_of_an_image_names_its_item_and_of_all_of_them_the_list():
     second = list(request.assets or {})[1]
     error = RequestRejected([Issue(("assets", second, "data_base64"), "bad"), Issue(("assets",), "text only")])
     assert [issue.loc for issue in places.rejected(error).issues] == [("images", 1), ("images",)]
+
+
+def test_every_image_field_makes_the_same_asset_and_keeps_only_low_detail():
+    url = f"data:image/png;base64,{PNG}"
+    for detail in ("low", "high", "auto", None):
+        kept = "low" if detail == "low" else None
+        _, positional, _ = placed("x", [ImageURL(url=url, detail=detail)])
+        state = [{"type": "image_url", "image_url": {"url": url, "detail": detail}}]
+        routed = with_image_assets(SystemOneRequest(model="m", state=state, questions=QUESTIONS), ImagePlaces())
+        made = [*positional.assets.values(), *routed.assets.values(), data_url_asset(url, ("input",), detail)]
+        assert [(asset.format, asset.data_base64, asset.detail) for asset in made] == [("png", PNG, kept)] * 3

@@ -1,10 +1,11 @@
 """Which readouts a question gets, and how they become its typed answer.
 
 Contract:
-- Views. A noul is read once. A choice is read in the rotations of OPENJEV_OPTION_SHIFTS (view =
-  the rotation offset). A score is read with its rubric as sent (view 0) and, with
-  OPENJEV_SCORE_REVERSE, with the rubric reversed (view REVERSED): exactly the text a client sending
-  the reversed rubric gets, so the two readouts are the two sides of the mirror law.
+- Views. A noul is read once. A choice of at most MAX_SHIFTED_OPTIONS (26) options is read in the
+  rotations of OPENJEV_OPTION_SHIFTS (view = the rotation offset), a longer one once. A score is
+  read with its rubric as sent (view 0) and, with OPENJEV_SCORE_REVERSE, with the rubric reversed
+  (view REVERSED): exactly the text a client sending the reversed rubric gets, so the two readouts
+  are the two sides of the mirror law.
 - Labels. Choice options and score levels are lettered A, B, ...; with OPENJEV_SCORE_LABELS=digits
   a rubric of up to as many levels as there are single-token digits (9 in Qwen's vocabulary) is
   numbered 1, 2, ... instead. Nouls read Yes/No. Every label set is checked after the cue it is

@@ -49,7 +49,7 @@ def entry_lines(
     lines = []
     for label, fallback, value in entries:
         description = _description(fallback, value)
-        if keys and fallback is not None and description is not None and description != fallback:
+        if keys and fallback is not None and description != fallback:
             description = f"{fallback} - {description}"
         lines.append(label if description is None else f"{label}{separator}{description}")
         if style is WorkedExamples.lines:

@@ -120,6 +120,19 @@ def data_url_image(url: str, loc: Loc) -> tuple[str, str]:
     return IMAGE_TYPES[media_type], payload
 
 
+def data_url_asset(url: str, loc: Loc, detail: str | None = None) -> Asset:
+    """The image asset of a data URL (`data_url_image`); of its `detail`, only `low` changes how it is
+    shown (`images.py`), so any other is dropped."""
+    image_format, payload = data_url_image(url, loc)
+    return Asset(type="image", format=image_format, data_base64=payload, detail="low" if detail == "low" else None)  # type: ignore[arg-type]
+
+
+def image_key(nonce: str, index: int) -> str:
+    """The placeholder of a request's `index`-th image made from another field than `assets` (`nonce`:
+    fresh per request, so no text the caller sent can name it)."""
+    return f"<openjev-image-{nonce}-{index}>"
+
+
 def json_part_text(data: Any, loc: Loc) -> str:
     """An `input_json` part's text, within OpenAI's bounds."""
     values, deepest, stack = 0, 0, [(data, 1)]
@@ -153,10 +166,8 @@ class _Translator:
 
     def image(self, part: InputImage, loc: Loc) -> str:
         """The placeholder that shows `part`'s image where it stands."""
-        image_format, payload = data_url_image(part.image_url, (*loc, "image_url"))
-        key = f"<openjev-image-{self.nonce}-{len(self.assets)}>"
-        detail = "low" if part.detail == "low" else None
-        self.assets[key] = Asset(type="image", format=image_format, data_base64=payload, detail=detail)  # type: ignore[arg-type]
+        key = image_key(self.nonce, len(self.assets))
+        self.assets[key] = data_url_asset(part.image_url, (*loc, "image_url"), part.detail)
         self.places[("assets", key)] = loc
         self.first_image = self.first_image or loc
         return key

@@ -26,7 +26,7 @@ from typing import Any
 
 from openjev.config import COMPAT_MODEL_ALIAS
 from openjev.errors import Loc
-from openjev.request.decisions import data_url_image
+from openjev.request.decisions import data_url_asset, image_key
 from openjev.request.positional_images import ImagePlaces
 from openjev.request.schema import Asset, SystemOneRequest
 
@@ -94,11 +94,10 @@ def with_image_assets(request: SystemOneRequest, places: ImagePlaces) -> SystemO
             items.append(item)
             continue
         url, below = found
-        image_format, payload = data_url_image(url if isinstance(url, str) else "", ("state", index, *below))
-        key = f"<openjev-image-{nonce}-{index}>"
+        key = image_key(nonce, index)
         inner = item.get("image_url")
         detail = "low" if "low" in (item.get("detail"), isinstance(inner, dict) and inner.get("detail")) else None
-        assets[key] = Asset(type="image", format=image_format, data_base64=payload, detail=detail)  # type: ignore[arg-type]
+        assets[key] = data_url_asset(url if isinstance(url, str) else "", ("state", index, *below), detail)
         places.places[key] = ("state", index)
         items.append(key)
     return request.model_copy(update={"state": items, "assets": assets})

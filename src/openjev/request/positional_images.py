@@ -21,7 +21,7 @@ import secrets
 from typing import Any
 
 from openjev.errors import Issue, Loc, RequestRejected
-from openjev.request.decisions import data_url_image
+from openjev.request.decisions import data_url_asset, image_key
 from openjev.request.schema import Asset, FreeForm, ImageURL, SystemOneRequest, render_value
 
 #: How a bare base64 image opens (its file signature, encoded): a JPEG's `FF D8 FF`; anything else is
@@ -49,14 +49,11 @@ class ImagePlaces:
 
 def image_asset(item: str | ImageURL, loc: Loc) -> Asset:
     """The asset of one `images` item (module doc)."""
-    url = item.url if isinstance(item, ImageURL) else item
-    below = (*loc, "url") if isinstance(item, ImageURL) else loc
-    if url.startswith(("data:", "https://", "http://")):
-        image_format, payload = data_url_image(url, below)
-    else:
-        image_format, payload = ("jpeg" if url.lstrip().startswith(JPEG_BASE64) else "png"), url
-    detail = item.detail if isinstance(item, ImageURL) else None
-    return Asset(type="image", format=image_format, data_base64=payload, detail=detail)  # type: ignore[arg-type]
+    if isinstance(item, ImageURL):
+        return data_url_asset(item.url, (*loc, "url"), item.detail)
+    if item.startswith(("data:", "https://", "http://")):
+        return data_url_asset(item, loc)
+    return Asset(type="image", format="jpeg" if item.lstrip().startswith(JPEG_BASE64) else "png", data_base64=item)
 
 
 def _is_chat(state: FreeForm) -> bool:
@@ -91,7 +88,7 @@ def with_positional_images(request: SystemOneRequest, places: ImagePlaces) -> Sy
     assets = dict(request.assets or {})
     keys = []
     for index, item in enumerate(request.images):
-        key = f"<openjev-image-{nonce}-{index}>"
+        key = image_key(nonce, index)
         assets[key] = image_asset(item, ("images", index))
         places.places[key] = ("images", index)
         keys.append(key)
