@@ -1,5 +1,5 @@
 """`openjev tasks fit FILE`: against a running server (`--url`, openjev over the fake SGLang) and on the
-embedded model in the command's own process; bad files and refused tasks exit non-zero, nothing kept."""
+embedded default the command starts for the run; bad files and refused tasks exit non-zero, nothing kept."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_a_question_that_is_not_json_is_a_usage_error(tmp_path: Path) -> None:
 def test_fit_on_the_embedded_model_and_use_the_task_on_the_sglang_path(
     serve_openjev, fake_sglang: FakeSGLang, qwen_tokenizer_dir: Path, tmp_path: Path
 ) -> None:
-    """The command's own embedded backend (the small test model) fits the task; the same file, read by a
+    """The embedded default the command starts (the small test model) fits the task; the same file, read by a
     server on the SGLang path that serves under the same model name, answers with it."""
     tasks = tmp_path / "tasks"
     env = {"OPENJEV_TASKS_DIR": str(tasks), "OPENJEV_LOCAL_MODEL": "packaged:qwen2.5-coder-0.5b"}
