@@ -1,17 +1,21 @@
-"""`openjev tasks fit FILE`: against a running server (`--url`, openjev over the fake SGLang) and on the
-embedded model in the command's own process; bad files and refused tasks exit non-zero, nothing kept."""
+"""`openjev tasks fit FILE`: against a running server (`--url`, openjev over the fake SGLang; a full one is
+backed off) and on the embedded default the command starts for the run; bad files and refused tasks exit
+non-zero, nothing kept."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.conftest import eventually
 from tests.fake_sglang import FakeSGLang
 
 QUESTION = {
@@ -76,6 +80,32 @@ def test_fit_against_a_running_server_prints_the_report_and_keeps_the_task(
         assert [row["id"] for row in http.get("/v1/tasks").json()["tasks"]] == [task["id"]]
 
 
+def test_fit_backs_off_a_full_server_and_fits_once_it_has_room(
+    serve_openjev, fake_sglang: FakeSGLang, qwen_tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    """Every evaluation slot is held by slow requests when the fit is posted: the fit is refused with 529
+    and Retry-After, the command waits and posts again, and the fit is made once the slots are free."""
+    server = serve_openjev(
+        "--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), "--max-concurrent-requests", "4",
+        env={"OPENJEV_TASKS_DIR": str(tmp_path / "tasks")},
+    )  # fmt: skip
+    fake_sglang.generate_delay = 8.0
+    body = {"model": "jev-latest", "state": "Refund me now.", "questions": {"q": QUESTION}}
+    data = write_jsonl(tmp_path / "refunds.jsonl", STATES)
+    with ThreadPoolExecutor(5) as pool:
+        holders = [pool.submit(httpx.post, f"{server.url}/v1/systemone", json=body, timeout=90) for _ in range(4)]
+        in_flight = re.compile(r"^openjev_in_flight_requests 4\.0$", re.MULTILINE)
+        assert eventually(lambda: in_flight.search(httpx.get(f"{server.url}/metrics").text), timeout=30)
+        fit = pool.submit(run_cli, str(data), "--question", json.dumps(QUESTION), "--url", server.url)
+        assert eventually(lambda: '"POST /v1/tasks HTTP/1.1" 529' in server.log(), timeout=60), server.log()
+        fake_sglang.generate_delay = 0.0
+        assert all(holder.result().status_code == 200 for holder in holders)
+        done = fit.result()
+    assert done.returncode == 0, done.stderr
+    with server.client() as http:
+        assert len(http.get("/v1/tasks").json()["tasks"]) == 1
+
+
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
@@ -106,7 +136,7 @@ def test_a_question_that_is_not_json_is_a_usage_error(tmp_path: Path) -> None:
 def test_fit_on_the_embedded_model_and_use_the_task_on_the_sglang_path(
     serve_openjev, fake_sglang: FakeSGLang, qwen_tokenizer_dir: Path, tmp_path: Path
 ) -> None:
-    """The command's own embedded backend (the small test model) fits the task; the same file, read by a
+    """The embedded default the command starts (the small test model) fits the task; the same file, read by a
     server on the SGLang path that serves under the same model name, answers with it."""
     tasks = tmp_path / "tasks"
     env = {"OPENJEV_TASKS_DIR": str(tasks), "OPENJEV_LOCAL_MODEL": "packaged:qwen2.5-coder-0.5b"}

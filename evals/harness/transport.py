@@ -22,12 +22,17 @@ from typing import Any
 import httpx
 
 from evals.harness.runs import ANSWER_SETTINGS, RunRefused
-from openjev.batch.client import MAX_RETRY_WAIT_S, REQUEST_TIMEOUT_S, retry_delay, send_with_retry
+from openjev.batch.client import (
+    MAX_RETRY_WAIT_S,
+    REQUEST_TIMEOUT_S,
+    RETRY_DEADLINE_S,
+    retry_delay,
+    send_with_retry,
+)
 
-__all__ = ["MAX_RETRY_WAIT_S", "retry_delay", "send_with_retry"]
+__all__ = ["MAX_RETRY_WAIT_S", "RETRY_DEADLINE_S", "retry_delay", "send_with_retry"]
 
 AUTH_STATUSES = frozenset({401, 403})
-RETRY_DEADLINE_S = 1800.0
 
 
 async def post_answers(client: httpx.AsyncClient, request: dict[str, Any]) -> tuple[dict[str, Any], float]:

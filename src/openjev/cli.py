@@ -1,6 +1,7 @@
 """The `openjev` command: serve the API, print its OpenAPI schema, smoke-test a deployment, fit tasks,
 evaluate a server on a labelled file (`eval`) and answer a file (`classify`)."""
 
+import asyncio
 import inspect
 import json
 import logging
@@ -166,20 +167,30 @@ def tasks_fit(
     ],
     question: Annotated[str, typer.Option(help="The question (noul, choice or score) as JSON, or a JSON file.")],
     url: Annotated[
-        str | None, typer.Option(help="A running openjev to fit on (POST /v1/tasks); default: the embedded model here.")
+        str | None,
+        typer.Option(help="A running openjev to fit on (POST /v1/tasks); default: the embedded default, started here."),
     ] = None,
     api_key: Annotated[str | None, typer.Option(envvar="OPENJEV_API_KEY", help="Bearer key of --url.")] = None,
     json_file: Annotated[Path | None, typer.Option("--json", help="Also write the task as JSON here.")] = None,
 ) -> None:
     """Fit a task from a file of labelled states and print its held-out report; exit 1 if it is refused."""
-    from openjev.api.task_client import post_embedded, post_remote, report_lines
+    from openjev.api.task_client import FIT_TIMEOUT, report_lines
+    from openjev.api.tasks import TASKS_PATH
+    from openjev.batch.client import ServerUnreachable, post_with_retry
+    from openjev.batch.jobs import Target, served
+    from openjev.batch.local_server import ServerFailed
     from openjev.request.labelled_files import LabelledFileError, read_labelled
 
     try:
         body = {"question": _question(question), "examples": read_labelled(file)}
     except LabelledFileError as error:
         raise typer.BadParameter(str(error), param_hint="FILE") from None
-    response = post_remote(url, body, api_key) if url else post_embedded(load_settings(), body)
+    try:
+        with served(Target(url)) as base:
+            response = asyncio.run(post_with_retry(base, TASKS_PATH, body, api_key, FIT_TIMEOUT))
+    except (ServerUnreachable, ServerFailed) as error:
+        typer.echo(f"openjev: {error}", err=True)
+        raise typer.Exit(1) from None
     if response.status_code not in (200, 201):
         typer.echo(f"openjev: the task was refused ({response.status_code}): {response.text}", err=True)
         raise typer.Exit(1)

@@ -152,3 +152,23 @@ def test_bad_files_are_cli_errors_and_nothing_is_sent(tmp_path: Path, openjev_on
         assert done.returncode == 2 and message in done.stderr
     assert requests_with_status(openjev_on_fake, 200) == 0
     assert not (tmp_path / "o" / "answers.jsonl").exists()
+
+
+def test_classify_asks_a_csv_of_states_the_one_question_of_its_file(
+    tmp_path: Path, openjev_on_fake: RunningOpenJev
+) -> None:
+    """The usual classifier run: a CSV holding only states (one quoted, with a comma and a quote in it) and
+    `--question FILE`; every row is asked that question and answered under its line number."""
+    states = [*STATES[:3], 'Charged twice, "urgent"']
+    rows = tmp_path / "tickets.csv"
+    rows.write_text("state\n" + "".join('"' + state.replace('"', '""') + '"\n' for state in states))
+    question = tmp_path / "team.json"
+    question.write_text(json.dumps(CHOICE))
+    out = tmp_path / "answers.jsonl"
+    url = openjev_on_fake.url
+    done = openjev_cli("classify", str(rows), "--question", str(question), "--url", url, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    answered = answers_of(out)
+    assert sorted(answered, key=int) == [str(line) for line in range(2, len(states) + 2)]
+    assert all(record["answer"]["choice"] in TEAMS for record in answered.values())
+    assert requests_with_status(openjev_on_fake, 200) == len(states)

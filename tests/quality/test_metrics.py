@@ -135,3 +135,13 @@ def test_pair_accuracy_counts_groups_whose_every_item_is_right() -> None:
     assert summary is not None
     assert summary["pairs"] == 2 and summary["pair_accuracy"] == 0.5
     assert metrics.pair_accuracy([True, False], [None, "x"]) is None
+
+
+def test_mean_interval_by_hand() -> None:
+    # Values 0, 1, 2: mean 1, s = 1, half-width 1.96 / √3 ≈ 1.1316; the lower end is floored at 0.
+    figures = metrics.mean_interval([0.0, 1.0, 2.0])
+    assert figures["mean"] == 1.0
+    assert figures["ci95"] == pytest.approx([0.0, 1.0 + metrics.Z95 / math.sqrt(3)])
+    assert metrics.mean_interval([0.5])["ci95"] == [0.5, 0.5]
+    with pytest.raises(ValueError):
+        metrics.mean_interval([])

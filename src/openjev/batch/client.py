@@ -62,6 +62,23 @@ async def send_with_retry(
         await asyncio.sleep(retry_delay(response.headers))
 
 
+def bearer(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+async def post_with_retry(
+    url: str, path: str, body: dict[str, Any], api_key: str | None, read_timeout_s: float = REQUEST_TIMEOUT_S
+) -> httpx.Response:
+    """One JSON POST to `url` + `path`, overload retried as every row is (module doc); ServerUnreachable
+    when the server cannot be reached."""
+    async with httpx.AsyncClient(base_url=url.rstrip("/"), headers=bearer(api_key), timeout=read_timeout_s) as client:
+        try:
+            response, _, _ = await send_with_retry(lambda: client.post(path, json=body))
+        except httpx.TransportError as error:
+            raise ServerUnreachable(f"{url}: {error!r}") from error
+    return response
+
+
 def request_for(row: Row, model: str) -> dict[str, Any]:
     """The `/v1/systemone` body that asks `row`'s question of its state."""
     return {"model": model, "state": row.state, "questions": {QUESTION_ID: row.question}}
@@ -95,12 +112,11 @@ async def answer_rows(
     """Ask every row without an answer in `answers_path`, appending each record as it finishes; all records."""
     done = {key for key, record in read_answers(answers_path).items() if "answer" in record}
     pending = [row for row in rows if row.id not in done]
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     slots = asyncio.Semaphore(concurrency)
     answers_path.parent.mkdir(parents=True, exist_ok=True)
     async with httpx.AsyncClient(
-        base_url=url.rstrip("/"), headers=headers, timeout=REQUEST_TIMEOUT_S, limits=limits
+        base_url=url.rstrip("/"), headers=bearer(api_key), timeout=REQUEST_TIMEOUT_S, limits=limits
     ) as client:
         with answers_path.open("a", encoding="utf-8") as sink:
 

@@ -11,16 +11,14 @@ absolute gap. Score rows add the mean absolute error in levels, mean |score - go
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from openjev.batch.judging import Judged
-from openjev.quality.metrics import accuracy_of, brier, ece, equal_mass_bins, pair_accuracy
+from openjev.quality.metrics import accuracy_of, brier, ece, equal_mass_bins, mean_interval, pair_accuracy
 
 BINS = 10
-Z95 = 1.959963984540054
 
 
 def summarize(judged: Sequence[Judged], positions: dict[str, list[str]]) -> dict[str, Any]:
@@ -71,11 +69,3 @@ def position_error(items: Sequence[Judged], positions: dict[str, list[str]]) -> 
     n = len(items)
     gaps = {str(i + 1): (predicted[i] - gold[i]) / n for i in range(max(len(positions[item.id]) for item in items))}
     return {"gaps": gaps, "worst": max(abs(gap) for gap in gaps.values())}
-
-
-def mean_interval(values: Sequence[float]) -> dict[str, Any]:
-    n = len(values)
-    mean = sum(values) / n
-    spread = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-    half = Z95 * spread / math.sqrt(n)
-    return {"mean": mean, "ci95": [max(0.0, mean - half), mean + half]}

@@ -87,6 +87,16 @@ def brier(distributions: Sequence[Mapping[str, float]], gold: Sequence[str]) -> 
     return total / n
 
 
+def mean_interval(values: Sequence[float], z: float = Z95) -> dict[str, Any]:
+    """The mean and its normal 95% interval, floored at 0 (the values are absolute errors):
+    mean ± z·s/√n, s the sample standard deviation (0 for a single value)."""
+    n = _require(values, "mean_interval")
+    mean = sum(values) / n
+    spread = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    half = z * spread / math.sqrt(n)
+    return {"mean": mean, "ci95": [max(0.0, mean - half), mean + half]}
+
+
 @dataclass(frozen=True)
 class Bin:
     """One reliability bin: its item count, mean top probability and accuracy."""
