@@ -69,6 +69,8 @@ def test_a_conversation_grown_by_a_few_tokens_over_a_cached_one_skips_its_warm_u
     assert not record.begin(SharedIds([*PREFIX.ids, *range(300)]), (), None, 200, known=100).cached
     assert not record.begin(SharedIds([*PREFIX.ids, 1, 2]), (), None, 200, known=0).cached
     assert not record.begin(SharedIds([*range(130)]), (), None, 200, known=100).cached
+    # A prefix showing an image is never an extension: its image is not in the known ids' key.
+    assert not record.begin(SharedIds([*PREFIX.ids, 5, 6]), (ImageInput(b"", "c" * 64, 1, 1),), None, 200, 100).cached
     # Branches that found less than the known ids: the cache lost them, so they warm up again.
     lost = record.begin(SharedIds([*PREFIX.ids, 7, 8]), (), None, 200, known=100)
     assert lost.cached
