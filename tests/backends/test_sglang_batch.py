@@ -1,8 +1,9 @@
 """An evaluation's readouts as one batched `/generate` (SGLang's list form), against the fake SGLang whose
 scheduler batches what arrives during a step: one call and one step for 64 questions, the same answers
 as one call per readout, content-free readouts in the same call and kept within their bytes, a
-refused list form tried again after 2, 4, ... batches, a failed batch aborted whole; the backend's own batch equal to its single readouts on both frontends; the
-fake's reading of the list form; and the slots a batch holds."""
+refused list form tried again after 2, 4, ... batches, a failed batch aborted whole; the backend's
+own batch equal to its single readouts on both frontends; the fake's reading of the list form; and
+the slots a batch holds."""
 
 from __future__ import annotations
 
