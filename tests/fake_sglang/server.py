@@ -361,8 +361,7 @@ class FakeSGLang:
     ) -> set[str]:
         """Work as long as the call takes; the rids aborted first (by /abort_request, or all by a closed connection)."""
         slow = self.delay_for(items) if self.delay_for else 0.0
-        seconds = max(self.generate_delay * (call_number >= self.delay_from_call), slow)
-        if not seconds:
+        if not (seconds := max(self.generate_delay * (call_number >= self.delay_from_call), slow)):
             return set()
         check = RUST_DISCONNECT_CHECK if self.rust_frontend else PYTHON_DISCONNECT_CHECK
         aborted, gone = await work_until_aborted(request, events, seconds, check)
