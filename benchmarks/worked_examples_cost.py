@@ -3,7 +3,9 @@
 Asks a running server (`--url`, any Jev `/v1/systemone`) the first `--items` choice items of
 `decisions-examples-dev`, each three ways in a row: zero-shot (criteria descriptions only), with one
 worked example per option, and with two (the option's example twice). Each request holds that one
-question over the item's state with a unique marker line, so no request reuses another's prefix.
+question over the item's state after a unique marker line: the prompt differs from its first
+state token on, so no request reuses another's prefix (a marker after the state would leave the
+template and the state a prefix the three requests share, cached for all but the first).
 Prints, per examples-per-option count, the median request latency and input tokens, and the cost
 per example: (median over items of the difference to zero-shot) / (examples added).
 
@@ -40,7 +42,7 @@ def question(item: dict[str, Any], per_option: int) -> dict[str, Any]:
 def ask(client: httpx.Client, item: dict[str, Any], per_option: int, marker: str) -> tuple[float, int]:
     body = {
         "model": "jev-latest",
-        "state": f"{item['state']}\n[{marker}]",
+        "state": f"[{marker}]\n{item['state']}",
         "questions": {"q": question(item, per_option)},
     }
     started = time.perf_counter()

@@ -69,6 +69,8 @@ def test_a_conversation_grown_by_a_few_tokens_over_a_cached_one_skips_its_warm_u
     assert not record.begin(SharedIds([*PREFIX.ids, *range(300)]), (), None, 200, known=100).cached
     assert not record.begin(SharedIds([*PREFIX.ids, 1, 2]), (), None, 200, known=0).cached
     assert not record.begin(SharedIds([*range(130)]), (), None, 200, known=100).cached
+    # A prefix showing an image is never an extension: its image is not in the known ids' key.
+    assert not record.begin(SharedIds([*PREFIX.ids, 5, 6]), (ImageInput(b"", "c" * 64, 1, 1),), None, 200, 100).cached
     # Branches that found less than the known ids: the cache lost them, so they warm up again.
     lost = record.begin(SharedIds([*PREFIX.ids, 7, 8]), (), None, 200, known=100)
     assert lost.cached
@@ -122,4 +124,39 @@ def test_a_cached_prefix_is_answered_in_one_step_and_an_evicted_one_once_in_one_
     assert (calls, steps) == (8, 1) and evicted > 8 * len(prefix)  # each branch prefilled the prefix
     after, calls, steps, _ = ask()
     assert after == first and (calls, steps) == (9, 2)  # the record forgot it: warmed up again
+    assert fake_sglang.violations == []
+
+
+def test_a_chat_grown_by_a_message_skips_its_warm_up_on_the_running_server(
+    serve_openjev, fake_sglang, qwen_tokenizer_dir
+):
+    """The extension skip (`warm_prefixes.py`, EXTENSION_TOKENS) through the server: a conversation grown
+    by a short message sends its branches at once, each prefilling only the new tokens after the known
+    ones; one grown by more than EXTENSION_TOKENS, or whose known part the cache lost, is warmed up."""
+    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir))
+    scheduler = fake_sglang.scheduler
+    chat = [{"role": "user", "content": STATE}, {"role": "assistant", "content": "Noted."}]
+
+    def ask(messages: list[dict]) -> tuple[list[int], int]:
+        posts, prefilled = len(fake_sglang.generate_posts), scheduler.prefilled
+        body = {"model": "jev-latest", "state": messages, "questions": QUESTIONS}
+        response = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=30)
+        assert response.status_code == 200, response.text
+        return [
+            len(rids_of(post["body"])) for post in fake_sglang.generate_posts[posts:]
+        ], scheduler.prefilled - prefilled
+
+    assert ask(chat)[0] == [1, 8]  # the warm-up, then the branches
+    chat += [{"role": "user", "content": "And the costs?"}, {"role": "assistant", "content": "They fell."}]
+    sizes, grown = ask(chat)
+    assert sizes == [8]  # no warm-up: the known part is cached
+    assert 8 * 10 < grown < 8 * 80  # each branch prefilled the new message and its own question only
+    chat += [{"role": "user", "content": "Revenue by region, in detail, please. " * 40}]
+    assert ask(chat)[0] == [1, 8]  # over EXTENSION_TOKENS of new text: warmed up first
+    assert httpx.post(f"{fake_sglang.url}/flush_cache").status_code == 200
+    chat += [{"role": "assistant", "content": "Here it is."}, {"role": "user", "content": "Thanks."}]
+    sizes, lost = ask(chat)
+    assert sizes == [8] and lost > 8 * len(STATE) // 10  # each branch prefilled the lost conversation
+    chat += [{"role": "assistant", "content": "You are welcome."}, {"role": "user", "content": "Bye."}]
+    assert ask(chat)[0] == [1, 8]  # the record forgot the lost part: warmed up again
     assert fake_sglang.violations == []

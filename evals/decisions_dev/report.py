@@ -87,13 +87,10 @@ def position_error(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def pair_accuracy(records: Sequence[dict[str, Any]]) -> float | None:
-    halves: dict[str, list[bool]] = {}
-    for record in records:
-        halves.setdefault(f"{record['pair']}/{record['id'].rsplit('/', 1)[1]}", []).append(
-            record["choice"] == record["gold"]
-        )
-    whole = [all(pair) for pair in halves.values() if len(pair) == 2]
-    return sum(whole) / len(whole) if whole else None
+    """The share of contrastive pairs (one question over a pair's two states) whose both halves are right."""
+    groups = [f"{record['pair']}/{record['id'].rsplit('/', 1)[1]}" for record in records]
+    found = metrics.pair_accuracy([record["choice"] == record["gold"] for record in records], groups)
+    return found["pair_accuracy"] if found else None
 
 
 def expected_level(probabilities: Sequence[float], temperature: float = 1.0) -> float:

@@ -36,28 +36,30 @@ def readout(http: httpx.Client, state: str) -> list[float]:
     return [probabilities[label] for label in LABELS]
 
 
+def top(distribution: list[float]) -> int:
+    """The chosen label's index: the most probable, the first of a tie."""
+    return max(range(len(LABELS)), key=lambda i: (distribution[i], -i))
+
+
 def scored(distributions: list[list[float]], test: list[dict[str, Any]], plain_right: list[bool]) -> dict[str, Any]:
     gold = [LABELS.index(row["label"]) for row in test]
     row = quality(distributions, gold, [item["pair"] for item in test])
-    top = [max(range(len(LABELS)), key=lambda i, d=d: (d[i], -i)) for d in distributions]
-    row["chosen_shares"] = {label: top.count(index) / len(top) for index, label in enumerate(LABELS)}
-    comparison = metrics.paired_bootstrap(plain_right, [t == g for t, g in zip(top, gold, strict=True)])
+    chosen = [top(d) for d in distributions]
+    row["chosen_shares"] = {label: chosen.count(index) / len(chosen) for index, label in enumerate(LABELS)}
+    comparison = metrics.paired_bootstrap(plain_right, [t == g for t, g in zip(chosen, gold, strict=True)])
     row["minus_plain"] = {"difference": comparison.difference, "ci95": list(comparison.ci95)}
     return row
 
 
 def measure(url: str, counts: tuple[int, ...] = COUNTS, test_pairs: int = TEST_PAIRS) -> dict[str, Any]:
     train, test = data.items(45, seed=1), data.items(test_pairs, seed=2)
+    chosen_train = data.per_label(train, max(counts))
     started = time.perf_counter()
     with httpx.Client(base_url=url, timeout=900) as http:
-        train_readouts = [readout(http, row["state"]) for row in data.per_label(train, max(counts))]
+        train_readouts = [readout(http, row["state"]) for row in chosen_train]
         test_readouts = [readout(http, row["state"]) for row in test]
     seconds = time.perf_counter() - started
-    chosen_train = data.per_label(train, max(counts))
-    gold = [LABELS.index(row["label"]) for row in test]
-    plain_right = [
-        max(range(len(LABELS)), key=lambda i, d=d: (d[i], -i)) == g for d, g in zip(test_readouts, gold, strict=True)
-    ]
+    plain_right = [top(d) == LABELS.index(row["label"]) for d, row in zip(test_readouts, test, strict=True)]
     result: dict[str, Any] = {"url": url, "test_items": len(test), "readout_seconds": seconds}
     result["gold_shares"] = {label: sum(row["label"] == label for row in test) / len(test) for label in LABELS}
     result["plain"] = scored(test_readouts, test, plain_right)

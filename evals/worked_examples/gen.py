@@ -45,6 +45,28 @@ def worked(option: Option, frame: str) -> dict[str, Any]:
     return {"what": option.what, "examples": [frame.format(detail=option.details[0])]}
 
 
+def pair_of(
+    name: str, kind: str, j: int, plain: dict[str, Any], examples: dict[str, Any], halves: list[tuple[str, str, int]]
+) -> list[dict[str, Any]]:
+    """A contrastive pair's two items: one question asked `plain` and `worked`, over each half's
+    (state, gold, the gold's position)."""
+    pair = f"{name}/{kind}/{j}"
+    return [
+        {
+            "id": f"{pair}/{half}",
+            "pair": pair,
+            "family": name,
+            "type": kind,
+            "state": state,
+            "plain": plain,
+            "worked": examples,
+            "gold": gold,
+            "position": position,
+        }
+        for half, (state, gold, position) in enumerate(halves)
+    ]
+
+
 def choice_pair(family: Family, j: int, f: int) -> list[dict[str, Any]]:
     n = len(family.options)
     golds = (family.options[j % n], family.options[(j + 1 + (j // n) % (n - 1)) % n])
@@ -54,21 +76,17 @@ def choice_pair(family: Family, j: int, f: int) -> list[dict[str, Any]]:
     question = {"type": "choice", "instructions": family.instructions}
     plain = {**question, "criteria": {option.key: option.what for option in shown}}
     examples = {**question, "criteria": {option.key: worked(option, family.example_frame) for option in shown}}
-    pair = f"{family.name}/choice/{j}"
-    return [
-        {
-            "id": f"{pair}/{half}",
-            "pair": pair,
-            "family": family.name,
-            "type": "choice",
-            "state": frame.format(detail=gold.details[1 + (j + half) % (len(gold.details) - 1)]),
-            "plain": plain,
-            "worked": examples,
-            "gold": gold.key,
-            "position": shown.index(gold),
-        }
-        for half, gold in enumerate(golds)
-    ]
+    return pair_of(
+        family.name,
+        "choice",
+        j,
+        plain,
+        examples,
+        [
+            (frame.format(detail=gold.details[1 + (j + half) % (len(gold.details) - 1)]), gold.key, shown.index(gold))
+            for half, gold in enumerate(golds)
+        ],
+    )
 
 
 def noul_pair(family: Family, j: int) -> list[dict[str, Any]]:
@@ -79,21 +97,17 @@ def noul_pair(family: Family, j: int) -> list[dict[str, Any]]:
     plain = {"type": "noul", "instructions": instructions, "criteria": {"true": target.what, "false": OTHERWISE}}
     sides = {"true": worked(target, family.example_frame), "false": worked(other, family.example_frame)}
     sides["false"]["what"] = OTHERWISE
-    pair = f"{family.name}/noul/{j}"
-    return [
-        {
-            "id": f"{pair}/{half}",
-            "pair": pair,
-            "family": family.name,
-            "type": "noul",
-            "state": frame.format(detail=option.details[1 + j % (len(option.details) - 1)]),
-            "plain": plain,
-            "worked": {**plain, "criteria": sides},
-            "gold": gold,
-            "position": 1 - half,
-        }
-        for half, (option, gold) in enumerate([(target, "yes"), (other, "no")])
-    ]
+    return pair_of(
+        family.name,
+        "noul",
+        j,
+        plain,
+        {**plain, "criteria": sides},
+        [
+            (frame.format(detail=option.details[1 + j % (len(option.details) - 1)]), gold, 1 - half)
+            for half, (option, gold) in enumerate([(target, "yes"), (other, "no")])
+        ],
+    )
 
 
 def score_pair(rubric: Rubric, j: int) -> list[dict[str, Any]]:
@@ -102,21 +116,14 @@ def score_pair(rubric: Rubric, j: int) -> list[dict[str, Any]]:
     frame = rubric.frames[j % len(rubric.frames)]
     plain = {"type": "score", "instructions": rubric.instructions, "criteria": [level.what for level in rubric.levels]}
     examples = {**plain, "criteria": [worked(level, rubric.example_frame) for level in rubric.levels]}
-    pair = f"{rubric.name}/score/{j}"
-    return [
-        {
-            "id": f"{pair}/{half}",
-            "pair": pair,
-            "family": rubric.name,
-            "type": "score",
-            "state": frame.format(detail=rubric.levels[level].details[1 + j % 3]),
-            "plain": plain,
-            "worked": examples,
-            "gold": str(level),
-            "position": level,
-        }
-        for half, level in enumerate((low, high))
-    ]
+    return pair_of(
+        rubric.name,
+        "score",
+        j,
+        plain,
+        examples,
+        [(frame.format(detail=rubric.levels[level].details[1 + j % 3]), str(level), level) for level in (low, high)],
+    )
 
 
 def items() -> list[dict[str, Any]]:

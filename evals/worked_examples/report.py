@@ -11,7 +11,7 @@ in points, between the share of answers at a shown position and the share of gol
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,14 +23,6 @@ from openjev.quality.metrics import accuracy_of
 
 ARMS = ("plain", "worked")
 TYPES = ("all", "choice", "noul", "score")
-
-
-def pair_accuracy(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    halves: dict[str, list[bool]] = defaultdict(list)
-    for record in records:
-        halves[record["pair"]].append(record["choice"] == record["gold"])
-    pairs = [all(flags) for flags in halves.values() if len(flags) == 2]
-    return accuracy_of(pairs) if pairs else {"n": 0}
 
 
 def position_error(records: Sequence[dict[str, Any]]) -> float | None:
@@ -54,9 +46,10 @@ def build_report(meta: dict[str, Any], answered: Sequence[dict[str, Any]]) -> di
             continue
         rows = {arm: [arms[arm][item] for item in kept] for arm in ARMS}
         flags = {arm: [r["choice"] == r["gold"] for r in rows[arm]] for arm in ARMS}
+        pairs = [r["pair"] for r in rows["plain"]]  # the same items in both arms
         paired = metrics.paired_bootstrap(flags["plain"], flags["worked"])
         by_type[kind] = {
-            **{arm: {**accuracy_of(flags[arm]), "pairs": pair_accuracy(rows[arm]),
+            **{arm: {**accuracy_of(flags[arm]), "pairs": metrics.pair_accuracy(flags[arm], pairs),
                      "nll": metrics.nll([r["probabilities"][r["gold"]] for r in rows[arm]]),
                      "position_error": position_error(rows[arm])} for arm in ARMS},
             "difference": paired.difference, "difference_ci95": list(paired.ci95),
@@ -98,7 +91,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {kind} | {row['plain']['n']} | {_cell(row['plain'])} | {_cell(row['worked'])} | "
             f"{row['difference']:+.1%} [{low:+.1%}, {high:+.1%}] | "
-            + " | ".join(f"{p['accuracy']:.1%} (n={p['n']})" if p["n"] else "-" for p in pairs)
+            + " | ".join(f"{p['pair_accuracy']:.1%} (n={p['pairs']})" if p else "-" for p in pairs)
             + f" | {row['plain']['nll']:.3f} / {row['worked']['nll']:.3f} | "
             + (" / ".join(f"{e:.1f}" for e in errors) if errors[0] is not None else "-")
             + " |"

@@ -210,13 +210,14 @@ class Engine:
             raise BackendTimeout(
                 f"the backend did not finish within OPENJEV_REQUEST_TIMEOUT={self.settings.request_timeout:g}s"
             ) from error
-        self.warm_prefixes.settle(use, [result.cached_tokens for result in results])
-        readouts, answers = self.views.answers(prepared.branches, results, priors)
         reported = [result.cached_tokens for result in results]
+        self.warm_prefixes.settle(use, reported)
+        readouts, answers = self.views.answers(prepared.branches, results, priors)
+        written = [r.generated if isinstance(r, BoxReading) else 1 for r in results]
         # Each question as sent: its first view (`readouts.py`: view 0 shows the options as sent).
         asked = [
-            (len(b.suffix_ids) + b.image_tokens, r.generated if isinstance(r, BoxReading) else 1, r.cached_tokens)
-            for b, r in zip(prepared.branches, results, strict=True)
+            (len(b.suffix_ids) + b.image_tokens, out, cached)
+            for b, out, cached in zip(prepared.branches, written, reported, strict=True)
             if b.offset == 0
         ]
         prefix_tokens = len(prefix.ids) + prepared.prefix_image_tokens
@@ -225,9 +226,7 @@ class Engine:
             input_tokens=(warm.prompt_tokens if warm else 0)
             + sum(result.prompt_tokens for result in results)
             + prior_tokens,
-            output_tokens=(1 if warm else 0)
-            + prior_calls
-            + sum(r.generated if isinstance(r, BoxReading) else 1 for r in results),
+            output_tokens=(1 if warm else 0) + prior_calls + sum(written),
             prefix_tokens=prefix_tokens,
             cached_tokens=None if any(value is None for value in reported) else sum(reported),  # type: ignore[misc]
             prefill_seconds=warmed - started,

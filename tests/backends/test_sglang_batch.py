@@ -1,8 +1,9 @@
 """An evaluation's readouts as one batched `/generate` (SGLang's list form), against the fake SGLang whose
 scheduler batches what arrives during a step: one call and one step for 64 questions, the same answers
-as one call per readout, content-free readouts in the same call, chunks of the slot count, a failed
-batch aborted whole; the backend's own batch equal to its single readouts on both frontends; the
-fake's reading of the list form; and the slots a batch holds."""
+as one call per readout, content-free readouts in the same call and kept within their bytes, a
+refused list form tried again after 2, 4, ... batches, a failed batch aborted whole; the backend's
+own batch equal to its single readouts on both frontends; the fake's reading of the list form; and
+the slots a batch holds."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import httpx
 import pytest
 
 from openjev.affinity import common_prefix_length
+from openjev.answering.content_free import ENTRY_OVERHEAD, FLOAT_BYTES
 from openjev.backends.base import ReadoutCall
 from openjev.backends.sglang import SGLangBackend
 from openjev.backends.slots import BackendSlots
@@ -101,6 +103,27 @@ def test_content_free_readouts_go_in_the_same_call_and_a_failed_batch_is_aborted
         assert fake.violations == []
 
 
+def test_content_free_readouts_are_kept_within_openjev_content_free_cache_bytes(
+    serve_openjev: ServeOpenJev, qwen_tokenizer_dir: Any
+) -> None:
+    # One view per question; an entry costs ENTRY_OVERHEAD + 8 bytes per label: 280 for three levels.
+    other = {**SCORE, "instructions": "How fair is the contract?"}
+    with FakeSGLang() as fake:
+        for capacity, kept in ((ENTRY_OVERHEAD + 3 * FLOAT_BYTES, True), (ENTRY_OVERHEAD + 3 * FLOAT_BYTES - 1, False)):
+            server = serve_openjev("--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir), *ONE_VIEW,
+                                   "--content-free-cache-bytes", str(capacity))  # fmt: skip
+
+            def batch(question: dict[str, Any], url: str = server.url) -> int:
+                ask(url, {"q": question}, "A short contract.")
+                return sizes(fake, len(fake.generate_posts) - 1)[0]
+
+            assert batch(SCORE) == 2  # the branch and its content-free readout
+            assert batch(SCORE) == (1 if kept else 2)  # kept when it fits, else read again
+            assert batch(other) == 2
+            assert batch(SCORE) == 2  # one entry's bytes: the other question's readout took its place
+        assert fake.violations == []
+
+
 def test_a_server_that_refuses_the_list_form_gets_one_call_per_readout_and_the_list_form_is_tried_again(
     serve_openjev: ServeOpenJev, qwen_tokenizer_dir: Any
 ) -> None:
@@ -112,15 +135,27 @@ def test_a_server_that_refuses_the_list_form_gets_one_call_per_readout_and_the_l
         first = ask(gateway.url, questions)
         # The warm-up, the refused batch, then each readout alone; the next two batches go out alone too.
         assert sizes(fake, before) == [1, 3, 1, 1, 1]
-        before = len(fake.generate_posts)
-        assert ask(gateway.url, questions) == first and sizes(fake, before) == [1, 1, 1]
+
+        def batches(expected: list[int]) -> None:
+            before = len(fake.generate_posts)
+            assert ask(gateway.url, questions) == first and sizes(fake, before) == expected
+
+        batches([1, 1, 1])
+        batches([1, 1, 1])
+        # The list form is tried again and refused again, the second time in a row: the next 4 go alone.
+        batches([3, 1, 1, 1])
         fake.list_form = True  # the gateway is replaced by a server that takes the list form
-        before = len(fake.generate_posts)
-        assert ask(gateway.url, questions) == first and sizes(fake, before) == [1, 1, 1]
+        for _ in range(4):
+            batches([1, 1, 1])
         # Then the list form is tried again, and kept while it is taken.
         for _ in range(3):
-            before = len(fake.generate_posts)
-            assert ask(gateway.url, questions) == first and sizes(fake, before) == [3]
+            batches([3])
+        # A success resets the count: a new refusal sends the next 2 alone, not 8.
+        fake.list_form = False
+        batches([3, 1, 1, 1])
+        fake.list_form = True
+        for expected in ([1, 1, 1], [1, 1, 1], [3]):
+            batches(expected)
         assert "refuses /generate's list form" in gateway.log()
         assert fake.violations == []
 

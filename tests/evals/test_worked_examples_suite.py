@@ -55,4 +55,4 @@ def test_the_report_pairs_the_arms_and_measures_position_error() -> None:
     row = built["by_type"]["choice"]
     assert (row["plain"]["accuracy"], row["worked"]["accuracy"], row["difference"]) == (0.0, 1.0, 1.0)
     assert row["plain"]["position_error"] == 100.0 and row["worked"]["position_error"] == 0.0
-    assert row["worked"]["pairs"]["accuracy"] == 1.0
+    assert row["worked"]["pairs"]["pair_accuracy"] == 1.0

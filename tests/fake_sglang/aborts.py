@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 from starlette.requests import Request
 
@@ -31,8 +30,3 @@ async def work_until_aborted(
         if not done and await request.is_disconnected():
             return set(events), [rid for rid in events if rid not in aborted]
     return aborted, []
-
-
-def no_delay(_: list[dict[str, Any]]) -> float:
-    """A call's working time when nothing makes it slow."""
-    return 0.0

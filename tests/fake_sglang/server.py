@@ -34,7 +34,7 @@ from starlette.routing import Route
 
 from openjev.backends.supervised import free_port
 from tests.fake_sglang import payloads
-from tests.fake_sglang.aborts import no_delay, work_until_aborted
+from tests.fake_sglang.aborts import work_until_aborted
 from tests.fake_sglang.batch import GATEWAY_REFUSAL, is_batch, requests_of, rid_breach, split_batch
 from tests.fake_sglang.generation import (
     BOX_TEXT,
@@ -360,8 +360,8 @@ class FakeSGLang:
         self, request: Request, events: dict[str, asyncio.Event], items: list[dict[str, Any]], call_number: int
     ) -> set[str]:
         """Work as long as the call takes; the rids aborted first (by /abort_request, or all by a closed connection)."""
-        seconds = max(self.generate_delay * (call_number >= self.delay_from_call), (self.delay_for or no_delay)(items))
-        if not seconds:
+        slow = self.delay_for(items) if self.delay_for else 0.0
+        if not (seconds := max(self.generate_delay * (call_number >= self.delay_from_call), slow)):
             return set()
         check = RUST_DISCONNECT_CHECK if self.rust_frontend else PYTHON_DISCONNECT_CHECK
         aborted, gone = await work_until_aborted(request, events, seconds, check)

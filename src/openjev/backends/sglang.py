@@ -167,8 +167,10 @@ class SGLangBackend(Backend):
         out one call per readout, then the list form is tried again (a success resets `n`): a refusal
         costs one round trip in which no readout runs, and a server that takes the list form again
         (a gateway replaced, a transient 422) gets batches again."""
-        if len(calls) == 1 or self._single_batches:
-            self._single_batches = max(0, self._single_batches - (len(calls) > 1))
+        if len(calls) == 1:
+            return await super().readout_batch(calls)
+        if self._single_batches:
+            self._single_batches -= 1
             return await super().readout_batch(calls)
         self._check_vocabulary(calls)
         body = functools.partial(batch_payload, calls)

@@ -24,7 +24,8 @@ Contract:
   so the next evaluation of it warms up again. So an eviction this record cannot see costs one
   evaluation its branches' prefills of the prefix, once.
 - An extension (`begin(..., known)`: the prefix's first `known` ids are a remembered conversation's
-  whole prefix, and at most EXTENSION_TOKENS more follow, a chat grown by a message or two): when
+  whole prefix, and at most EXTENSION_TOKENS more follow, a chat grown by a message or two; a prefix
+  showing images is never one, its warm-up goes first unless it is cached itself): when
   those `known` ids are certainly cached as a prefix of their own, the warm-up is skipped too, and
   each branch prefills only the few new tokens after them (a round trip saved for a few tokens
   computed once per branch). Its branches finding less of them than the last warm-up's branches did
