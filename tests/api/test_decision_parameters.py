@@ -187,3 +187,33 @@ def test_openais_128_images_are_answered_and_the_129th_is_named(vision_stack):
         assert decision.answers[0].type == "predicate"
         error = bad_request(sdk, input=[{"role": "user", "content": [tiny] * 129}])
     assert error.param == "input[0].content[128]" and "at most 128 images per request, got 129" in error.message
+
+
+def test_option_keys_show_each_choices_value_never_its_position(
+    serve_openjev,
+    fake_sglang,
+    qwen_tokenizer_dir,
+    tokenizer,  # noqa: F811
+) -> None:
+    """With OPENJEV_OPTION_KEYS a choice's key stands before its description: on /v1/decisions that key
+    is the value's own text, and the answer still names each value (the empty string shown as `""`)."""
+    server = serve_openjev(
+        "--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), "--option-shifts", "1",
+        env={"OPENJEV_OPTION_KEYS": "true"},
+    )  # fmt: skip
+    question = {
+        "type": "choice",
+        "instructions": "What does the customer want?",
+        "choices": [{"value": "refund", "description": "Money back"}, {"value": "other"}, {"value": ""}],
+    }
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="k", max_retries=0) as client:
+        before = len(fake_sglang.generate_calls)
+        decision = client.decisions.create(model="gpt-6-luna", input=TICKET, questions=[question])
+    prompts = [
+        tokenizer.decode(call["body"]["input_ids"], skip_special_tokens=False)
+        for call in fake_sglang.generate_calls[before:]
+    ]
+    assert any('A: refund - Money back\nB: other\nC: ""\n' in prompt for prompt in prompts), prompts[-1]
+    answer = decision.model_dump()["answers"][0]
+    assert [entry["value"] for entry in answer["probabilities"]] == ["refund", "other", ""]
+    assert answer["choice"] in ("refund", "other", "")

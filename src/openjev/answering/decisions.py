@@ -34,11 +34,10 @@ def decision_answer(answer: Mapping[str, Any], asked: AskedQuestion) -> dict[str
         return {
             "type": "choice",
             "name": asked.name,
-            "choice": asked.values[int(answer["choice"])],
+            "choice": asked.value_of(answer["choice"]),
             "confidence": answer["confidence"],
             "probabilities": [
-                {"value": asked.values[int(key)], "probability": probability}
-                for key, probability in probabilities.items()
+                {"value": asked.value_of(key), "probability": probability} for key, probability in probabilities.items()
             ],
         }
     return {

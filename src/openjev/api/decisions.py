@@ -25,7 +25,7 @@ from starlette.types import Receive
 
 from openjev.answering.decisions import decision_payload, decision_usage
 from openjev.api.errors import ERROR_RESPONSES
-from openjev.api.middleware import DECISIONS_PATH
+from openjev.api.middleware import DECISIONS_PATH, OPENROUTER_PATH
 from openjev.api.parsing import by_size
 from openjev.api.routes import (
     AUTHORIZED,
@@ -45,8 +45,6 @@ from openjev.request.openrouter import model_of_slug, with_image_assets
 from openjev.request.positional_images import ImagePlaces
 from openjev.request.schema import SystemOneRequest, SystemOneResponse
 from openjev.service import Runtime, Service
-
-OPENROUTER_PATH = "/api/alpha/decisions"
 
 router = APIRouter(route_class=StrictJSONRoute)
 

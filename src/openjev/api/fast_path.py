@@ -32,9 +32,9 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from openjev.api.body import INLINE_BYTES, replay
-from openjev.api.decisions import OPENROUTER_PATH, answer_decisions, answer_openrouter
+from openjev.api.decisions import answer_decisions, answer_openrouter
 from openjev.api.errors import handled_error_response
-from openjev.api.middleware import DECISIONS_PATH, SYSTEM_ONE_PATH
+from openjev.api.middleware import DECISIONS_PATH, OPENROUTER_PATH, SYSTEM_ONE_PATH
 from openjev.api.multipart import split_body
 from openjev.api.parsing import JSON_INLINE_BYTES, Parsed, is_media_type, issue_entries, parse_body
 from openjev.api.routes import IMAGE_PARTS, answer_request, asks_long_context

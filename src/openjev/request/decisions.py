@@ -19,8 +19,8 @@ plus what it takes to answer in OpenAI's shape and to name OpenAI's fields in er
   `/v1/systemone`'s own. A remote URL is refused: openjev fetches nothing. `detail: "low"` shows the
   image within 512x512 pixels (`images.py`); `high`, `auto` and `original` within OPENJEV_MAX_IMAGE_PIXELS.
 - `questions` (a list, answered in order) become a map keyed by position (`"0"`, `"1"`, ...), never
-  shown to the model. A predicate is a noul with only instructions. A choice's options are keyed by
-  position and described by their value's text (or their description), so the model sees what a
+  shown to the model. A predicate is a noul with only instructions. A choice's options are named by
+  their value's text and described by their description (none: the name speaks), so the model sees what a
   `/v1/systemone` choice with the same names shows; a boolean and a string of the same text in one
   question are shown as JSON (`true` and `"true"`), so the model tells them apart, and such a value
   keeps that text before its description (`"true": Yes`). A score level is
@@ -79,7 +79,13 @@ class AskedQuestion:
 
     name: str | None
     values: tuple[ChoiceValue, ...] = ()
+    #: Each choice's name in the Jev request (`choice_texts`), in the order of `values`.
+    texts: tuple[str, ...] = ()
     labels: tuple[str, ...] = ()
+
+    def value_of(self, text: str) -> ChoiceValue:
+        """The choice value the Jev request names `text`."""
+        return self.values[self.texts.index(text)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,11 +252,17 @@ class _Translator:
                 if (type(value), value) in seen:
                     raise _refused((*loc, "choices", position, "value"), f"the choice {value!r} is listed twice")
                 seen.add((type(value), value))
-                self.places[(*jev, "criteria", str(position))] = (*loc, "choices", position)
-            lines = choice_lines(question.choices)
-            criteria: dict[str, FreeForm | None] = {str(position): line for position, line in enumerate(lines)}
+            # Each option is named by its text, unique once duplicates are refused (`choice_texts`), so
+            # OPENJEV_OPTION_KEYS shows a value's own text, never a position.
+            texts = tuple(choice_texts(values))
+            criteria: dict[str, FreeForm | None] = {}
+            for position, (text, option, line) in enumerate(
+                zip(texts, question.choices, choice_lines(question.choices), strict=True)
+            ):
+                self.places[(*jev, "criteria", text)] = (*loc, "choices", position)
+                criteria[text] = None if option.description is None else line
             choice = ChoiceQuestion(type="choice", instructions=instructions, criteria=criteria)
-            return choice, AskedQuestion(question.name, values=values)
+            return choice, AskedQuestion(question.name, values=values, texts=texts)
         self.places[(*jev, "criteria")] = (*loc, "levels")
         for position in range(len(question.levels)):
             self.places[(*jev, "criteria", position)] = (*loc, "levels", position)
@@ -276,9 +288,10 @@ def clashing(values: Sequence[ChoiceValue]) -> list[bool]:
 
 def choice_texts(values: Sequence[ChoiceValue]) -> list[str]:
     """How each choice value is shown: its text; a boolean and a string that read the same are
-    both shown as JSON (`true`, `"true"`), so the model tells them apart."""
+    both shown as JSON (`true`, `"true"`), so the model tells them apart, and so is the empty string
+    (`""`), which has no text to show."""
     return [
-        orjson.dumps(value).decode() if clash else _plain(value)
+        orjson.dumps(value).decode() if clash or value == "" else _plain(value)
         for value, clash in zip(values, clashing(values), strict=True)
     ]
 
