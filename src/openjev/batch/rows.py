@@ -24,11 +24,10 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from openjev.request.labelled_files import LabelledFileError, read_records
-from openjev.request.schema import Question
+from openjev.request.schema import BoxQuestion, ChoiceQuestion, NoulQuestion, Question
+from openjev.request.task_schema import label_index, label_names
 
 QUESTION: TypeAdapter[Question] = TypeAdapter(Question)
-YES = frozenset({"yes", "true", "1"})
-NO = frozenset({"no", "false", "0"})
 
 
 @dataclass(frozen=True)
@@ -62,31 +61,25 @@ def read_question(path: Path) -> dict[str, Any]:
 
 
 def gold_label(question: Mapping[str, Any], gold: Any, *, where: str) -> str:
-    """The gold answer as the answer's own key: option name, "yes"/"no", or the level index as text."""
-    kind = question["type"]
-    text = str(gold).strip()
-    if kind == "noul":
-        lowered = text.lower()
-        if lowered in YES or gold is True:
-            return "yes"
-        if lowered in NO or gold is False:
-            return "no"
-        raise LabelledFileError(f"{where}: gold {gold!r} is not yes or no (noul question)")
-    if kind == "choice":
-        if text not in question["criteria"]:
-            options = ", ".join(question["criteria"])
-            raise LabelledFileError(f"{where}: gold {gold!r} is not one of the question's options ({options})")
-        return text
-    if kind == "score":
-        levels = [json.dumps(level) if not isinstance(level, str) else level for level in question["criteria"]]
-        if text.isdigit() and int(text) < len(levels):
-            return str(int(text))
-        if text in levels:
-            return str(levels.index(text))
-        raise LabelledFileError(
-            f"{where}: gold {gold!r} is neither a level index 0-{len(levels) - 1} nor a level's text"
-        )
-    raise LabelledFileError(f"{where}: a {kind} question has no gold answer eval can check")
+    """The gold answer as the answer's own key: option name, "yes"/"no", or the level index as text;
+    spelled as `POST /v1/tasks` takes a label (`request/task_schema.label_index`)."""
+    parsed = QUESTION.validate_python(question)
+    if isinstance(parsed, BoxQuestion):
+        raise LabelledFileError(f"{where}: a box question has no gold answer eval can check")
+    index = label_index(parsed, gold if isinstance(gold, bool | str) else str(gold))
+    if index is None:
+        raise LabelledFileError(f"{where}: gold {gold!r} {_expected(parsed)}")
+    if isinstance(parsed, NoulQuestion):
+        return ("yes", "no")[index]
+    return label_names(parsed)[index]
+
+
+def _expected(question: Question) -> str:
+    if isinstance(question, NoulQuestion):
+        return "is not yes or no (noul question)"
+    if isinstance(question, ChoiceQuestion):
+        return f"is not one of the question's options ({', '.join(question.criteria)})"
+    return f"is neither a level index 0-{len(question.criteria) - 1} nor a level's text"
 
 
 def _row(record: Any, line: int, default: Mapping[str, Any] | None, need_gold: bool, where: str) -> Row:

@@ -26,7 +26,7 @@ from openjev.request.validation import check_request
 
 TaskQuestion = Annotated[NoulQuestion | ChoiceQuestion | ScoreQuestion, Field(discriminator="type")]
 NOUL_LABELS = ("true", "false")
-_NOUL_WORDS = {"true": 0, "yes": 0, "false": 1, "no": 1}
+_NOUL_WORDS = {"true": 0, "yes": 0, "1": 0, "false": 1, "no": 1, "0": 1}
 
 
 class LabelledState(BaseModel):
@@ -58,7 +58,9 @@ def label_names(question: TaskQuestion) -> list[str]:
 
 
 def label_index(question: TaskQuestion, label: str | int | bool) -> int | None:
-    """The label's index among `label_names(question)`, or None when it is not one of them."""
+    """The label's index among `label_names(question)`, or None when it is not one of them: a noul's
+    `true`/`yes`/`1` (0) or `false`/`no`/`0` (1), a choice's option name, a score's level index (a
+    number or its decimal string) or the level's own text (an object or array level as its JSON)."""
     if isinstance(question, NoulQuestion):
         if isinstance(label, bool):
             return 0 if label else 1
@@ -68,7 +70,10 @@ def label_index(question: TaskQuestion, label: str | int | bool) -> int | None:
         return names.index(label) if isinstance(label, str) and label in names else None
     if isinstance(label, bool):
         return None
-    level = int(label) if isinstance(label, int) or label.strip().isdecimal() else -1
+    if isinstance(label, str) and not label.strip().isdecimal():
+        texts = [level if isinstance(level, str) else json.dumps(level) for level in question.criteria]
+        return texts.index(label.strip()) if label.strip() in texts else None
+    level = int(label)
     return level if 0 <= level < len(question.criteria) else None
 
 
