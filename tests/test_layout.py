@@ -30,7 +30,8 @@ LAYERS: list[tuple[str, ...]] = [
         "metrics",
         "affinity",
         "quality",
-        "task_settings",
+        # A task's settings are inherited by config.Settings, so they sit with the foundation.
+        "tasks.settings",
         "image_settings",
     ),
     # The request's journey, in order, each stage a package.
@@ -38,6 +39,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("prompting",),
     ("backends",),
     ("answering",),
+    ("tasks",),
     ("engine",),
     ("service",),
     ("api",),
@@ -54,8 +56,14 @@ def module_name(path: Path, root: Path = SOURCE.parent) -> str:
 
 
 def layer_of(module: str) -> int:
-    top = module.split(".")[1] if module.count(".") else "__init__"
-    return next(index for index, names in enumerate(LAYERS) if top in names)
+    """The layer of the longest name in LAYERS that `module` (below `openjev.`) is or sits in."""
+    parts = module.split(".")[1:] or ["__init__"]
+    for length in range(len(parts), 0, -1):
+        name = ".".join(parts[:length])
+        for index, names in enumerate(LAYERS):
+            if name in names:
+                return index
+    raise KeyError(module)
 
 
 def imports_of(path: Path) -> set[str]:

@@ -3,7 +3,7 @@ and 20 labelled examples per label.
 
 Every training item (`data.items(45, seed=1)`) and held-out item (`data.items(TEST_PAIRS, seed=2)`,
 contrastive pairs) is read once with the plain question. For N in 1, 5, 20 the calibration is fitted
-as `POST /v1/tasks` fits it with no worked examples (`task_calibration.fit` on the first N training
+as `POST /v1/tasks` fits it with no worked examples (`calibration.fit` on the first N training
 items of each label) and applied to the held-out readouts, exactly what a request naming that task
 gets. Prints and writes (JSON) accuracy (Wilson 95%), pair accuracy, Brier, ECE, the share of each
 chosen option, and each N's accuracy minus the plain readout's (paired bootstrap 95%).
@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 
 from evals.tasks import data
-from openjev.answering.task_calibration import fit, quality
 from openjev.quality import metrics
+from openjev.tasks.calibration import fit, quality
 
 COUNTS = (1, 5, 20)
 TEST_PAIRS = 30

@@ -174,12 +174,12 @@ def tasks_fit(
     json_file: Annotated[Path | None, typer.Option("--json", help="Also write the task as JSON here.")] = None,
 ) -> None:
     """Fit a task from a file of labelled states and print its held-out report; exit 1 if it is refused."""
-    from openjev.api.task_client import FIT_TIMEOUT, report_lines
     from openjev.api.tasks import TASKS_PATH
     from openjev.batch.client import ServerUnreachable, post_with_retry
     from openjev.batch.jobs import Target, served
     from openjev.batch.local_server import ServerFailed
     from openjev.request.labelled_files import LabelledFileError, read_labelled
+    from openjev.tasks.client import FIT_TIMEOUT, report_lines
 
     try:
         body = {"question": _question(question), "examples": read_labelled(file)}

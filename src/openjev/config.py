@@ -24,7 +24,7 @@ from openjev.options import (
     ScoreLabels,
     WorkedExamples,
 )
-from openjev.task_settings import TaskSettings
+from openjev.tasks.settings import TaskSettings
 
 #: The SDKs' default model name; always accepted as an alias of the served model.
 COMPAT_MODEL_ALIAS = "jev-latest"

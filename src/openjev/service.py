@@ -32,13 +32,13 @@ from typing import Any, TypeVar
 
 from openjev import metrics
 from openjev.answering.answer_settings import answer_settings
-from openjev.answering.task_store import TaskStore
 from openjev.backends.base import Backend
 from openjev.config import COMPAT_MODEL_ALIAS, Settings, default_cache_dir, served_model_name
 from openjev.engine import Engine
 from openjev.errors import ModelNotFound, NotReady, Overloaded
 from openjev.prompting.tokenizer import ChatTokenizer
 from openjev.prompting.tokenizer_source import resolve_tokenizer_dir
+from openjev.tasks.store import TaskStore
 
 log = logging.getLogger("openjev")
 

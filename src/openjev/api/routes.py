@@ -28,7 +28,6 @@ from starlette.types import Receive
 from openjev import __version__, metrics
 from openjev.affinity import caller_key
 from openjev.answering.evaluation import Evaluation
-from openjev.answering.task_store import calibrated, use_tasks
 from openjev.api.docs import REFERENCE_PAGE, swagger_ui_page
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HEALTH_RESPONSES, retry_after_headers
 from openjev.api.limits import box_limits, image_limits, route_limits, token_limits
@@ -43,6 +42,7 @@ from openjev.request.positional_images import ImagePlaces, with_positional_image
 from openjev.request.schema import SystemOneRequest, SystemOneResponse
 from openjev.request.validation import check_request
 from openjev.service import Runtime, Service
+from openjev.tasks.store import calibrated, use_tasks
 
 T = TypeVar("T")
 

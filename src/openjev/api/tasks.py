@@ -1,6 +1,6 @@
-"""`/v1/tasks`: recurring questions learned from labelled examples (`answering/task_fitting.py`).
+"""`/v1/tasks`: recurring questions learned from labelled examples (`tasks/fitting.py`).
 
-- `POST /v1/tasks` takes `{"question", "examples"}` (`request/task_schema.py`), checks it (422 naming
+- `POST /v1/tasks` takes `{"question", "examples"}` (`tasks/schema.py`), checks it (422 naming
   the field: an unknown question type, a label that is not the question's, no examples, too many),
   and answers the task's document without its examples: 201 when it was fitted now, 200 when the same
   content (question, examples, served model) was fitted before. Each example is asked through
@@ -18,14 +18,14 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from openjev.answering.task_fitting import fit_task
-from openjev.answering.task_store import Task, TaskStore, task_id
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HttpError
 from openjev.api.routes import AUTHORIZED, ClientDisconnected, RuntimeDep, ServiceDep, evaluate_request
 from openjev.api.strict_json import StrictJSONRoute
 from openjev.errors import RequestRejected
 from openjev.request.schema import ErrorResponse, SystemOneRequest
-from openjev.request.task_schema import TaskRequest, canonical_examples, check_task
+from openjev.tasks.fitting import fit_task
+from openjev.tasks.schema import TaskRequest, canonical_examples, check_task
+from openjev.tasks.store import Task, TaskStore, task_id
 
 TASKS_PATH = "/v1/tasks"
 router = APIRouter(route_class=StrictJSONRoute)

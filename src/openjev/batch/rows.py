@@ -25,7 +25,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from openjev.request.labelled_files import LabelledFileError, read_records
 from openjev.request.schema import BoxQuestion, ChoiceQuestion, NoulQuestion, Question
-from openjev.request.task_schema import label_index, label_names
+from openjev.tasks.schema import label_index, label_names
 
 QUESTION: TypeAdapter[Question] = TypeAdapter(Question)
 
@@ -62,7 +62,7 @@ def read_question(path: Path) -> dict[str, Any]:
 
 def gold_label(question: Mapping[str, Any], gold: Any, *, where: str) -> str:
     """The gold answer as the answer's own key: option name, "yes"/"no", or the level index as text;
-    spelled as `POST /v1/tasks` takes a label (`request/task_schema.label_index`)."""
+    spelled as `POST /v1/tasks` takes a label (`tasks/schema.label_index`)."""
     parsed = QUESTION.validate_python(question)
     if isinstance(parsed, BoxQuestion):
         raise LabelledFileError(f"{where}: a box question has no gold answer eval can check")

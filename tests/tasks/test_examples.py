@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from openjev.answering.task_examples import pick, showable, worked_question
 from openjev.request.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion
+from openjev.tasks.examples import pick, showable, worked_question
 
 
 def test_pick_takes_the_first_showable_examples_of_each_label_among_the_allowed() -> None:

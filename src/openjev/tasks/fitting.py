@@ -1,21 +1,21 @@
 """Fitting a task: its question read over its labelled states, worked examples chosen, calibration fitted.
 
 1. The examples are cut into k folds (OPENJEV_TASK_FOLDS, fewer with fewer examples; a contrastive
-   pair stays in one fold: `task_calibration.folds`).
+   pair stays in one fold: `calibration.folds`).
 2. Each example's state is asked, in one request through the same path as any request's (`answer`),
    the question with w = 0, 1, …, W worked examples per label (OPENJEV_TASK_WORKED_EXAMPLES = W, at
-   most OPENJEV_MAX_EXAMPLES_PER_OPTION) taken from the *other* folds (`task_examples.pick`; a state
+   most OPENJEV_MAX_EXAMPLES_PER_OPTION) taken from the *other* folds (`examples.pick`; a state
    over OPENJEV_MAX_EXAMPLE_BYTES is never one), as questions `w0`, `w1`, …: one shared prefix,
    W + 1 readouts. So every readout is held out: its state is never among its own examples.
 3. For each w: the readouts scored as they are (`before`), and calibrated out of fold (`after`,
-   `task_calibration.out_of_fold`): accuracy with its Wilson interval, pair accuracy, Brier, ECE.
+   `calibration.out_of_fold`): accuracy with its Wilson interval, pair accuracy, Brier, ECE.
    The calibration is adopted for that w when its held-out Brier score is no worse than before.
 4. The chosen w is the one with the best held-out accuracy (as it will be answered: calibrated if
    adopted); a larger w must beat every smaller one outright, so showing examples never lowers the
    accuracy measured. The task asks its question with the first w examples of each label (in the
    order posted) and, if adopted, the calibration fitted on every example's readout at that w.
 
-The result is the task's document (`task_store.FORMAT`). A state that cannot be asked (over the
+The result is the task's document (`store.FORMAT`). A state that cannot be asked (over the
 token budget, say) is a RequestRejected naming `examples.<i>.state`; nothing is kept.
 """
 
@@ -26,7 +26,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from openjev.answering.task_calibration import (
+from openjev.config import Settings
+from openjev.errors import Issue, RequestRejected
+from openjev.tasks.calibration import (
     LabelCalibration,
     answer_probabilities,
     fit,
@@ -34,17 +36,15 @@ from openjev.answering.task_calibration import (
     out_of_fold,
     quality,
 )
-from openjev.answering.task_examples import pick, showable, worked_question
-from openjev.answering.task_store import FORMAT, question_json, task_id
-from openjev.config import Settings
-from openjev.errors import Issue, RequestRejected
-from openjev.request.task_schema import (
+from openjev.tasks.examples import pick, showable, worked_question
+from openjev.tasks.schema import (
     TaskRequest,
     canonical_examples,
     label_index,
     label_names,
     question_request,
 )
+from openjev.tasks.store import FORMAT, question_json, task_id
 
 #: Given a request, its answers by question id (the path any request takes).
 Answer = Callable[[Any], Awaitable[dict[str, dict[str, Any]]]]

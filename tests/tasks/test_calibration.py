@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from openjev.answering import task_calibration as tc
 from openjev.config import ConfidenceMode
+from openjev.tasks import calibration as tc
 
 
 def synthetic(count: int, bias: list[float], temperature: float, seed: int = 0) -> tuple[list[list[float]], list[int]]:

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 from openjev.request.schema import ChoiceQuestion, FreeForm, NoulCriteria, NoulQuestion
 from openjev.request.sizes import text_bytes
-from openjev.request.task_schema import TaskQuestion
 from openjev.request.worked_examples import worked_entry
+from openjev.tasks.schema import TaskQuestion
 
 
 def pick(

@@ -3,8 +3,8 @@
 A task is one JSON document (`FORMAT`), the same whatever the backend (SGLang or embedded): what was
 posted (`question`, `examples`), the served model it was fitted for (`model`), the question as it is
 asked (`worked_question`: the question with its chosen worked examples in the criteria,
-`task_examples.py`), its `calibration` (per-label `biases` and `temperature`,
-`task_calibration.py`) and the fit's `report`. Its id is a hash of the canonical content (the
+`examples.py`), its `calibration` (per-label `biases` and `temperature`,
+`calibration.py`) and the fit's `report`. Its id is a hash of the canonical content (the
 question, the examples and the model), so the same content is the same task.
 
 `TaskStore` keeps one file per task, `<id>.json`, in OPENJEV_TASKS_DIR (default
@@ -32,11 +32,11 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from openjev.answering.task_calibration import LabelCalibration, calibrated_answer
 from openjev.config import ConfidenceMode
 from openjev.errors import Issue, RequestRejected
 from openjev.request.schema import BoxQuestion, SystemOneRequest
-from openjev.request.task_schema import TaskQuestion, label_names
+from openjev.tasks.calibration import LabelCalibration, calibrated_answer
+from openjev.tasks.schema import TaskQuestion, label_names
 
 log = logging.getLogger("openjev")
 FORMAT = "openjev-task/1"

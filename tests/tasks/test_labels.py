@@ -7,7 +7,7 @@ import pytest
 from openjev.batch.rows import gold_label
 from openjev.request.labelled_files import LabelledFileError
 from openjev.request.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion
-from openjev.request.task_schema import label_index
+from openjev.tasks.schema import label_index
 
 NOUL = NoulQuestion(type="noul", instructions="Refund?")
 CHOICE = ChoiceQuestion(type="choice", criteria={"billing": "Payments", "other": None})
