@@ -1,5 +1,7 @@
 """The request's journey from a validated Jev request to typed answers; each step's contract is its module's.
 
+0. Tasks (`tasks/stage.py`): a question using a task is asked as the task asks it (its worked
+   examples in its criteria), and its answer is rebuilt from the task's calibration last, after step 4.
 1. `prepare` (CPU only): render the conversation once (a conversation that extends one prepared
    before: only its new messages, `conversation_memo.py`), tokenize the shared prefix once and each
    question view's suffix on its own (each distinct text once per process: `encoding.py`), with the
@@ -37,7 +39,7 @@ from functools import partial
 from openjev.affinity import Pin, RankRouter, pinned
 from openjev.answering.box_reading import BoxReader, BoxReading
 from openjev.answering.content_free import ContentFreePriors
-from openjev.answering.evaluation import Branch, Evaluation, PreparedRequest
+from openjev.answering.evaluation import Branch, Evaluation, PreparedRequest, Rewrites
 from openjev.answering.readouts import QuestionViews, Readout
 from openjev.answering.thinking import Limits, Thinker, escalation_calls, reading
 from openjev.answering.usage import billed
@@ -57,13 +59,18 @@ from openjev.request.images import ImageInput
 from openjev.request.schema import BoxQuestion, SystemOneRequest
 from openjev.request.sizes import question_bytes
 from openjev.request.validation import check_request
+from openjev.tasks.stage import TaskStage
 
 
 class Engine:
     """Built once the backend is ready (its context length is known); checks the labels on creation."""
 
-    def __init__(self, settings: Settings, chat: ChatTokenizer, backend: Backend) -> None:
+    def __init__(
+        self, settings: Settings, chat: ChatTokenizer, backend: Backend, tasks: TaskStage | None = None
+    ) -> None:
         self.settings = settings
+        #: The tasks stage (`tasks/stage.py`): questions rewritten before prompting, answers calibrated after.
+        self.tasks = tasks
         self.chat = chat
         self.views = QuestionViews(settings, chat)
         self.content_free = ContentFreePriors(chat, settings.content_free_cache_bytes)
@@ -99,12 +106,14 @@ class Engine:
         """The memo's lookup for `prepare` (`ConversationMemo.early_lookup`), and about how many bytes of
         text `prepare` will render and tokenize: for a conversation that extends one remembered, its new
         messages (with the template's markup around each) and every question's texts (counted to just
-        past OPENJEV_INLINE_PREPARATION_BYTES); anything else, its whole body of `body_bytes`."""
+        past OPENJEV_INLINE_PREPARATION_BYTES); anything else, its whole body of `body_bytes`. Either
+        way, with the worked questions of the tasks it uses."""
         lookup = self.memo.early_lookup(request.state)
+        added = self.tasks.added_bytes(request) if self.tasks is not None else 0
         if lookup is None or lookup.new_text_bytes is None:
-            return lookup, body_bytes
+            return lookup, body_bytes + added
         limit = self.settings.inline_preparation_bytes - lookup.new_text_bytes
-        return lookup, lookup.new_text_bytes + question_bytes(request, limit)
+        return lookup, lookup.new_text_bytes + question_bytes(request, limit) + added
 
     def prepare(
         self,
@@ -114,12 +123,18 @@ class Engine:
         lookup: Lookup | None = None,
         images: Mapping[str, ImageInput] | None = None,
         long_context: bool = False,
+        tasks: bool = True,
     ) -> PreparedRequest:
         """`checked`: the caller has run `check_request` on this request already and found nothing;
         `lookup`: `look_up`'s, made just before (None: looked up here); `images`: each asset's image,
         made safe by `self.images.prepare` (in its own slot, before this); `long_context`: the request
-        sent the long-context header."""
+        sent the long-context header; `tasks`: apply the tasks stage (False: the raw readouts a fit reads).
+        A question a task rewrites is checked again as it is asked."""
         budget = self.budget_for(long_context)
+        rewrites: Rewrites = {}
+        if tasks and self.tasks is not None:
+            request, rewrites = self.tasks.apply(request)
+            checked = checked and not rewrites
         issues = [] if checked else check_request(request, self.settings, self.boxes.accepted)
         if issues:
             raise RequestRejected(issues)
@@ -157,7 +172,7 @@ class Engine:
         thinking = request.model == self.settings.think_model
         return PreparedRequest(
             shared_prefix_ids, branches, content_free, tokens_left, key, thinking, shown[0], extra[0], long_context,
-            len(known),
+            len(known), rewrites,
         )  # fmt: skip
 
     # -- 2. evaluate ------------------------------------------------------------------------------
@@ -172,12 +187,12 @@ class Engine:
             deadline = asyncio.get_running_loop().time() + self.settings.request_timeout
             evaluation, first_pass = await self._first_pass(prepared, pin)
             if not prepared.thinking:
-                return evaluation
+                return evaluation.rewritten(prepared.rewrites)
             read = partial(reading, self.views, prepared.questions, first_pass)
             limits = Limits(deadline, self.budget_for(prepared.long_context).branch_limit, prepared.tokens_left)
             escalation = await self.thinker.escalate(evaluation.answers, prepared.shared_prefix_ids, read, limits, pin)
             self.warm_prefixes.spend(pin.rank, escalation.input_tokens + escalation.output_tokens)
-            return evaluation.escalated(escalation)
+            return evaluation.escalated(escalation).rewritten(prepared.rewrites)
 
     def _cache_tokens(self, prepared: PreparedRequest) -> int:
         """The most an evaluation's first pass adds to the backend's prefix cache: the shared prefix once,

@@ -38,6 +38,7 @@ from openjev.engine import Engine
 from openjev.errors import ModelNotFound, NotReady, Overloaded
 from openjev.prompting.tokenizer import ChatTokenizer
 from openjev.prompting.tokenizer_source import resolve_tokenizer_dir
+from openjev.tasks.stage import TaskStage
 from openjev.tasks.store import TaskStore
 
 log = logging.getLogger("openjev")
@@ -147,7 +148,8 @@ class Service:
         self._runtime: Runtime | None = None
         self._on_fatal = on_fatal
         #: Tasks (`POST /v1/tasks`), read from their directory now: a restart keeps them.
-        self.tasks = TaskStore(settings.tasks_dir or (settings.cache_dir or default_cache_dir()) / "tasks")
+        directory = settings.tasks_dir or (settings.cache_dir or default_cache_dir()) / "tasks"
+        self.tasks = TaskStore(directory, settings.task_max_tasks, settings.task_max_bytes)
 
     @property
     def current(self) -> Runtime | None:
@@ -181,14 +183,17 @@ class Service:
                 self.settings.revision,
             )
             chat = await asyncio.to_thread(ChatTokenizer, tokenizer_dir, self.settings.cache_dir)
-            engine = await asyncio.to_thread(Engine, self.settings, chat, self.backend)
+            served = served_model_name(self.settings, self.backend.model_name)
+            stage = TaskStage(
+                self.tasks, served, self.answer_settings, self.settings.task_match_questions, self.settings.confidence
+            )
+            engine = await asyncio.to_thread(Engine, self.settings, chat, self.backend, stage)
         except Exception as error:
             self.startup_error = str(error) or type(error).__name__
             log.exception("openjev could not start")
             if self._on_fatal is not None:
                 self._on_fatal(error)
             return
-        served = served_model_name(self.settings, self.backend.model_name)
         accepted = frozenset({COMPAT_MODEL_ALIAS, served, *self.aliases, self.settings.think_model})
         self._runtime = Runtime(engine, served, accepted, time.monotonic() - started)
         log.info("openjev is ready: serving %s (startup %.1fs)", served, self._runtime.startup_seconds)

@@ -6,7 +6,8 @@ question view), and what evaluating it gave (answers, token counts, timings, the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from openjev.answering.content_free import ContentFreePlan
@@ -14,6 +15,9 @@ from openjev.answering.readouts import AnyQuestion
 from openjev.answering.thinking import Escalation
 from openjev.answering.usage import Usage
 from openjev.request.images import ImageInput
+
+#: Per question id, what rebuilds its answer after readout (a task's calibration: `tasks/stage.py`).
+Rewrites = Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +52,8 @@ class PreparedRequest:
     long_context: bool = False
     #: How many of the shared prefix's ids a remembered conversation's prefix gave (the conversation memo).
     known_tokens: int = 0
+    #: The answers `evaluate` rebuilds last (the questions a task rewrote).
+    rewrites: Rewrites = field(default_factory=dict)
 
     @property
     def questions(self) -> dict[str, AnyQuestion]:
@@ -69,6 +75,13 @@ class Evaluation:
     usage: Usage
     #: The thinking tier's work; None for a request of the one-token tier.
     escalation: Escalation | None = None
+
+    def rewritten(self, rewrites: Rewrites) -> Evaluation:
+        """This evaluation with each rewritten question's answer rebuilt."""
+        if not rewrites:
+            return self
+        answers = {key: rewrites[key](answer) if key in rewrites else answer for key, answer in self.answers.items()}
+        return replace(self, answers=answers)
 
     def escalated(self, escalation: Escalation) -> Evaluation:
         """This first pass with the thinking tier's new answers, and its calls counted."""

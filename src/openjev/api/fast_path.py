@@ -1,9 +1,10 @@
 """The answering routes without FastAPI's request machinery, for the bodies they would take as they are.
 
-Contract: a `POST` to `/v1/systemone`, `/v1/decisions` or `/api/alpha/decisions` whose body is JSON
+Contract: a `POST` to `/v1/systemone`, `/v1/decisions`, `/api/alpha/decisions` or `/v1/tasks` whose body is JSON
 (`application/json`, parameters allowed) is read and validated by `parsing.parse_body` (on a worker
 thread past `parsing.JSON_INLINE_BYTES`); a valid request is answered here by its route's own code
-(`routes.answer_request`, `decisions.answer_decisions`, `decisions.answer_openrouter`), with errors
+(`routes.answer_request`, `decisions.answer_decisions`, `decisions.answer_openrouter`,
+`tasks.fit_response`), with errors
 mapped by `errors.handled_error_response`, the route's own mapping: the same readiness check first
 (503), then the same answer. An invalid body with many issues, or a large one, gets its 422 here,
 built as FastAPI's is (`{"detail": [...]}`, the first issues listed), so no part of it runs on the
@@ -38,10 +39,12 @@ from openjev.api.middleware import DECISIONS_PATH, OPENROUTER_PATH, SYSTEM_ONE_P
 from openjev.api.multipart import split_body
 from openjev.api.parsing import JSON_INLINE_BYTES, Parsed, is_media_type, issue_entries, parse_body
 from openjev.api.routes import IMAGE_PARTS, answer_request, asks_long_context
+from openjev.api.tasks import TASKS_PATH, fit_response
 from openjev.errors import OpenJevError
 from openjev.request.decision_schema import DecisionRequest
 from openjev.request.schema import SystemOneRequest
 from openjev.service import Service
+from openjev.tasks.schema import TaskRequest
 
 
 def as_json_body(scope: Scope, body: bytes, parts: dict[str, bytes]) -> Scope:
@@ -52,10 +55,11 @@ def as_json_body(scope: Scope, body: bytes, parts: dict[str, bytes]) -> Scope:
 
 
 #: Each route's request model.
-MODELS: dict[str, type[SystemOneRequest] | type[DecisionRequest]] = {
+MODELS: dict[str, type[SystemOneRequest] | type[DecisionRequest] | type[TaskRequest]] = {
     SYSTEM_ONE_PATH: SystemOneRequest,
     DECISIONS_PATH: DecisionRequest,
     OPENROUTER_PATH: SystemOneRequest,
+    TASKS_PATH: TaskRequest,
 }
 FAST_PATHS = frozenset(MODELS)
 
@@ -74,6 +78,8 @@ class SystemOneFastPath:
             if path == SYSTEM_ONE_PATH:
                 parts = scope.get(IMAGE_PARTS)
                 return await answer_request(request, size, receive, self.service, runtime, parts, long_context)
+            if path == TASKS_PATH:
+                return await fit_response(request, size, receive, self.service, runtime)
             if path == DECISIONS_PATH:
                 return await answer_decisions(request, size, receive, self.service, runtime, long_context)
             return await answer_openrouter(request, size, receive, self.service, runtime, long_context)

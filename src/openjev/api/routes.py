@@ -42,7 +42,6 @@ from openjev.request.positional_images import ImagePlaces, with_positional_image
 from openjev.request.schema import SystemOneRequest, SystemOneResponse
 from openjev.request.validation import check_request
 from openjev.service import Runtime, Service
-from openjev.tasks.store import calibrated, use_tasks
 
 T = TypeVar("T")
 
@@ -225,13 +224,14 @@ async def evaluate_request(
     *,
     long_context: bool = False,
     conversation: str | None = None,
+    tasks: bool = True,
 ) -> Answered | None:
     """The one evaluation behind every answering route, for a valid Jev request of `body_bytes` bytes;
     None when the client left first. `long_context`: the request sent the long-context header;
     `conversation`: the caller's name for its conversation, which keys the data-parallel rank in place
-    of the prompt's opening. Images are decoded in an image slot, never on the event loop."""
+    of the prompt's opening; `tasks`: the engine applies tasks (False: the raw readouts a fit reads).
+    Images are decoded in an image slot, never on the event loop."""
     settings = service.settings
-    body, tasks = use_tasks(body, service.tasks, runtime.served_model_name, settings.task_match_questions)
     # The checks walk every string (surrogates, depth, placeholders): a large request's on a worker thread.
     images = await by_size(body_bytes, functools.partial(checked_sources, body, parts, settings, runtime))
     started = time.perf_counter()
@@ -242,7 +242,13 @@ async def evaluate_request(
         with service.admit():
             lookup, new_bytes = runtime.engine.look_up(body, body_bytes)
             work = functools.partial(
-                runtime.engine.prepare, body, checked=True, lookup=lookup, images=safe, long_context=long_context
+                runtime.engine.prepare,
+                body,
+                checked=True,
+                lookup=lookup,
+                images=safe,
+                long_context=long_context,
+                tasks=tasks,
             )
             # The images are decoded already: what is left is text, prepared inline when small.
             prepared = await service.prepare(work, inline=service.prepares_inline(new_bytes))
@@ -253,8 +259,6 @@ async def evaluate_request(
     except ClientDisconnected:
         return None
     metrics.REQUEST_SECONDS.observe(time.perf_counter() - started)
-    if tasks:
-        evaluation = replace(evaluation, answers=calibrated(evaluation.answers, tasks, settings.confidence))
     # The thinking tier answers under its own name, so a client sees which tier answered.
     name = body.model if body.model == service.settings.think_model else runtime.served_model_name
     return Answered(evaluation, prepared_at - started, name)

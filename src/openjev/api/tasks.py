@@ -1,33 +1,47 @@
 """`/v1/tasks`: recurring questions learned from labelled examples (`tasks/fitting.py`).
 
-- `POST /v1/tasks` takes `{"question", "examples"}` (`tasks/schema.py`), checks it (422 naming
-  the field: an unknown question type, a label that is not the question's, no examples, too many),
-  and answers the task's document without its examples: 201 when it was fitted now, 200 when the same
-  content (question, examples, served model) was fitted before. Each example is asked through
+- `POST /v1/tasks` takes `{"question", "examples"}` (`tasks/schema.py`), read as the answering routes
+  read theirs (`fast_path.py`: `parsing.parse_body`'s bounds, on a worker thread past
+  `parsing.JSON_INLINE_BYTES`), checks it (422 naming the field: an unknown question type, a label
+  that is not the question's, no examples, more than OPENJEV_TASK_MAX_EXAMPLES), refuses a body over
+  OPENJEV_TASK_MAX_BYTES (413) and a new task once OPENJEV_TASK_MAX_TASKS are kept (409), and answers
+  the task's document without its examples: 201 when it was fitted now, 200 when the same content
+  (question, examples, served model) was fitted before under the answer settings in force (under
+  others it is fitted again and replaces the first). Each example is asked through
   `routes.evaluate_request`, the path of every `/v1/systemone` request (the same admission, budgets
-  and errors); a client that leaves stops the fit, and nothing is kept.
-- `GET /v1/tasks` lists them (id, model, question type, labels, examples, the chosen worked-example
-  count, held-out accuracy); `GET /v1/tasks/{id}` gives one; `DELETE /v1/tasks/{id}` removes it
-  (204). An unknown id is a 404 `not_found`.
+  and errors), with no task applied; a client that leaves stops the fit, and nothing is kept.
+- `GET /v1/tasks?limit=&after=` lists them a page at a time, in id order: `{"tasks": [summary, ...],
+  "has_more", "first_id", "last_id"}`, a summary being the id, model, created, question type, labels,
+  examples, the chosen worked-example count and held-out accuracy; the next page is `after=<last_id>`.
+  `GET /v1/tasks/{id}` gives one; `DELETE /v1/tasks/{id}` removes it and its file (204). An unknown
+  id is a 404 `not_found`, the id clipped.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.types import Receive
 
-from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HttpError
+from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HttpError, clipped
 from openjev.api.routes import AUTHORIZED, ClientDisconnected, RuntimeDep, ServiceDep, evaluate_request
 from openjev.api.strict_json import StrictJSONRoute
-from openjev.errors import RequestRejected
+from openjev.errors import Issue, RequestRejected
 from openjev.request.schema import ErrorResponse, SystemOneRequest
+from openjev.service import Runtime, Service
 from openjev.tasks.fitting import fit_task
 from openjev.tasks.schema import TaskRequest, canonical_examples, check_task
-from openjev.tasks.store import Task, TaskStore, task_id
+from openjev.tasks.store import StoreFull, Task, TaskStore, TaskTooLarge, task_id
 
 TASKS_PATH = "/v1/tasks"
+#: Tasks a page of `GET /v1/tasks` lists by default and at most.
+PAGE = 100
+MAX_PAGE = 1000
+#: Characters of an unknown id its 404 repeats.
+SHOWN_ID = 64
 router = APIRouter(route_class=StrictJSONRoute)
 NOT_FOUND = {404: {"model": ErrorResponse, "description": "No task with this id (`not_found`)."}}
 FIT_RESPONSES = {
@@ -36,34 +50,85 @@ FIT_RESPONSES = {
         "description": "The same content was fitted before: that task, not fitted again.",
         "content": {"application/json": {"schema": {"type": "object"}}},
     },
+    409: {"model": ErrorResponse, "description": "OPENJEV_TASK_MAX_TASKS tasks are kept already (`conflict`)."},
+    413: {"model": ErrorResponse, "description": "The task is over OPENJEV_TASK_MAX_BYTES (`request_too_large`)."},
     **ERROR_RESPONSES,
 }
 
 
-def public(task: Task) -> dict[str, Any]:
-    """A task as the API shows it: its document without the examples it was fitted on."""
-    return {key: value for key, value in task.document.items() if key != "examples"}
-
-
 def summary(task: Task) -> dict[str, Any]:
-    report = task.document["report"]
+    report = task.public["report"]
+    chosen = report.get("chosen")
+    answered = chosen.get("answered") if isinstance(chosen, dict) else None
     return {
         "id": task.id,
         "model": task.model,
-        "created": task.document["created"],
-        "type": task.document["question"]["type"],
-        "labels": task.labels,
-        "examples": report["examples"],
-        "worked_examples_per_label": task.document["worked_examples_per_label"],
-        "accuracy": report["chosen"]["answered"]["accuracy"],
+        "created": task.public["created"],
+        "type": task.type,
+        "labels": list(task.labels),
+        "examples": report.get("examples"),
+        "worked_examples_per_label": task.public["worked_examples_per_label"],
+        "accuracy": answered.get("accuracy") if isinstance(answered, dict) else None,
     }
 
 
 def _known(store: TaskStore, identifier: str) -> Task:
     task = store.get(identifier)
     if task is None:
-        raise HttpError(404, "not_found", f"no task {identifier!r} here")
+        raise HttpError(404, "not_found", f"no task {clipped(identifier, SHOWN_ID)!r} here")
     return task
+
+
+def _too_large(size: int, limit: int) -> HttpError:
+    return HttpError(413, "request_too_large", f"the task is {size} bytes, over OPENJEV_TASK_MAX_BYTES={limit}")
+
+
+def _full(limit: int) -> HttpError:
+    message = f"{limit} tasks are kept (OPENJEV_TASK_MAX_TASKS); delete one first"
+    return HttpError(409, "conflict", message)
+
+
+async def _kept(service: Service, document: dict[str, Any]) -> Task:
+    """The fitted document kept (its file written on a worker thread); the 409/413/422 that refuse it."""
+    store = service.tasks
+    try:
+        return await asyncio.to_thread(store.put, {**document, "answer_settings": service.answer_settings})
+    except StoreFull:
+        raise _full(store.max_tasks) from None
+    except TaskTooLarge as error:
+        raise _too_large(error.args[0], store.max_bytes) from None
+    except ValueError as error:
+        message = f"the fit gave a task that cannot serve: {clipped(str(error))}"
+        raise RequestRejected([Issue(("examples",), message)]) from None
+
+
+async def fit_response(body: TaskRequest, size: int, receive: Receive, service: Service, runtime: Runtime) -> Response:
+    """`POST /v1/tasks` for a valid body of `size` bytes (module doc)."""
+    settings, store = service.settings, service.tasks
+    if size > settings.task_max_bytes:
+        raise _too_large(size, settings.task_max_bytes)
+    issues = check_task(body, settings)
+    if issues:
+        raise RequestRejected(issues)
+    model = runtime.served_model_name
+    identifier = task_id(body.question, canonical_examples(body), model)
+    existing = store.get(identifier)
+    if existing is not None and existing.answer_settings == service.answer_settings:
+        return JSONResponse(existing.public, status_code=200)
+    if not store.room_for(identifier):
+        raise _full(store.max_tasks)
+
+    async def answer(asked: SystemOneRequest) -> dict[str, dict[str, Any]]:
+        answered = await evaluate_request(asked, len(asked.model_dump_json()), receive, service, runtime, tasks=False)
+        if answered is None:
+            raise ClientDisconnected
+        return answered.evaluation.answers
+
+    try:
+        document = await fit_task(body, settings, model, answer)
+    except ClientDisconnected:
+        return Response(status_code=499)
+    return JSONResponse((await _kept(service, document)).public, status_code=201)
 
 
 @router.post(
@@ -74,41 +139,31 @@ def _known(store: TaskStore, identifier: str) -> Task:
     summary="Learn a question from labelled states",
 )
 async def create_task(body: TaskRequest, request: Request, service: ServiceDep, runtime: RuntimeDep) -> Response:
-    issues = check_task(body, service.settings)
-    if issues:
-        raise RequestRejected(issues)
-    model = runtime.served_model_name
-    examples = canonical_examples(body)
-    existing = service.tasks.get(task_id(body.question, examples, model))
-    if existing is not None:
-        return JSONResponse(public(existing), status_code=200)
-
-    async def answer(asked: SystemOneRequest) -> dict[str, dict[str, Any]]:
-        size = len(asked.model_dump_json())
-        answered = await evaluate_request(asked, size, request.receive, service, runtime)
-        if answered is None:
-            raise ClientDisconnected
-        return answered.evaluation.answers
-
-    try:
-        document = await fit_task(body, service.settings, model, answer)
-    except ClientDisconnected:
-        return Response(status_code=499)
-    task = Task.parse(document)
-    service.tasks.put(task)
-    return JSONResponse(public(task), status_code=201)
+    # Bodies that are JSON are answered by `fast_path.py`; this route answers only what that hands on.
+    size = int(request.headers.get("content-length") or 0)
+    return await fit_response(body, size, request.receive, service, runtime)
 
 
-@router.get(TASKS_PATH, responses=AUTH_RESPONSES, dependencies=AUTHORIZED, summary="List the tasks")
-async def list_tasks(service: ServiceDep) -> dict[str, Any]:
-    return {"tasks": [summary(task) for task in service.tasks.all()]}
+@router.get(TASKS_PATH, responses=AUTH_RESPONSES, dependencies=AUTHORIZED, summary="List the tasks, a page at a time")
+async def list_tasks(
+    service: ServiceDep,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Tasks on this page.")] = PAGE,
+    after: Annotated[str | None, Query(max_length=256, description="The last id of the page before.")] = None,
+) -> dict[str, Any]:
+    tasks, more = service.tasks.page(limit, after)
+    return {
+        "tasks": [summary(task) for task in tasks],
+        "has_more": more,
+        "first_id": tasks[0].id if tasks else None,
+        "last_id": tasks[-1].id if tasks else None,
+    }
 
 
 @router.get(
     TASKS_PATH + "/{task_id}", responses=AUTH_RESPONSES | NOT_FOUND, dependencies=AUTHORIZED, summary="One task"
 )
 async def get_task(task_id: str, service: ServiceDep) -> dict[str, Any]:
-    return public(_known(service.tasks, task_id))
+    return _known(service.tasks, task_id).public
 
 
 @router.delete(

@@ -17,6 +17,10 @@ class TaskSettings(BaseSettings):
         None, description="Where tasks are kept, one JSON file each; default: OPENJEV_CACHE_DIR/tasks."
     )
     task_max_examples: int = Field(1000, ge=1, description="The most labelled examples one task may bring.")
+    task_max_tasks: int = Field(1000, ge=1, description="The most tasks kept; a new one past it is a 409.")
+    task_max_bytes: int = Field(
+        1024 * 1024, ge=1024, description="The most bytes of one task: its body (413 past it) and its stored file."
+    )
     task_folds: int = Field(
         5, ge=2, description="Folds of a task's cross-validation (fewer when it has fewer examples or pairs)."
     )

@@ -1,25 +1,25 @@
-"""Tasks as files, and their use by requests.
-
-A task is one JSON document (`FORMAT`), the same whatever the backend (SGLang or embedded): what was
-posted (`question`, `examples`), the served model it was fitted for (`model`), the question as it is
-asked (`worked_question`: the question with its chosen worked examples in the criteria,
-`examples.py`), its `calibration` (per-label `biases` and `temperature`,
-`calibration.py`) and the fit's `report`. Its id is a hash of the canonical content (the
-question, the examples and the model), so the same content is the same task.
+"""Tasks as files (`document.py`), indexed in memory, bounded.
 
 `TaskStore` keeps one file per task, `<id>.json`, in OPENJEV_TASKS_DIR (default
-OPENJEV_CACHE_DIR/tasks), written atomically (a temporary file renamed over it) and read back at
-start, so a restart keeps them. A file that does not parse as a task is skipped with a warning.
+OPENJEV_CACHE_DIR/tasks), written atomically (a temporary file renamed over it). At start it reads
+the files named `task_*.json`, at most OPENJEV_TASK_MAX_TASKS of them (in name order), each checked
+whole (`document.read_task`): a file that is too large, not a task, or whose id is not its name is
+skipped with a warning, and never stops the others. The directory is read only then: a deleted task's
+file that reappears while the server runs is not served.
 
-`use_tasks` rewrites a request's questions: a question naming a task in `x_task` (or, with
-OPENJEV_TASK_MATCH_QUESTIONS, equal to a task's question) is asked as the task's `worked_question`,
-and its answer is calibrated (`calibrated`). A task fitted for another model is refused (a 422
-naming `x_task`: its calibration describes another model's readouts); matching skips it. An unknown
-task, a box question, or a question whose labels differ from the task's is a 422 naming `x_task`.
+In memory a task is what serving needs (its worked question, calibration, settings) and what the
+API shows (its document without the examples). Two indexes: ids in order (`page`, a cursor past an
+id, which survives that id's deletion) and each posted question's canonical hash (`matching`), so
+neither a listing nor a match walks every task.
+
+The task's id is a hash of the canonical content (the question, the examples and the model), so the
+same content is the same task; posted again under other answer settings, it is fitted again and
+replaces the first.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
 import json
@@ -30,17 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
-
-from openjev.config import ConfidenceMode
-from openjev.errors import Issue, RequestRejected
-from openjev.request.schema import BoxQuestion, SystemOneRequest
-from openjev.tasks.calibration import LabelCalibration, calibrated_answer
-from openjev.tasks.schema import TaskQuestion, label_names
+from openjev.tasks.calibration import LabelCalibration
+from openjev.tasks.document import FORMAT as FORMAT
+from openjev.tasks.document import TaskFile, checked, encoded, question_key, read_task
+from openjev.tasks.schema import TaskQuestion
 
 log = logging.getLogger("openjev")
-FORMAT = "openjev-task/1"
-_QUESTION = TypeAdapter(TaskQuestion)
 
 
 def canonical(value: Any) -> str:
@@ -59,133 +54,148 @@ def task_id(question: TaskQuestion, examples: list[dict[str, Any]], model: str) 
 
 @dataclass(frozen=True, slots=True)
 class Task:
-    document: dict[str, Any]
+    #: The document as the API shows it: every key but the examples.
+    public: dict[str, Any]
     worked: TaskQuestion
     calibration: LabelCalibration
+    #: The question's type and labels, and the answer settings it was fitted under.
+    type: str
+    labels: tuple[str, ...]
+    answer_settings: dict[str, Any]
+    #: The posted question's canonical hash (`document.question_key`).
+    key: str
+    #: Bytes of the worked question's JSON: what using the task adds to a request's preparation.
+    worked_bytes: int
 
     @property
     def id(self) -> str:
-        return str(self.document["id"])
+        return str(self.public["id"])
 
     @property
     def model(self) -> str:
-        return str(self.document["model"])
+        return str(self.public["model"])
 
-    @property
-    def labels(self) -> list[str]:
-        return list(self.document["labels"])
-
-    def match_key(self) -> str:
-        return canonical(self.document["question"])
+    @classmethod
+    def of(cls, document: dict[str, Any], file: TaskFile) -> Task:
+        public = {key: value for key, value in document.items() if key != "examples"}
+        worked = len(canonical(document["worked_question"]).encode())
+        settings = dict(file.answer_settings)
+        labels = tuple(file.labels)
+        return cls(
+            public, file.worked_question, file.label_calibration(), file.question.type, labels, settings,
+            question_key(document["question"]), worked,
+        )  # fmt: skip
 
     @classmethod
     def parse(cls, document: Any) -> Task:
-        """A task from its JSON document; ValueError says what is wrong."""
-        if not isinstance(document, dict) or document.get("format") != FORMAT:
-            raise ValueError(f'expected a JSON object with "format": "{FORMAT}"')
-        try:
-            worked = _QUESTION.validate_python(document["worked_question"])
-            _QUESTION.validate_python(document["question"])
-            biases = [float(b) for b in document["calibration"]["biases"]]
-            temperature = float(document["calibration"]["temperature"])
-            labels = document["labels"]
-            str(document["id"]), str(document["model"])
-        except (KeyError, TypeError, ValidationError) as error:
-            raise ValueError(f"not a task document: {error}") from None
-        if len(biases) != len(labels) or labels != label_names(worked) or not temperature > 0:
-            raise ValueError("its calibration does not fit its question's labels")
-        return cls(document, worked, LabelCalibration(tuple(biases), temperature))
+        """A task from its JSON document, checked whole (`document.checked`); ValueError says what is wrong."""
+        return cls.of(document, checked(document))
+
+
+class StoreFull(Exception):
+    """OPENJEV_TASK_MAX_TASKS tasks are kept already."""
+
+
+class TaskTooLarge(Exception):
+    """The task's file would be over OPENJEV_TASK_MAX_BYTES."""
 
 
 class TaskStore:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, max_tasks: int, max_bytes: int) -> None:
         self.directory = directory
+        self.max_tasks = max_tasks
+        self.max_bytes = max_bytes
         self._tasks: dict[str, Task] = {}
-        for path in sorted(directory.glob("task_*.json")) if directory.is_dir() else []:
-            try:
-                task = Task.parse(json.loads(path.read_text()))
-            except (OSError, ValueError) as error:
-                log.warning("task file %s skipped: %s", path, error)
-                continue
-            self._tasks[task.id] = task
+        self._ids: list[str] = []
+        #: Posted question's hash -> the tasks asking it, oldest first.
+        self._by_question: dict[str, list[Task]] = {}
+        names = sorted(path.name for path in os.scandir(directory) if path.name.startswith("task_")) if (
+            directory.is_dir()
+        ) else []  # fmt: skip
+        for read, name in enumerate(names):
+            if len(self._tasks) == self.max_tasks:
+                log.warning("%d task files past OPENJEV_TASK_MAX_TASKS=%d not read", len(names) - read, max_tasks)
+                break
+            self._load(directory / name)
+
+    def _load(self, path: Path) -> None:
+        if path.suffix != ".json":
+            return
+        try:
+            task = Task.of(*read_task(path, self.max_bytes))
+        except (OSError, ValueError) as error:
+            log.warning("task file %s skipped: %s", path, str(error)[:2000])
+            return
+        self._index(task)
+
+    def _index(self, task: Task) -> None:
+        if task.id not in self._tasks:
+            bisect.insort(self._ids, task.id)
+        else:
+            self._unindex(task.id)
+        self._tasks[task.id] = task
+        same = self._by_question.setdefault(task.key, [])
+        same.append(task)
+        same.sort(key=lambda each: each.public["created"])
+
+    def _unindex(self, task_id: str) -> Task | None:
+        task = self._tasks.pop(task_id, None)
+        if task is not None:
+            same = [each for each in self._by_question.get(task.key, []) if each.id != task_id]
+            if same:
+                self._by_question[task.key] = same
+            else:
+                self._by_question.pop(task.key, None)
+        return task
+
+    def __len__(self) -> int:
+        return len(self._tasks)
 
     def get(self, task_id: str) -> Task | None:
         return self._tasks.get(task_id)
 
-    def all(self) -> list[Task]:
-        return sorted(self._tasks.values(), key=lambda task: task.document["created"])
+    def room_for(self, task_id: str) -> bool:
+        """Whether the task (new, or one kept already) may be kept."""
+        return task_id in self._tasks or len(self._tasks) < self.max_tasks
 
-    def put(self, task: Task) -> None:
+    def page(self, limit: int, after: str | None = None) -> tuple[list[Task], bool]:
+        """Up to `limit` tasks in id order, past `after` (which need not exist any more), and whether more follow."""
+        start = 0 if after is None else bisect.bisect_right(self._ids, after)
+        ids = self._ids[start : start + limit]
+        return [self._tasks[identifier] for identifier in ids], start + limit < len(self._ids)
+
+    def put(self, document: dict[str, Any]) -> Task:
+        """Keep a checked task document: StoreFull past OPENJEV_TASK_MAX_TASKS, TaskTooLarge past its bytes."""
+        task = Task.parse(document)
+        if not self.room_for(task.id):
+            raise StoreFull
+        data = encoded(document)
+        if len(data) > self.max_bytes:
+            raise TaskTooLarge(len(data))
         self.directory.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=".task-", suffix=".tmp")
         try:
-            with os.fdopen(handle, "w") as file:
-                json.dump(task.document, file, ensure_ascii=False, indent=1)
+            with os.fdopen(handle, "wb") as file:
+                file.write(data)
             os.replace(temporary, self.directory / f"{task.id}.json")
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
             raise
-        self._tasks[task.id] = task
+        self._index(task)
+        return task
 
     def delete(self, task_id: str) -> bool:
-        if self._tasks.pop(task_id, None) is None:
+        """Remove the task and its file (ids are their files' names: `document.read_task`)."""
+        if self._unindex(task_id) is None:
             return False
+        self._ids.remove(task_id)
         (self.directory / f"{task_id}.json").unlink(missing_ok=True)
         return True
 
-    def matching(self, question: TaskQuestion, model: str) -> Task | None:
-        """The newest task for `model` whose posted question equals `question` (x_task aside)."""
-        key = canonical(question_json(question))
-        found = [task for task in self.all() if task.model == model and task.match_key() == key]
+    def matching(self, question: TaskQuestion, model: str, answer_settings: dict[str, Any]) -> Task | None:
+        """The newest task fitted for `model` under `answer_settings` whose posted question equals
+        `question` (x_task aside), found by the question's hash."""
+        same = self._by_question.get(question_key(question_json(question)), [])
+        found = [task for task in same if task.model == model and task.answer_settings == answer_settings]
         return found[-1] if found else None
-
-
-def _named_task(store: TaskStore, question: Any, model: str) -> Task | str:
-    """The task a question names in x_task, or why it cannot use it."""
-    task = store.get(question.x_task)
-    if task is None:
-        return f"no task {question.x_task!r} here; POST /v1/tasks creates one"
-    if isinstance(question, BoxQuestion):
-        return "a box question cannot use a task"
-    if task.model != model:
-        return f"task {task.id} was fitted for model {task.model!r}, not {model!r}; post it again to fit it here"
-    if label_names(question) != task.labels:
-        return f"the question's labels differ from task {task.id}'s: {', '.join(task.labels)}"
-    return task
-
-
-def use_tasks(
-    request: SystemOneRequest, store: TaskStore, model: str, match: bool
-) -> tuple[SystemOneRequest, dict[str, LabelCalibration]]:
-    """The request with every question that uses a task asked as the task asks it, and those tasks'
-    calibrations by question id (module doc); RequestRejected names each bad `x_task`."""
-    questions, calibrations, issues = dict(request.questions), {}, []
-    for question_id, question in request.questions.items():
-        task: Task | str | None = None
-        if question.x_task is not None:
-            task = _named_task(store, question, model)
-        elif match and not isinstance(question, BoxQuestion):
-            task = store.matching(question, model)
-        if isinstance(task, str):
-            issues.append(Issue(("questions", question_id, "x_task"), task))
-        elif task is not None:
-            questions[question_id] = task.worked
-            calibrations[question_id] = task.calibration
-    if issues:
-        raise RequestRejected(issues)
-    if not calibrations:
-        return request, {}
-    return request.model_copy(update={"questions": questions}), calibrations
-
-
-def calibrated(
-    answers: dict[str, dict[str, Any]], calibrations: dict[str, LabelCalibration], mode: ConfidenceMode
-) -> dict[str, dict[str, Any]]:
-    """The answers with each task question's answer rebuilt from its calibrated distribution."""
-    return {
-        question_id: calibrated_answer(answer, calibrations[question_id], mode)
-        if question_id in calibrations
-        else answer
-        for question_id, answer in answers.items()
-    }

@@ -1,0 +1,101 @@
+"""The tasks stage of answering: a task rewrites its question before prompting and calibrates its answer after readout.
+
+The engine applies it to every request (`Engine.prepare`, `Engine.evaluate`), so every answering
+route gets it and none knows of it. `TaskStage.apply` asks each question naming a task in `x_task`
+(or, with OPENJEV_TASK_MATCH_QUESTIONS, equal to a task's posted question: `TaskStore.matching`, by
+its hash) as the task's `worked_question`, and gives the function that rebuilds its answer from the
+task's calibrated distribution. A task serves only what it was fitted for: a question naming one is a
+422 naming `x_task` when the task is unknown, when the question is a box or of another type than the
+task's (a choice with options `true`/`false` is no noul question), when it was fitted for another
+model or under other answer settings (`answering/answer_settings.py`: its calibration describes other
+readouts), or when the question's labels differ from the task's. Matching skips such tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from openjev.answering.evaluation import Rewrites
+from openjev.config import ConfidenceMode
+from openjev.errors import Issue, RequestRejected
+from openjev.request.schema import BoxQuestion, SystemOneRequest
+from openjev.tasks.calibration import calibrated_answer
+from openjev.tasks.schema import label_names
+from openjev.tasks.store import Task, TaskStore
+
+#: Characters of a named id shown in a refusal: an id is 29; a client's may be anything.
+SHOWN_ID = 64
+
+
+def shown_id(identifier: str) -> str:
+    return repr(identifier if len(identifier) <= SHOWN_ID else identifier[:SHOWN_ID] + "...")
+
+
+def settings_differences(fitted: Mapping[str, Any], current: Mapping[str, Any]) -> str:
+    """The answer settings that differ, each as fitted and as here."""
+    keys = sorted(set(fitted) | set(current), key=str)
+    return ", ".join(
+        f"{key} {fitted.get(key)!r} (here {current.get(key)!r})" for key in keys if fitted.get(key) != current.get(key)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStage:
+    store: TaskStore
+    #: The served model, and the answer settings in force: a task serves only what it was fitted under.
+    model: str
+    answer_settings: dict[str, Any]
+    match: bool
+    confidence: ConfidenceMode
+
+    def refusal(self, task: Task, question: Any) -> str | None:
+        """Why `question` cannot use `task` (module doc), or None."""
+        if question.type != task.type:
+            return f"task {task.id} is a {task.type} task; this question is a {question.type} question"
+        if task.model != self.model:
+            model = f"model {task.model!r}, not {self.model!r}"
+            return f"task {task.id} was fitted for {model}; post it again to fit it here"
+        if task.answer_settings != self.answer_settings:
+            differences = settings_differences(task.answer_settings, self.answer_settings)
+            return f"task {task.id} was fitted under other answer settings: {differences}; post it again to fit it here"
+        if tuple(label_names(question)) != task.labels:
+            return f"the question's labels differ from task {task.id}'s: {', '.join(task.labels)}"
+        return None
+
+    def task_of(self, question: Any) -> Task | str | None:
+        """The task the question uses, why it cannot use the one it names, or None."""
+        if question.x_task is None:
+            if self.match and not isinstance(question, BoxQuestion):
+                return self.store.matching(question, self.model, self.answer_settings)
+            return None
+        if isinstance(question, BoxQuestion):
+            return "a box question cannot use a task"
+        task = self.store.get(question.x_task)
+        if task is None:
+            return f"no task {shown_id(question.x_task)} here; POST /v1/tasks creates one"
+        return self.refusal(task, question) or task
+
+    def added_bytes(self, request: SystemOneRequest) -> int:
+        """About the bytes of text the tasks add to the request's preparation (their worked questions)."""
+        tasks = [self.task_of(question) for question in request.questions.values()]
+        return sum(task.worked_bytes for task in tasks if isinstance(task, Task))
+
+    def apply(self, request: SystemOneRequest) -> tuple[SystemOneRequest, Rewrites]:
+        """The request with every question that uses a task asked as the task asks it, and each such
+        question's answer rebuilder; RequestRejected names each bad `x_task`."""
+        questions, rewrites, issues = dict(request.questions), {}, []
+        for question_id, question in request.questions.items():
+            task = self.task_of(question)
+            if isinstance(task, str):
+                issues.append(Issue(("questions", question_id, "x_task"), task))
+            elif task is not None:
+                questions[question_id] = task.worked
+                rewrites[question_id] = partial(calibrated_answer, calibration=task.calibration, mode=self.confidence)
+        if issues:
+            raise RequestRejected(issues)
+        if not rewrites:
+            return request, {}
+        return request.model_copy(update={"questions": questions}), rewrites
