@@ -200,6 +200,49 @@ def tasks_fit(
     typer.echo("\n".join(report_lines(task)))
 
 
+TaskUrl = Annotated[str, typer.Option(help="The running openjev whose tasks these are.")]
+TaskKey = Annotated[str | None, typer.Option(envvar="OPENJEV_API_KEY", help="Bearer key of --url.")]
+
+
+def _task_command(work: Callable[[], str]) -> None:
+    """Print what `work` gives; exit 1 with the server's refusal (`batch/task_commands.py`)."""
+    from openjev.batch.task_commands import CommandFailed
+
+    try:
+        typer.echo(work())
+    except CommandFailed as error:
+        typer.echo(f"openjev: {error}", err=True)
+        raise typer.Exit(1) from None
+
+
+@tasks_app.command("list")
+def tasks_list(url: TaskUrl, api_key: TaskKey = None) -> None:
+    """List a running server's tasks, one line each."""
+    from openjev.batch.task_commands import list_lines
+
+    _task_command(lambda: "\n".join(list_lines(url, api_key)))
+
+
+@tasks_app.command("show")
+def tasks_show(
+    task_id: Annotated[str, typer.Argument(help="The task's id.")], url: TaskUrl, api_key: TaskKey = None
+) -> None:
+    """Print one task's document (without its examples) as JSON."""
+    from openjev.batch.task_commands import show
+
+    _task_command(lambda: show(url, api_key, task_id))
+
+
+@tasks_app.command("delete")
+def tasks_delete(
+    task_id: Annotated[str, typer.Argument(help="The task's id.")], url: TaskUrl, api_key: TaskKey = None
+) -> None:
+    """Remove a task (and its file) from a running server."""
+    from openjev.batch.task_commands import delete
+
+    _task_command(lambda: delete(url, api_key, task_id))
+
+
 #: The options `eval` and `classify` share: name -> (type, default, help).
 FILE_COMMAND_OPTIONS: dict[str, tuple[Any, Any, str]] = {
     "url": (str | None, None, "Base URL of any Jev server; without it the embedded default is started."),

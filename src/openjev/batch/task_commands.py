@@ -1,0 +1,85 @@
+"""`openjev tasks list|show|delete`: a running server's tasks (`/v1/tasks`), from the command line.
+
+Each command talks to `--url` with the bearer key, follows `GET /v1/tasks`'s pages to the end, and
+prints what it got: `list` one line per task (id, type, model, labels, examples, held-out accuracy,
+created), `show` the task's document as JSON, `delete` the id it removed. A refusal (404, 401, ...) is
+the server's own error body on stderr and exit status 1, as is a server that cannot be reached.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from openjev.api.tasks import MAX_PAGE, TASKS_PATH
+from openjev.batch.client import bearer
+
+TIMEOUT_S = 60.0
+#: Characters of a refusal's body printed at most.
+SHOWN_ERROR = 2000
+
+
+class CommandFailed(Exception):
+    """What the command prints on stderr before it exits 1."""
+
+
+def _client(url: str, api_key: str | None) -> httpx.Client:
+    return httpx.Client(base_url=url.rstrip("/"), headers=bearer(api_key), timeout=TIMEOUT_S)
+
+
+def _send(client: httpx.Client, method: str, path: str, **params: Any) -> httpx.Response:
+    try:
+        response = client.request(method, path, params=params or None)
+    except httpx.TransportError as error:
+        raise CommandFailed(f"{client.base_url}: {error!r}") from None
+    if response.is_error:
+        raise CommandFailed(f"{method} {path} was refused ({response.status_code}): {response.text[:SHOWN_ERROR]}")
+    return response
+
+
+def pages(url: str, api_key: str | None) -> Iterator[dict[str, Any]]:
+    """Every task's summary, a page at a time."""
+    with _client(url, api_key) as client:
+        after: str | None = None
+        while True:
+            params: dict[str, Any] = {"limit": MAX_PAGE, **({"after": after} if after else {})}
+            page = _send(client, "GET", TASKS_PATH, **params).json()
+            yield from page["tasks"]
+            if not page["has_more"]:
+                return
+            after = page["last_id"]
+
+
+def _percent(value: Any) -> str:
+    return f"{value:.1%}" if isinstance(value, int | float) else "-"
+
+
+def summary_line(task: dict[str, Any]) -> str:
+    created = time.strftime("%Y-%m-%d %H:%M", time.gmtime(task["created"]))
+    labels = ",".join(task["labels"])
+    return (
+        f"{task['id']}  {task['type']:<6} {task['model']}  [{labels}]  {task['examples']} examples  "
+        f"accuracy {_percent(task['accuracy'])}  {created} UTC"
+    )
+
+
+def list_lines(url: str, api_key: str | None) -> list[str]:
+    lines = [summary_line(task) for task in pages(url, api_key)]
+    return lines or ["no tasks"]
+
+
+def show(url: str, api_key: str | None, task_id: str) -> str:
+    with _client(url, api_key) as client:
+        task = _send(client, "GET", f"{TASKS_PATH}/{quote(task_id, safe='')}").json()
+    return json.dumps(task, indent=1, ensure_ascii=False)
+
+
+def delete(url: str, api_key: str | None, task_id: str) -> str:
+    with _client(url, api_key) as client:
+        _send(client, "DELETE", f"{TASKS_PATH}/{quote(task_id, safe='')}")
+    return f"deleted {task_id}"
