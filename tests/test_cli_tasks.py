@@ -157,3 +157,37 @@ def test_fit_on_the_embedded_model_and_use_the_task_on_the_sglang_path(
     answered = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=60)
     assert answered.status_code == 200, answered.text
     assert 0 <= answered.json()["answers"]["q"]["noul"] <= 1
+
+
+def run_tasks(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "openjev", "tasks", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "300"},
+    )
+
+
+def test_list_show_and_delete_a_running_servers_tasks(
+    serve_openjev, fake_sglang: FakeSGLang, qwen_tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    env = {"OPENJEV_TASKS_DIR": str(tmp_path / "tasks"), "OPENJEV_TASK_WORKED_EXAMPLES": "0"}
+    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env=env)
+    examples = [{"state": state, "label": label} for state, label in STATES]
+    with server.client() as http:
+        task = http.post("/v1/tasks", json={"question": QUESTION, "examples": examples}).json()
+    listed = run_tasks("list", "--url", server.url)
+    assert listed.returncode == 0, listed.stderr
+    [line] = listed.stdout.splitlines()
+    assert line.startswith(task["id"]) and "noul" in line and f"{len(STATES)} examples" in line
+    shown = run_tasks("show", task["id"], "--url", server.url)
+    assert shown.returncode == 0 and json.loads(shown.stdout) == task
+    deleted = run_tasks("delete", task["id"], "--url", server.url)
+    assert deleted.returncode == 0 and task["id"] in deleted.stdout
+    assert run_tasks("list", "--url", server.url).stdout.strip() == "no tasks"
+    # The server's own refusal, and an unreachable server: exit 1, saying why.
+    gone = run_tasks("show", task["id"], "--url", server.url)
+    assert gone.returncode == 1 and "404" in gone.stderr and "not_found" in gone.stderr
+    nowhere = run_tasks("list", "--url", "http://127.0.0.1:9")
+    assert nowhere.returncode == 1 and "127.0.0.1:9" in nowhere.stderr
