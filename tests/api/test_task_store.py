@@ -43,6 +43,13 @@ def fitted(http: httpx.Client, question: dict, examples: list[dict] = EXAMPLES) 
     return response.json()
 
 
+def first_task(serve: ServeOpenJev, fake: FakeSGLang, tokenizer: Path, tasks: Path) -> tuple[RunningOpenJev, dict]:
+    """A server keeping its tasks in `tasks`, and a noul task fitted on it."""
+    server = start(serve, fake, tokenizer, tasks)
+    with server.client() as http:
+        return server, fitted(http, NOUL)
+
+
 def asked(http: httpx.Client, question: dict) -> httpx.Response:
     body = {"model": "jev-latest", "state": "Refund me, please.", "questions": {"q": question}}
     response = http.post("/v1/systemone", json=body)
@@ -89,9 +96,7 @@ def test_a_bad_task_file_is_skipped_and_breaks_nothing_else(
     serve_openjev, fake_sglang, qwen_tokenizer_dir, tmp_path
 ) -> None:
     tasks = tmp_path / "tasks"
-    first = start(serve_openjev, fake_sglang, qwen_tokenizer_dir, tasks)
-    with first.client() as http:
-        task = fitted(http, NOUL)
+    first, task = first_task(serve_openjev, fake_sglang, qwen_tokenizer_dir, tasks)
     stop(first)
     good = json.loads((tasks / f"{task['id']}.json").read_text())
     assert good["answer_settings"] and good["answer_settings"]["temperature"] is not None
@@ -119,9 +124,8 @@ def test_a_task_serves_only_its_question_type_and_answer_settings(
     serve_openjev, fake_sglang, qwen_tokenizer_dir, tmp_path
 ) -> None:
     tasks = tmp_path / "tasks"
-    server = start(serve_openjev, fake_sglang, qwen_tokenizer_dir, tasks)
+    server, task = first_task(serve_openjev, fake_sglang, qwen_tokenizer_dir, tasks)
     with server.client() as http:
-        task = fitted(http, NOUL)
         as_choice = {"type": "choice", "criteria": {"true": None, "false": None}, "x_task": task["id"]}
         message = refusal(asked(http, as_choice))
         assert "noul task" in message and "choice question" in message
