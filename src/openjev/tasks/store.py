@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,8 @@ class TaskStore:
         self.max_bytes = max_bytes
         self._tasks: dict[str, Task] = {}
         self._ids: list[str] = []
+        #: A task is kept on a worker thread (`api/tasks.py`): the indexes change under this lock.
+        self._lock = threading.Lock()
         #: Posted question's hash -> the tasks asking it, oldest first.
         self._by_question: dict[str, list[Task]] = {}
         names = sorted(path.name for path in os.scandir(directory) if path.name.startswith("task_")) if (
@@ -129,14 +132,17 @@ class TaskStore:
         self._index(task)
 
     def _index(self, task: Task) -> None:
+        with self._lock:
+            self._index_unlocked(task)
+
+    def _index_unlocked(self, task: Task) -> None:
         if task.id not in self._tasks:
             bisect.insort(self._ids, task.id)
         else:
             self._unindex(task.id)
         self._tasks[task.id] = task
-        same = self._by_question.setdefault(task.key, [])
-        same.append(task)
-        same.sort(key=lambda each: each.public["created"])
+        same = [*self._by_question.get(task.key, []), task]
+        self._by_question[task.key] = sorted(same, key=lambda each: each.public["created"])
 
     def _unindex(self, task_id: str) -> Task | None:
         task = self._tasks.pop(task_id, None)
@@ -187,9 +193,10 @@ class TaskStore:
 
     def delete(self, task_id: str) -> bool:
         """Remove the task and its file (ids are their files' names: `document.read_task`)."""
-        if self._unindex(task_id) is None:
-            return False
-        self._ids.remove(task_id)
+        with self._lock:
+            if self._unindex(task_id) is None:
+                return False
+            self._ids.remove(task_id)
         (self.directory / f"{task_id}.json").unlink(missing_ok=True)
         return True
 
