@@ -100,7 +100,8 @@ def test_eval_reports_exactly_the_share_of_rows_its_gold_makes_right(
 def test_classify_resumes_after_an_interruption_and_asks_each_row_once(
     tmp_path: Path, serve_openjev: ServeOpenJev, fake_sglang: FakeSGLang, qwen_tokenizer_dir: Path
 ) -> None:
-    fake_sglang.generate_delay = 0.4
+    # Slow enough that a loaded machine still interrupts the run before its last row.
+    fake_sglang.generate_delay = 0.8
     server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir))
     rows = write_rows(tmp_path / "in.jsonl", [{"state": state, "question": CHOICE} for state in STATES])
     out = tmp_path / "answers.jsonl"
