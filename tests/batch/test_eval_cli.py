@@ -118,7 +118,15 @@ def test_classify_resumes_after_an_interruption_and_asks_each_row_once(
         "--concurrency",
         "1",
     ]
-    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ)
+    # SIGINT as a terminal delivers it, even where this test runs with it ignored (a background job).
+    first = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     assert eventually(lambda: out.is_file() and out.read_text().count('"answer":') >= 3, timeout=60)
     first.send_signal(signal.SIGINT)
     _, said = first.communicate(timeout=30)
