@@ -169,7 +169,7 @@ def _skip(text: str, at: int) -> int:
     return at
 
 
-def _csv(text: str, tab: bool, columns: Mapping[str, str] | None, problems: Problems) -> list[tuple[int, dict[str, Any]]]:
+def _csv(text: str, tab: bool, columns: Mapping[str, str] | None, problems: Problems) -> list[tuple[int, Any]]:
     header = text.split("\n", 1)[0]
     delimiter = "\t"
     if not tab:
