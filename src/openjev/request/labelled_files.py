@@ -32,7 +32,7 @@ from typing import Any
 
 SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet")
 MAX_LISTED = 20
-REPORTS_EXTRA = "uv sync --extra reports, or pip install 'openjev[reports]'"
+REPORTS_EXTRA = "uv sync --inexact --extra reports, or pip install 'openjev-server[reports]'"
 
 
 class LabelledFileError(ValueError):
