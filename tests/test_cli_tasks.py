@@ -112,8 +112,8 @@ def test_fit_backs_off_a_full_server_and_fits_once_it_has_room(
         ("empty.jsonl", "\n\n", "no rows in it"),
         ("broken.jsonl", '{"state": "s", "label": true}\n{"state": \n', "broken.jsonl:2: not JSON"),
         ("nolabel.jsonl", '{"state": "s"}\n', "nolabel.jsonl:1: every row needs a state and a label"),
-        ("columns.csv", "text,label\nhello,true\n", "the header needs a state column"),
-        ("table.xlsx", "", "expected a .jsonl, .json, .csv file"),
+        ("columns.csv", "text,label\nhello,true\n", "the header has no 'state' column"),
+        ("table.xlsx", "", "expected a .jsonl, .json, .csv, .tsv, .parquet file"),
     ],
 )
 def test_a_file_that_cannot_be_read_is_a_usage_error(tmp_path: Path, name: str, content: str, message: str) -> None:

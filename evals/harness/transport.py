@@ -1,8 +1,9 @@
 """Talking to a Jev server: retries of overload and not-ready answers, the server's headers, models and settings.
 
 Contract:
-- 429, 503 and 529 are retried after `retry-after-ms` or `Retry-After` (1 s when absent, at most
-  MAX_RETRY_WAIT_S a wait) for up to RETRY_DEADLINE_S; then the last answer stands.
+- 408, 429, 5xx and dropped connections are retried as `openjev eval` retries them
+  (`openjev.batch.client`): after `retry-after-ms` or `Retry-After` where sent, else an exponential
+  backoff with jitter, for up to RETRY_DEADLINE_S; then the last answer stands.
 - `connect` opens a client on `--url` with `--api-key` as a bearer token and reads the server's
   `/v1/models` and the answer settings of its `/v1/limits`. A server that is not openjev (SGLang's
   own `/v1/systemone`, TypeSafe's API) may serve neither in openjev's shape: what could not be read

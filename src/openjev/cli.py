@@ -250,6 +250,15 @@ FILE_COMMAND_OPTIONS: dict[str, tuple[Any, Any, str]] = {
     "model": (str, COMPAT_MODEL_ALIAS, "Model name to request."),
     "concurrency": (int, 4, "Requests in flight at once."),
     "question": (Path | None, None, "A JSON file holding the one question asked of rows that carry none."),
+    "state_column": (str, "state", "The file's column (or key) holding each row's state."),
+    "label_column": (str | None, None, "The file's column holding the gold answer (default: gold, else label)."),
+    "id_column": (str, "id", "The file's column naming each row (without one: the row's content digest)."),
+    "score_gold": (
+        str,
+        "auto",
+        "A score's gold: auto (level index from 0, or text), index, text, rating (from 1).",
+    ),
+    "restart": (bool, False, "Delete the answers file first instead of resuming it."),
 }
 
 
@@ -278,48 +287,42 @@ def _target(options: dict[str, Any]) -> Any:
     return Target(options["url"], options["api_key"], options["model"], max(1, options["concurrency"]))
 
 
-def _rows(file: Path, question: Path | None, *, need_gold: bool) -> list[Any]:
-    from openjev.batch.rows import read_question, read_rows
+def _rows(file: Path, options: dict[str, Any], *, need_gold: bool) -> list[Any]:
+    from openjev.batch.rows import SCORE_GOLD, read_question, read_rows
     from openjev.request.labelled_files import LabelledFileError
 
+    if options["score_gold"] not in SCORE_GOLD:
+        raise typer.BadParameter(f"one of {', '.join(SCORE_GOLD)}", param_hint="--score-gold")
+    columns = {"state": options["state_column"], "id": options["id_column"]}
+    if options["label_column"]:
+        columns["gold"] = options["label_column"]
     try:
-        asked = read_question(question) if question is not None else None
-        return read_rows(file, question=asked, need_gold=need_gold)
+        asked = read_question(options["question"]) if options["question"] is not None else None
+        return read_rows(file, question=asked, need_gold=need_gold, columns=columns, score_gold=options["score_gold"])
     except LabelledFileError as error:
-        # One plain line a script can read: a rich error box would wrap the file name and the field.
+        # Plain lines a script can read: a rich error box would wrap the file name and the field.
         typer.echo(f"openjev: {error}", err=True)
         raise typer.Exit(2) from None
 
 
-def _answer_with_progress(rows: list[Any], target: Any, answers: Path) -> dict[str, Any]:
-    from openjev.batch.client import ServerUnreachable, read_answers
-    from openjev.batch.jobs import answer_file
-    from openjev.batch.local_server import ServerFailed
+def _answer(rows: list[Any], options: dict[str, Any], answers: Path, file: Path) -> dict[str, Any]:
+    from openjev.batch.runner import run_rows
 
-    already = sum(1 for key, record in read_answers(answers).items() if "answer" in record)
-    typer.echo(f"{len(rows)} rows, {already} already answered in {answers}", err=True)
-    try:
-        with typer.progressbar(length=len(rows), label="answering", file=sys.stderr) as bar:
-            bar.update(already)
-            return answer_file(rows, target, answers, lambda: bar.update(1))
-    except (ServerUnreachable, ServerFailed) as error:
-        typer.echo(f"openjev: {error}", err=True)
-        raise typer.Exit(1) from None
+    return run_rows(rows, _target(options), answers, source=file, restart=options["restart"])
 
 
 @app.command("eval")
 @file_command_options
 def eval_file(
-    file: Annotated[Path, typer.Argument(help="Labelled rows: JSONL or CSV with state, question and gold.")],
+    file: Annotated[Path, typer.Argument(help="Labelled rows: JSONL, JSON, CSV, TSV or Parquet (.gz too).")],
     out: Annotated[Path, typer.Option(help="Folder for answers.jsonl and the report files.")] = Path("eval-out"),
     **options: Any,
 ) -> None:
     """Ask a server every labelled row and report accuracy, pairs, confusion, Brier, ECE and reliability."""
     from openjev.batch.jobs import evaluate
 
-    rows = _rows(file, options["question"], need_gold=True)
-    out.mkdir(parents=True, exist_ok=True)
-    records = _answer_with_progress(rows, _target(options), out / "answers.jsonl")
+    rows = _rows(file, options, need_gold=True)
+    records = _answer(rows, options, out / "answers.jsonl", file)
     server = options["url"] or "the embedded default"
     try:
         summary = evaluate(rows, records, out, title=f"openjev eval of {file.name} on {server}")
@@ -334,19 +337,16 @@ def eval_file(
 @app.command()
 @file_command_options
 def classify(
-    file: Annotated[Path, typer.Argument(help="Rows to answer: JSONL or CSV with state (and question).")],
+    file: Annotated[Path, typer.Argument(help="Rows to answer: JSONL, JSON, CSV, TSV or Parquet (.gz too).")],
     out: Annotated[Path, typer.Option(help="JSONL the answers are appended to; a rerun resumes it.")] = Path(
         "answers.jsonl"
     ),
     **options: Any,
 ) -> None:
     """Answer every row of a file, one JSON line per row as it finishes; exit 1 if any row got an error."""
-    rows = _rows(file, options["question"], need_gold=False)
-    records = _answer_with_progress(rows, _target(options), out)
-    failed = [row.id for row in rows if "answer" not in records.get(row.id, {})]
-    typer.echo(f"{len(rows) - len(failed)} of {len(rows)} rows answered into {out}", err=True)
-    if failed:
-        typer.echo(f"rows with an error (run again to retry them): {', '.join(failed[:20])}", err=True)
+    rows = _rows(file, options, need_gold=False)
+    records = _answer(rows, options, out, file)
+    if any("answer" not in records.get(row.id, {}) for row in rows):
         raise typer.Exit(1)
 
 

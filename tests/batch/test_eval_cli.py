@@ -43,6 +43,11 @@ def answers_of(path: Path) -> dict[str, dict[str, object]]:
     return {record["id"]: record for record in records if "answer" in record}
 
 
+def answered_lines(path: Path) -> list[int]:
+    """The file lines of the rows answered in an answers file, in order."""
+    return sorted(record["line"] for record in answers_of(path).values())
+
+
 def requests_with_status(server: RunningOpenJev, status: int) -> float:
     text = httpx.get(f"{server.url}/metrics").text
     found = re.search(rf'openjev_requests_total\{{route="/v1/systemone",status="{status}"\}} (\S+)', text)
@@ -95,7 +100,8 @@ def test_eval_reports_exactly_the_share_of_rows_its_gold_makes_right(
 def test_classify_resumes_after_an_interruption_and_asks_each_row_once(
     tmp_path: Path, serve_openjev: ServeOpenJev, fake_sglang: FakeSGLang, qwen_tokenizer_dir: Path
 ) -> None:
-    fake_sglang.generate_delay = 0.4
+    # Slow enough that a loaded machine still interrupts the run before its last row.
+    fake_sglang.generate_delay = 0.8
     server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir))
     rows = write_rows(tmp_path / "in.jsonl", [{"state": state, "question": CHOICE} for state in STATES])
     out = tmp_path / "answers.jsonl"
@@ -112,16 +118,29 @@ def test_classify_resumes_after_an_interruption_and_asks_each_row_once(
         "--concurrency",
         "1",
     ]
-    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
-    assert eventually(lambda: out.is_file() and len(out.read_text().splitlines()) >= 3, timeout=60)
+    # SIGINT as a terminal delivers it, even where this test runs with it ignored (a background job).
+    first = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert eventually(lambda: out.is_file() and out.read_text().count('"answer":') >= 3, timeout=60)
     first.send_signal(signal.SIGINT)
-    first.wait(timeout=30)
+    _, said = first.communicate(timeout=30)
     kept = len(answers_of(out))
     assert 3 <= kept < len(STATES)
+    # Ctrl-C says what is kept and the exact command that resumes it.
+    assert first.returncode == 130
+    assert f"{kept} of {len(STATES)} rows have an answer kept in {out}; resume with:" in said
+    assert f"openjev classify {rows} --url {server.url} --out {out} --concurrency 1" in said
     asked_before = requests_with_status(server, 200)
     second = openjev_cli("classify", str(rows), "--url", server.url, "--out", str(out), "--concurrency", "4")
     assert second.returncode == 0, second.stderr
-    assert sorted(answers_of(out), key=int) == [str(line) for line in range(1, len(STATES) + 1)]
+    assert answered_lines(out) == list(range(1, len(STATES) + 1))
+    assert f"answered {len(STATES)}/{len(STATES)} rows" in second.stderr, "no plain progress line off a terminal"
     assert requests_with_status(server, 200) - asked_before == len(STATES) - kept
 
 
@@ -169,6 +188,6 @@ def test_classify_asks_a_csv_of_states_the_one_question_of_its_file(
     done = openjev_cli("classify", str(rows), "--question", str(question), "--url", url, "--out", str(out))
     assert done.returncode == 0, done.stderr
     answered = answers_of(out)
-    assert sorted(answered, key=int) == [str(line) for line in range(2, len(states) + 2)]
+    assert answered_lines(out) == list(range(2, len(states) + 2))
     assert all(record["answer"]["choice"] in TEAMS for record in answered.values())
     assert requests_with_status(openjev_on_fake, 200) == len(states)

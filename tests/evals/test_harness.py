@@ -18,7 +18,10 @@ from tests.conftest import RunningOpenJev
 def test_retry_delay_reads_the_headers() -> None:
     assert transport.retry_delay(httpx.Headers({"retry-after-ms": "250", "retry-after": "3"})) == 0.25
     assert transport.retry_delay(httpx.Headers({"retry-after": "3"})) == 3.0
-    assert transport.retry_delay(httpx.Headers({"retry-after": "Wed, 21 Oct 2026 07:28:00 GMT"})) == 1.0
+    # An HTTP date: the seconds until it (none once it is past).
+    assert transport.retry_delay(httpx.Headers({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"})) == 0.0
+    assert transport.retry_delay(httpx.Headers({"retry-after": "Wed, 21 Oct 2099 07:28:00 GMT"})) == 60.0
+    assert transport.retry_delay(httpx.Headers({})) is None
     assert transport.retry_delay(httpx.Headers({"retry-after": "3600"})) == transport.MAX_RETRY_WAIT_S
 
 

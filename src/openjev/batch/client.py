@@ -1,65 +1,123 @@
-"""Asking any Jev server a file's rows: bounded concurrency, overload backed off, every answer kept.
+"""Asking any Jev server a file's rows: bounded concurrency, failures retried, every answer kept.
 
 Contract:
-- At most `concurrency` requests in flight. 429, 503 and 529 are retried after `retry-after-ms` or
-  `Retry-After` (1 s when absent, at most MAX_RETRY_WAIT_S a wait) until RETRY_DEADLINE_S has passed;
-  then the last answer stands. A connection that fails stops the run (ServerUnreachable): what was
-  answered is kept, and the same command resumes it.
+- At most `concurrency` requests in flight. 408, 429, 5xx (not 501) and connection errors are retried
+  by tenacity: after `retry-after-ms`, `Retry-After` (seconds or an HTTP date; at most
+  MAX_RETRY_WAIT_S a wait) where the server sends one, else after an exponential backoff with jitter
+  (0.5 s doubling to 30 s). A server that says when to come back (overload) is retried until
+  RETRY_DEADLINE_S has passed; other failures at most MAX_FAILURES times. Then the last answer
+  stands, or a connection still failing stops the run (ServerUnreachable): what was answered is kept,
+  and the same command resumes it. Each retry is reported to `on_retry` with its reason (the status,
+  or `connection`).
 - Each row is one `POST /v1/systemone` with the row's state and its one question under the id `q`.
+- Before the first row, the server is identified as it reports itself: the served model of
+  `/health` and the answer settings of `/v1/limits` (None where it does not say), with the requested
+  model name. Its digest is `server` in every record; the answers file (`batch/answers_file.py`)
+  keeps an answer only where the row's digest and this one are the ones it was made with.
 - Every finished row is appended to the answers file as one JSON line the moment it finishes:
-  `{"id", "answer"}` for a 200, `{"id", "error": {"status", "body"}}` for anything else. A run
-  started again on the same file skips the rows that already have an answer (errors are asked
-  again), so an interrupted run resumes where it stopped and loses nothing.
+  `{"id", "line", "input", "server", "answer", "latency_s", "attempts"}` for a 200, `"error":
+  {"status", "body"}` in place of `answer` for anything else.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import email.utils
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
-from openjev.batch.rows import Row
+from openjev.batch.answers_file import Opened, kept_answers, read_answers
+from openjev.batch.progress import Progress
+from openjev.batch.rows import Row, digest_of
 
-RETRY_STATUSES = frozenset({429, 503, 529})
 RETRY_DEADLINE_S = 1800.0
 MAX_RETRY_WAIT_S = 60.0
+MAX_FAILURES = 8
 REQUEST_TIMEOUT_S = 600.0
 QUESTION_ID = "q"
+BACKOFF = wait_exponential_jitter(initial=0.5, max=30.0, jitter=0.5)
 
 
 class ServerUnreachable(RuntimeError):
     """The server could not be reached (or went away) during a run."""
 
 
-def retry_delay(headers: httpx.Headers) -> float:
-    """Seconds to wait before retrying: `retry-after-ms`, else `Retry-After` in seconds, else 1; at most 60."""
+class _Retryable(Exception):
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+
+
+def retryable(status: int) -> bool:
+    return status in (408, 429) or (status >= 500 and status != 501)
+
+
+def retry_delay(headers: httpx.Headers) -> float | None:
+    """Seconds the server asks to wait (`retry-after-ms`, else `Retry-After` in seconds or as an HTTP
+    date), at most MAX_RETRY_WAIT_S; None when it asks nothing."""
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        try:
-            return min(max(float(headers[name]) * scale, 0.0), MAX_RETRY_WAIT_S)
-        except (KeyError, ValueError):
+        value = headers.get(name)
+        if value is None:
             continue
-    return 1.0
+        with contextlib.suppress(ValueError):
+            return min(max(float(value) * scale, 0.0), MAX_RETRY_WAIT_S)
+        with contextlib.suppress(TypeError, ValueError):
+            when = email.utils.parsedate_to_datetime(value).timestamp()
+            return min(max(when - time.time(), 0.0), MAX_RETRY_WAIT_S)
+    return None
+
+
+def _reason(state: RetryCallState) -> str:
+    error = state.outcome.exception() if state.outcome else None
+    return str(error.response.status_code) if isinstance(error, _Retryable) else "connection"
 
 
 async def send_with_retry(
-    send: Callable[[], Awaitable[httpx.Response]], deadline_s: float = RETRY_DEADLINE_S
+    send: Callable[[], Awaitable[httpx.Response]],
+    deadline_s: float = RETRY_DEADLINE_S,
+    on_retry: Callable[[str], None] = lambda reason: None,
 ) -> tuple[httpx.Response, int, float]:
-    """The first response that is not 429/503/529 (or the last one past the deadline), attempts, its latency."""
-    give_up_at = time.monotonic() + deadline_s
-    attempts = 0
-    while True:
-        attempts += 1
+    """The first response that is not retried (module doc), or the last one; its attempts and latency.
+    httpx.TransportError when the connection still fails after MAX_FAILURES tries."""
+    failures, latency = 0, 0.0
+
+    async def attempt() -> httpx.Response:
+        nonlocal failures, latency
         started = time.perf_counter()
-        response = await send()
+        try:
+            response = await send()
+        except httpx.TransportError:
+            failures += 1
+            raise
         latency = time.perf_counter() - started
-        if response.status_code not in RETRY_STATUSES or time.monotonic() >= give_up_at:
-            return response, attempts, latency
-        await asyncio.sleep(retry_delay(response.headers))
+        if retryable(response.status_code):
+            failures += retry_delay(response.headers) is None
+            raise _Retryable(response)
+        return response
+
+    def wait(state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        asked = retry_delay(error.response.headers) if isinstance(error, _Retryable) else None
+        return BACKOFF(state) if asked is None else asked
+
+    retrying = AsyncRetrying(
+        retry=retry_if_exception_type((_Retryable, httpx.TransportError)),
+        wait=wait,
+        stop=stop_after_delay(deadline_s) | (lambda state: failures >= MAX_FAILURES),
+        before_sleep=lambda state: on_retry(_reason(state)),
+        reraise=True,
+    )
+    try:
+        response = await retrying(attempt)
+    except _Retryable as error:
+        response = error.response
+    return response, retrying.statistics.get("attempt_number", 1), latency
 
 
 def bearer(api_key: str | None) -> dict[str, str]:
@@ -84,63 +142,76 @@ def request_for(row: Row, model: str) -> dict[str, Any]:
     return {"model": model, "state": row.state, "questions": {QUESTION_ID: row.question}}
 
 
-def read_answers(path: Path) -> dict[str, dict[str, Any]]:
-    """The last record of each id in an answers file (none: an empty mapping); a torn last line is skipped."""
-    records: dict[str, dict[str, Any]] = {}
-    if not path.is_file():
-        return records
-    for line in path.read_text(encoding="utf-8").splitlines():
+async def server_identity(client: httpx.AsyncClient, model: str) -> dict[str, Any]:
+    """The requested model, the served model (`/health`) and the answer settings (`/v1/limits`), as the
+    server reports them; None for what it does not report. ServerUnreachable when it cannot be reached."""
+    identity: dict[str, Any] = {"model": model, "served_model": None, "answer_settings": None}
+    for path, key, name in (("/health", "model", "served_model"), ("/v1/limits", "answer_settings", "answer_settings")):
         try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and "id" in record:
-            records[str(record["id"])] = record
-    return records
+            response, _, _ = await send_with_retry(lambda path=path: client.get(path))
+        except httpx.TransportError as error:
+            raise ServerUnreachable(f"{client.base_url}: {error!r}") from error
+        with contextlib.suppress(ValueError, AttributeError):
+            identity[name] = response.json().get(key)
+    return identity
 
 
 async def answer_rows(
-    rows: Iterable[Row],
+    rows: list[Row],
     *,
     url: str,
+    opened: Opened,
     answers_path: Path,
     api_key: str | None = None,
     model: str = "jev-latest",
     concurrency: int = 4,
-    on_finished: Callable[[], None] = lambda: None,
+    progress: Progress | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Ask every row without an answer in `answers_path`, appending each record as it finishes; all records."""
-    done = {key for key, record in read_answers(answers_path).items() if "answer" in record}
-    pending = [row for row in rows if row.id not in done]
+    """Ask every row whose answer in `opened` does not stand (`answers_file.kept_answers`), appending each
+    record to `answers_path` as it finishes; all records of the file."""
+    progress = progress or Progress(len(rows))
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     slots = asyncio.Semaphore(concurrency)
-    answers_path.parent.mkdir(parents=True, exist_ok=True)
     async with httpx.AsyncClient(
         base_url=url.rstrip("/"), headers=bearer(api_key), timeout=REQUEST_TIMEOUT_S, limits=limits
     ) as client:
+        server = digest_of(await server_identity(client, model))
+        kept, changed, other_server = kept_answers(opened.records, rows, server)
+        progress.started(len(kept), changed=changed, other_server=other_server, lost=opened.lost)
         with answers_path.open("a", encoding="utf-8") as sink:
 
             async def ask(row: Row) -> None:
                 async with slots:
                     body = request_for(row, model)
                     try:
-                        response, _, latency = await send_with_retry(lambda: client.post("/v1/systemone", json=body))
+                        response, attempts, latency = await send_with_retry(
+                            lambda: client.post("/v1/systemone", json=body), on_retry=progress.retried
+                        )
                     except httpx.TransportError as error:
-                        raise ServerUnreachable(f"{url}: {error!r}; run again to resume") from error
-                sink.write(json.dumps(_record(row, response, latency), ensure_ascii=False) + "\n")
+                        raise ServerUnreachable(f"{url}: {error!r}") from error
+                record = {**_record(row, response, latency), "server": server, "attempts": attempts}
+                sink.write(json.dumps(record, ensure_ascii=False) + "\n")
                 sink.flush()
-                on_finished()
+                progress.finished(record)
 
-            await asyncio.gather(*(ask(row) for row in pending))
+            tasks = [asyncio.ensure_future(ask(row)) for row in rows if row.id not in kept]
+            try:
+                await asyncio.gather(*tasks)
+            finally:
+                # One row that stops the run stops the others before the file closes under them.
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
     return read_answers(answers_path)
 
 
 def _record(row: Row, response: httpx.Response, latency: float) -> dict[str, Any]:
+    named = {"id": row.id, "line": row.line, "input": row.digest}
     if response.status_code == 200:
         answer = response.json()["answers"][QUESTION_ID]
-        return {"id": row.id, "answer": answer, "latency_s": round(latency, 4)}
+        return {**named, "answer": answer, "latency_s": round(latency, 4)}
     try:
         body: Any = response.json()
     except ValueError:
         body = response.text[:2000]
-    return {"id": row.id, "error": {"status": response.status_code, "body": body}}
+    return {**named, "error": {"status": response.status_code, "body": body}}

@@ -2,8 +2,9 @@
 
 Both ask the rows of one file of any Jev server (`url`) or, without one, of the embedded default
 started for the run. `classify` writes each row's answer to a JSONL file as it arrives and resumes a
-run that stopped. `eval` does the same into `OUT/answers.jsonl`, then judges every answered row
-against its gold and writes `report.json`, `report.md`, `reliability.png` and `reliability.html`.
+run that stopped (keeping only answers made for the same row, question and server: `answers_file.py`).
+`eval` does the same into `OUT/answers.jsonl`, then judges every answered row against its gold and
+writes `report.json`, `report.md`, `reliability.png` and `reliability.html`.
 Rows that got no answer (a 4xx, or overload past the retry deadline) are counted as errors and left
 out of the figures, never scored as wrong.
 """
@@ -13,14 +14,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openjev.batch.answers_file import Opened
 from openjev.batch.client import answer_rows
 from openjev.batch.judging import Judged, judge
 from openjev.batch.local_server import embedded_server
+from openjev.batch.progress import Progress
 from openjev.batch.reliability import write_reliability
 from openjev.batch.rows import Row
 from openjev.batch.summary import summarize
@@ -45,18 +48,21 @@ def served(target: Target) -> Iterator[str]:
             yield url
 
 
-def answer_file(rows: list[Row], target: Target, answers_path: Path, on_finished: Callable[[], None]) -> dict[str, Any]:
-    """Every row asked (those already answered in `answers_path` skipped); the records by row id."""
+def answer_file(
+    rows: list[Row], target: Target, answers_path: Path, opened: Opened, progress: Progress
+) -> dict[str, Any]:
+    """Every row asked whose answer in `opened` does not stand (`batch/answers_file.py`); the records by row id."""
     with served(target) as url:
         return asyncio.run(
             answer_rows(
                 rows,
                 url=url,
+                opened=opened,
                 answers_path=answers_path,
                 api_key=target.api_key,
                 model=target.model,
                 concurrency=target.concurrency,
-                on_finished=on_finished,
+                progress=progress,
             )
         )
 

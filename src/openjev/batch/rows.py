@@ -1,33 +1,39 @@
 """A user's labelled file as rows: one state, one question and (for `eval`) the gold answer each.
 
 Contract:
-- JSONL: one object a line, `{"state": ..., "question": {...}, "gold": ..., "id": ..., "pair": ...}`;
-  CSV: a header with `state` and `gold` (and `id`, `pair`, `question`: a question as a JSON object)
-  and one row a line; both read by `request/labelled_files.py`. `label` is taken where `gold` is absent,
-  so a file made for `openjev tasks fit` evaluates as it is. `--question FILE` gives the one question
-  every row without its own is asked.
-- `id` defaults to the row's line number, so a resumed run finds the same rows under the same ids; ids
-  must be unique. `pair` groups the two halves of a contrastive pair.
-- Gold is read for the question's type: a choice's option name; a noul's yes or no (`true`/`false`,
-  `1`/`0` too); a score's level index or the level's own text. Anything else is a `LabelledFileError` naming the
-  file, the line and the field, before a single request is sent: nothing is half-done.
+- Any file `request/labelled_files.py` reads (JSONL, JSON, CSV, TSV, Parquet, gzipped or not):
+  `{"state": ..., "question": {...}, "gold": ..., "id": ..., "pair": ...}` a row (`question` in a CSV
+  as a JSON object). `label` is taken where `gold` is absent, so a file made for `openjev tasks fit`
+  evaluates as it is. `--question FILE` gives the one question every row without its own is asked;
+  `columns` maps these names to the file's own.
+- A row without an `id` is named by the digest of its state and question (`#2`, `#3` after it for a
+  repeat), never by its line, so a row inserted above the others does not move their answers onto
+  its neighbours on a resume; ids must be unique. `pair` groups the two halves of a contrastive pair.
+  `digest` names what the row asks (state and question): an answer kept for another is asked again.
+- Gold is read for the question's type (`tasks/schema.label_index`): a choice's option name; a noul's
+  yes or no (`true`/`false`, `1`/`0` too); a score's level by `score_gold`: `auto` its index (from 0)
+  or the level's own text, `index`, `text`, or `rating` (1 = the first level). Names match up to case
+  and surrounding spaces. Without `need_gold` (`classify`) gold is not read at all. Every problem of
+  the file is one `LabelledFileError` listing each with its line, before a single request is sent.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from openjev.request.labelled_files import LabelledFileError, read_records
-from openjev.request.schema import BoxQuestion, ChoiceQuestion, NoulQuestion, Question
+from openjev.request.labelled_files import LabelledFileError, Problems, read_records
+from openjev.request.schema import BoxQuestion, ChoiceQuestion, NoulQuestion, Question, ScoreQuestion
 from openjev.tasks.schema import label_index, label_names
 
 QUESTION: TypeAdapter[Question] = TypeAdapter(Question)
+SCORE_GOLD = ("auto", "index", "text", "rating")
 
 
 @dataclass(frozen=True)
@@ -37,17 +43,39 @@ class Row:
     question: dict[str, Any]
     gold: str | None
     pair: str | None
+    line: int = 0
+    #: sha256 (16 hex) of the state and question: what an answer kept for this row must have been asked.
+    digest: str = ""
 
 
-def read_rows(path: Path, *, question: Mapping[str, Any] | None = None, need_gold: bool) -> list[Row]:
-    """Every row of `path` checked; LabelledFileError on the first problem (an empty file is one)."""
-    rows, seen = [], set()
-    for line, record in read_records(path):
-        row = _row(record, line, question, need_gold, where=f"{path}:{line}")
+def digest_of(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def read_rows(
+    path: Path,
+    *,
+    question: Mapping[str, Any] | None = None,
+    need_gold: bool,
+    columns: Mapping[str, str] | None = None,
+    score_gold: str = "auto",
+) -> list[Row]:
+    """Every row of `path` checked; one LabelledFileError listing every problem (an empty file is one)."""
+    rows, seen, repeats, problems = [], set(), {}, Problems(path)
+    for line, record in read_records(path, columns, problems):
+        try:
+            row = _row(record, line, question, need_gold, score_gold)
+        except LabelledFileError as error:
+            problems.add(line, str(error))
+            continue
+        if record.get("id") in (None, ""):
+            repeats[row.id] = repeats.get(row.id, 0) + 1
+            row = replace(row, id=f"{row.id}#{repeats[row.id]}") if repeats[row.id] > 1 else row
         if row.id in seen:
-            raise LabelledFileError(f"{path}:{line}: id {row.id!r} is used twice")
+            problems.add(line, f"id {row.id!r} is used twice")
         seen.add(row.id)
         rows.append(row)
+    problems.raise_any()
     return rows
 
 
@@ -60,45 +88,71 @@ def read_question(path: Path) -> dict[str, Any]:
     return _checked_question(value, where=str(path))
 
 
-def gold_label(question: Mapping[str, Any], gold: Any, *, where: str) -> str:
+def gold_label(question: Mapping[str, Any], gold: Any, *, where: str = "", score_gold: str = "auto") -> str:
     """The gold answer as the answer's own key: option name, "yes"/"no", or the level index as text;
-    spelled as `POST /v1/tasks` takes a label (`tasks/schema.label_index`)."""
+    read as `POST /v1/tasks` reads a label (`tasks/schema.label_index`), a score's by `score_gold`."""
     parsed = QUESTION.validate_python(question)
+    prefix = f"{where}: " if where else ""
     if isinstance(parsed, BoxQuestion):
-        raise LabelledFileError(f"{where}: a box question has no gold answer eval can check")
-    index = label_index(parsed, gold if isinstance(gold, bool | str) else str(gold))
+        raise LabelledFileError(f"{prefix}a box question has no gold answer eval can check")
+    text = gold if isinstance(gold, bool | str) else str(gold)
+    if isinstance(parsed, ScoreQuestion):
+        text = _score_gold(text, score_gold, len(parsed.criteria))
+    index = None if text is None else label_index(parsed, text)
     if index is None:
-        raise LabelledFileError(f"{where}: gold {gold!r} {_expected(parsed)}")
+        raise LabelledFileError(f"{prefix}gold {gold!r} {_expected(parsed, score_gold)}")
     if isinstance(parsed, NoulQuestion):
         return ("yes", "no")[index]
     return label_names(parsed)[index]
 
 
-def _expected(question: Question) -> str:
+def _score_gold(gold: str | bool, how: str, levels: int) -> str | None:
+    """The gold as `label_index` takes it: `rating` moved to an index, `index`/`text` the one spelling."""
+    if isinstance(gold, bool):
+        return None
+    number = gold.strip().isdecimal()
+    if how == "rating":
+        return str(int(gold) - 1) if number and 1 <= int(gold) <= levels else None
+    if (how == "index" and not number) or (how == "text" and number):
+        return None
+    return gold
+
+
+def _expected(question: Question, score_gold: str) -> str:
     if isinstance(question, NoulQuestion):
         return "is not yes or no (noul question)"
     if isinstance(question, ChoiceQuestion):
         return f"is not one of the question's options ({', '.join(question.criteria)})"
-    return f"is neither a level index 0-{len(question.criteria) - 1} nor a level's text"
+    last = len(question.criteria) - 1
+    return {
+        "rating": f"is not a rating 1-{last + 1} (--score-gold rating: 1 is the first level)",
+        "index": f"is not a level index 0-{last} (levels count from 0; 1-based ratings: --score-gold rating)",
+        "text": "is not a level's text (--score-gold text)",
+    }.get(
+        score_gold,
+        f"is neither a level index 0-{last} (levels count from 0; 1-based ratings: --score-gold rating) "
+        "nor a level's text",
+    )
 
 
-def _row(record: Any, line: int, default: Mapping[str, Any] | None, need_gold: bool, where: str) -> Row:
-    if not isinstance(record, dict):
-        raise LabelledFileError(f"{where}: a row must be an object")
+def _row(record: dict[str, Any], line: int, default: Mapping[str, Any] | None, need_gold: bool, how: str) -> Row:
     if "state" not in record or record["state"] in (None, ""):
-        raise LabelledFileError(f"{where}: state is missing")
+        raise LabelledFileError("state is missing")
     asked = record.get("question") or default
     if asked is None:
-        raise LabelledFileError(f"{where}: question is missing (give one per row, or --question FILE)")
-    question = _checked_question(asked, where=f"{where}: question")
-    gold = record.get("gold", record.get("label"))
-    if gold in (None, "") and need_gold:
-        raise LabelledFileError(f"{where}: gold is missing")
-    label = None if gold in (None, "") else gold_label(question, gold, where=f"{where}: gold")
+        raise LabelledFileError("question is missing (give one per row, or --question FILE)")
+    question = _checked_question(asked, where="question")
+    label = None
+    if need_gold:
+        gold = record.get("gold", record.get("label"))
+        if gold in (None, ""):
+            raise LabelledFileError("gold is missing")
+        label = gold_label(question, gold, score_gold=how)
     pair = record.get("pair")
-    return Row(
-        str(record.get("id") or line), record["state"], question, label, None if pair in (None, "") else str(pair)
-    )
+    digest = digest_of({"state": record["state"], "question": question})
+    given = record.get("id")
+    row_id = digest[:12] if given in (None, "") else str(given)
+    return Row(row_id, record["state"], question, label, None if pair in (None, "") else str(pair), line, digest)
 
 
 def _checked_question(value: Any, *, where: str) -> dict[str, Any]:

@@ -6,8 +6,10 @@ the rules that need the question: the question itself passes the `/v1/systemone`
 OPENJEV_TASK_MAX_EXAMPLES examples, and each label is one of the question's:
 
 - noul: `true`/`false` (JSON booleans, or the strings `true`, `false`, `yes`, `no`), labels (yes, no);
-- choice: an option's name, exactly as in `criteria`, labels in `criteria` order;
-- score: a level index 0..n-1 (an integer or its decimal string), labels in level order.
+- choice: an option's name as in `criteria` (or equal to one up to case and surrounding spaces), labels
+  in `criteria` order;
+- score: a level index 0..n-1 (an integer or its decimal string) or the level's text (matched as an
+  option's name is), labels in level order.
 
 Every issue names its field (`examples.3.label`), as the other 422s do.
 """
@@ -60,21 +62,28 @@ def label_names(question: TaskQuestion) -> list[str]:
 def label_index(question: TaskQuestion, label: str | int | bool) -> int | None:
     """The label's index among `label_names(question)`, or None when it is not one of them: a noul's
     `true`/`yes`/`1` (0) or `false`/`no`/`0` (1), a choice's option name, a score's level index (a
-    number or its decimal string) or the level's own text (an object or array level as its JSON)."""
+    number or its decimal string) or the level's own text (an object or array level as its JSON);
+    a name matches exactly, else up to case and surrounding spaces when that leaves one name."""
     if isinstance(question, NoulQuestion):
         if isinstance(label, bool):
             return 0 if label else 1
         return _NOUL_WORDS.get(label.strip().lower()) if isinstance(label, str) else None
     if isinstance(question, ChoiceQuestion):
-        names = list(question.criteria)
-        return names.index(label) if isinstance(label, str) and label in names else None
+        return _named(list(question.criteria), label) if isinstance(label, str) else None
     if isinstance(label, bool):
         return None
     if isinstance(label, str) and not label.strip().isdecimal():
-        texts = [level if isinstance(level, str) else json.dumps(level) for level in question.criteria]
-        return texts.index(label.strip()) if label.strip() in texts else None
+        return _named([level if isinstance(level, str) else json.dumps(level) for level in question.criteria], label)
     level = int(label)
     return level if 0 <= level < len(question.criteria) else None
+
+
+def _named(names: list[str], label: str) -> int | None:
+    """The name's index: written exactly, else the one name equal to it up to case and surrounding spaces."""
+    if label in names:
+        return names.index(label)
+    folded = [index for index, name in enumerate(names) if name.strip().casefold() == label.strip().casefold()]
+    return folded[0] if len(folded) == 1 else None
 
 
 def canonical_examples(task: TaskRequest) -> list[dict[str, Any]]:
