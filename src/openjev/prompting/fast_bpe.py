@@ -1,4 +1,4 @@
-"""Byte-level BPE on tiktoken's encoder, used only where it gives the model tokenizer's own ids.
+r"""Byte-level BPE on tiktoken's encoder, used only where it gives the model tokenizer's own ids.
 
 Contract: for a tokenizer this module accepts, `FastBPE.encode_batch(texts)` gives, for each text,
 the ids of `tokenizers.Tokenizer.encode_batch(texts, add_special_tokens=False)`, or None where the
