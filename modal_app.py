@@ -99,6 +99,12 @@ API_COMMAND = [
     "--port", str(PORT),
 ]  # fmt: skip
 
+#: What `openjev serve` imports before it starts the server (cli.serve).
+SERVING_IMPORTS = (
+    "import uvicorn, uvloop, httptools; from openjev.api import create_app; from openjev.api.server import "
+    "http_protocol; from openjev.api.memory import return_large_buffers; from openjev.backends import build_backend"
+)
+
 ROOT = Path(__file__).resolve().parent
 
 
@@ -147,13 +153,18 @@ def sglang_image(local: Mapping[str, str]) -> str:
 
 def image_check(sglang_python: str, api_venv: str, version: str) -> str:
     """The image's last build step: SGLang's interpreter is `version` and imports its server arguments
-    (what the launch parses), and the API's own environment runs its command. A broken image fails the
-    build, not the first container start."""
+    (what the launch parses), and the API's own environment prints its schema (the whole application
+    built) and imports what `openjev serve` imports. `--help` would not do: the CLI imports lazily, so
+    a dependency missing from the image would pass it and fail the first start. A broken image fails
+    the build, not the first container start."""
     sglang = (
         "from importlib.metadata import version; import sglang.srt.server_args; "
         f"assert version('sglang') == '{version}', version('sglang')"
     )
-    return f'{sglang_python} -c "{sglang}" && {api_venv}/bin/openjev --help > /dev/null'
+    return (
+        f'{sglang_python} -c "{sglang}" && {api_venv}/bin/openjev schema > /dev/null'
+        f' && {api_venv}/bin/python -c "{SERVING_IMPORTS}"'
+    )
 
 
 def container_env(local: Mapping[str, str]) -> dict[str, str]:

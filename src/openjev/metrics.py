@@ -18,6 +18,13 @@ REQUEST_SECONDS = Histogram(
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
     registry=REGISTRY,
 )
+UNEXPECTED_ERRORS = Counter(
+    "openjev_unexpected_errors",
+    "Requests answered 500 because of a failure openjev did not foresee, by the exception's class "
+    "(a native library's panic among them).",
+    ["exception"],
+    registry=REGISTRY,
+)
 IN_FLIGHT = Gauge("openjev_in_flight_requests", "Evaluations in progress.", registry=REGISTRY)
 QUESTIONS = Counter("openjev_questions", "Questions answered.", ["type"], registry=REGISTRY)
 INPUT_TOKENS = Counter("openjev_input_tokens", "Prompt tokens submitted to the backend.", registry=REGISTRY)

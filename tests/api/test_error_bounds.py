@@ -1,5 +1,5 @@
 """The bounds the issues name, on the running server (openjev under uvicorn on the fake SGLang) and on all
-three answering routes: an error body lists at most MAX_LISTED_ISSUES issues within LISTED_TEXT characters,
+three answering routes: an error body lists at most MAX_LISTED_ISSUES issues within LISTED_BYTES bytes of JSON,
 then one `too_many_errors` entry counting them all; a body in two Content-Encoding layers is a 415 and one
 of more than MAX_MEMBERS gzip members or zstd frames a 400; `openjev_requests_total` counts each answer
 under its route and status."""
@@ -16,7 +16,7 @@ import pytest
 import zstandard
 
 from openjev.api.body import MAX_MEMBERS
-from openjev.api.errors import LISTED_TEXT, MAX_LISTED_ISSUES
+from openjev.api.errors import LISTED_BYTES, MAX_LISTED_ISSUES, json_bytes
 from openjev.examples import support_ticket
 
 SYSTEM_ONE, DECISIONS, OPENROUTER = "/v1/systemone", "/v1/decisions", "/api/alpha/decisions"
@@ -49,11 +49,6 @@ def counted(http: httpx.Client, path: str, status: int) -> float:
     return float(found.group(1)) if found else 0.0
 
 
-def entry_text(entry: dict[str, Any]) -> int:
-    parts = [*entry["loc"], entry["msg"], *entry.get("ctx", {}).values()]
-    return sum(len(part) if isinstance(part, str) else 8 for part in parts)
-
-
 @pytest.mark.parametrize(
     ("path", "long_ids"),
     [*((path, False) for path in ROUTES), (SYSTEM_ONE, True), (OPENROUTER, True)],  # OpenAI's questions: a list
@@ -69,7 +64,7 @@ def test_an_error_body_lists_the_first_issues_and_counts_them_all(http, path, lo
         return
     *issues, last = answer.json()["detail"]
     assert 1 <= len(issues) <= MAX_LISTED_ISSUES and all(issue["type"] != "too_many_errors" for issue in issues)
-    assert sum(map(entry_text, issues[1:])) <= LISTED_TEXT
+    assert sum(map(json_bytes, issues[1:])) <= LISTED_BYTES
     assert last["type"] == "too_many_errors" and last["ctx"]["count"] >= 900 > len(issues)
     if long_ids:  # the text bound stops the list first
         assert len(issues) < MAX_LISTED_ISSUES

@@ -141,6 +141,13 @@ def test_large_batches_run_on_threads_and_keep_order(reference: Tokenizer, fast:
     assert fast.encode_batch(texts) == expected(reference, texts)
 
 
+def test_a_whitespace_run_tiktoken_cannot_survive_is_left_to_tokenizers(chat: ChatTokenizer) -> None:
+    """A run of a million spaces panics tiktoken's regex engine (a `BaseException`, not an `Exception`)."""
+    texts = ["x" + " " * 1_000_010 + "y", "\u3000" * 1_000_010, "short text"]
+    assert [ids is None for ids in chat._fast.encode_batch(texts)] == [True, True, False]  # type: ignore[union-attr]
+    assert chat.encode_batch(texts) == expected(chat.tokenizer, texts)
+
+
 def test_text_spelling_an_added_token_is_left_to_tokenizers(qwen_tokenizer_dir: Path, tmp_path: Path) -> None:
     """Also where only the normalised text spells it: U+037E (Greek question mark) is `;` after NFC,
     and an added token marked `normalized` is matched after normalising."""

@@ -1,5 +1,5 @@
 """Shared by the robustness suites: a figures record (printed, and written as JSON into the test's tmp
-dir) and the resident memory of a server process."""
+dir), the resident memory of a server process, and `keyed`, a keyed openjev on the fake SGLang."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.conftest import RunningOpenJev, launch_openjev, stop_openjev
+from tests.fake_sglang import FakeSGLang
 
 Record = Callable[..., None]
 
@@ -105,3 +108,27 @@ def liveness_under(url: str, bodies: dict[str, Body], folder: Path, seconds: flo
     output, _ = poller.communicate(timeout=seconds + 60)
     sent, _ = senders.communicate(timeout=seconds + 120)
     return json.loads(output), json.loads(sent)
+
+
+#: The API key of `keyed`.
+KEY = "door-key"
+
+
+@pytest.fixture(scope="module")
+def keyed(qwen_tokenizer_dir, tmp_path_factory) -> Iterator[tuple[RunningOpenJev, FakeSGLang]]:
+    fake = FakeSGLang(vision=True, tokenizer_path=str(qwen_tokenizer_dir)).start()
+    env = {"OPENJEV_API_KEY": KEY, "OPENJEV_BODY_READ_TIMEOUT": "60"}
+    server = launch_openjev(
+        "--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir),
+        log_dir=tmp_path_factory.mktemp("logs"), env=env, timeout=240,
+    )  # fmt: skip
+    try:
+        yield server, fake
+    finally:
+        stop_openjev(server)
+        fake.stop()
+
+
+def address(server: RunningOpenJev) -> tuple[str, int]:
+    host, port = server.url.removeprefix("http://").split(":")
+    return host, int(port)

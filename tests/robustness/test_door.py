@@ -36,38 +36,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from tests.conftest import RunningOpenJev, launch_openjev, stop_openjev
-from tests.fake_sglang import FakeSGLang
-from tests.robustness.conftest import liveness_under, p99
+from tests.conftest import RunningOpenJev
+from tests.robustness.conftest import KEY, address, liveness_under, p99
 
 pytestmark = [pytest.mark.robustness, pytest.mark.timeout(600)]
 
-KEY = "door-key"
 AUTH = {"authorization": f"Bearer {KEY}"}
 LIVENESS_P99 = 0.05
 #: Bytes an error body may take at most.
 ERROR_BODY_BYTES = 64 * 1024
 NOUL = {"type": "noul", "instructions": "Is anything broken?"}
-
-
-@pytest.fixture(scope="module")
-def keyed(qwen_tokenizer_dir, tmp_path_factory) -> Iterator[tuple[RunningOpenJev, FakeSGLang]]:
-    fake = FakeSGLang(vision=True, tokenizer_path=str(qwen_tokenizer_dir)).start()
-    env = {"OPENJEV_API_KEY": KEY, "OPENJEV_BODY_READ_TIMEOUT": "60"}
-    server = launch_openjev(
-        "--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir),
-        log_dir=tmp_path_factory.mktemp("logs"), env=env, timeout=240,
-    )  # fmt: skip
-    try:
-        yield server, fake
-    finally:
-        stop_openjev(server)
-        fake.stop()
-
-
-def address(server: RunningOpenJev) -> tuple[str, int]:
-    host, port = server.url.removeprefix("http://").split(":")
-    return host, int(port)
 
 
 def head_only(server: RunningOpenJev, method: str, path: str, headers: str = "") -> tuple[str, float]:
@@ -109,7 +87,7 @@ def test_slow_bodies_where_no_route_takes_them_hold_no_body_read_slot(keyed) -> 
     try:
         for index in range(40):  # more than OPENJEV_MAX_CONCURRENT_BODY_READS (32)
             sock = socket.create_connection(address(server), timeout=20)
-            path = "/anything" if index % 2 else "/health/live"
+            path = ("/anything", "/health/live", "/static/scalar/standalone.js")[index % 3]
             sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n".encode() + b" " * 1000)
             holders.append(sock)
         time.sleep(0.5)

@@ -18,7 +18,6 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
-from starlette.routing import Mount, Route
 
 from openjev import __version__
 from openjev.api.body import BodyDecoder
@@ -92,12 +91,7 @@ def create_app(
         max_reads=settings.max_concurrent_body_reads,
         retry_after=settings.retry_after,
     )
-    # Every route, flat (the routers are included without a prefix): what the application's router matches.
-    # FastAPI keeps an included router as one route without `methods` (no 405's `Allow` from it), so the
-    # routers' own routes are listed, from the one tuple that includes them.
-    own = [route for route in app.router.routes if isinstance(route, Route | Mount)]
-    routes = [*own, *(route for included in routers for route in included.routes)]
-    app.add_middleware(Door, routes=routes, retry_after=settings.retry_after)
+    app.add_middleware(Door, routes=app.router.routes, retry_after=settings.retry_after)
     api_key = settings.api_key.get_secret_value() if settings.api_key is not None else None
     app.add_middleware(ApiKeyMiddleware, api_key=api_key, retry_after=settings.retry_after)
     app.add_middleware(RequestIdMiddleware, retry_after=settings.retry_after)

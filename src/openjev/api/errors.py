@@ -3,8 +3,11 @@
 Bodies (as TypeSafe's API and SDK expect):
 - `RequestRejected` and FastAPI's own validation failures: 422
   `{"detail": [{"loc": ["body", ...], "msg", "type"}]}`, the first issues only (`listed`): at most
-  MAX_LISTED_ISSUES entries of at most LISTED_TEXT characters of text in all, then one entry
-  (`too_many_errors`) counting the rest, so no error body passes 64 KiB whatever the request held;
+  MAX_LISTED_ISSUES entries within LISTED_BYTES bytes of serialized JSON, then one entry
+  (`too_many_errors`) counting the rest. Every entry is bounded in one place (`bounded_entry`: each
+  key of its location, its message and context values within ENTRY_BYTES bytes as JSON, where a
+  control character takes 6), and every message within MESSAGE_BYTES, so no error body passes 64 KiB
+  whatever the request held, in this envelope or OpenAI's (`openai_errors.py`);
 - every other error: `{"detail": {"error_type", "message"}}` with the status below; 503 and 529
   carry `Retry-After` (seconds) and `retry-after-ms`.
 
@@ -14,6 +17,7 @@ routes); everything the core raises keeps its own class and gets its status from
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -75,37 +79,65 @@ def error_response(error: OpenJevError, retry_after: int) -> JSONResponse:
     headers = dict(error.headers) if isinstance(error, HttpError) else {}
     if status in RETRY_STATUSES:
         headers.update(retry_after_headers(retry_after))
-    return JSONResponse(error_body(error.error_type, error.message), status, headers=headers or None)
+    message = clipped(error.message, MESSAGE_BYTES)
+    return JSONResponse(error_body(error.error_type, message), status, headers=headers or None)
 
 
-#: Entries an error body lists at most, and characters of text (messages, locations, context) in
-#: all: a 213-byte zstd body of 700,000 invalid items got a 119.6 MB 400 when every one was listed.
+#: Entries an error body lists at most, and bytes of serialized JSON they take in all (the first entry
+#: always listed): a 213-byte zstd body of 700,000 invalid items got a 119.6 MB 400 when every one was
+#: listed, and counting characters let 900 ids of control characters (6 bytes each in JSON) reach 168,846.
 MAX_LISTED_ISSUES = 50
-LISTED_TEXT = 48 * 1024
-#: Characters of one message, one key of a location or one context value, at most.
-ENTRY_TEXT = 512
+LISTED_BYTES = 48 * 1024
+#: Bytes of serialized JSON one key of a location, one entry's message or one context value takes at most.
+ENTRY_BYTES = 512
+#: Parts of one location kept at most (a value nested 254 deep has a location as long).
+MAX_LOC_PARTS = 16
+#: Bytes of serialized JSON of an error's message at most (a model name of megabytes is named in one).
+MESSAGE_BYTES = 4096
 
 
-def clipped(text: str, limit: int = ENTRY_TEXT) -> str:
-    """`text` up to `limit` characters, and how many more there were."""
-    if len(text) <= limit:
+def json_bytes(value: Any) -> int:
+    """Bytes of `value` as a response writes it (compact JSON, UTF-8; a lone surrogate as 3 bytes)."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+
+
+def clipped(text: str, limit: int = ENTRY_BYTES) -> str:
+    """`text` if it takes at most `limit` bytes as JSON, else its longest start that does with the count
+    of characters left out; the result takes at most `limit` bytes, so clipping twice changes nothing."""
+    if len(text) <= limit and json_bytes(text) <= limit:
         return text
-    return f"{text[:limit]}... ({len(text) - limit} characters more)"
+    room = limit - json_bytes(f"... ({len(text)} characters more)")  # the start's bytes, its quotes included
+    low, high = 0, min(len(text), room)
+    while low < high:  # the longest start within `room`
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if json_bytes(text[:middle]) <= room else (low, middle - 1)
+    return f"{text[:low]}... ({len(text) - low} characters more)"
 
 
-def _text_size(entry: dict[str, Any]) -> int:
-    parts = [*entry["loc"], entry["msg"], *entry.get("ctx", {}).values()]
-    return sum(len(part) if isinstance(part, str) else 8 for part in parts)
+def bounded_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """The one place an error entry is bounded: every key of its location, its message and every context
+    value clipped to ENTRY_BYTES, its location to MAX_LOC_PARTS parts."""
+    loc = [clipped(part) if isinstance(part, str) else part for part in entry["loc"]]
+    if len(loc) > MAX_LOC_PARTS:
+        loc = [*loc[: MAX_LOC_PARTS - 1], f"... ({len(loc) - MAX_LOC_PARTS + 1} parts more)"]
+    bounded = {**entry, "loc": loc, "msg": clipped(str(entry["msg"]))}
+    if entry.get("ctx"):
+        bounded["ctx"] = {
+            clipped(str(key)): value if isinstance(value, int | float) else clipped(str(value))
+            for key, value in entry["ctx"].items()
+        }
+    return bounded
 
 
 def listed(entries: Iterable[dict[str, Any]], total: int) -> list[dict[str, Any]]:
-    """The first of `total` entries, while they stay within MAX_LISTED_ISSUES and LISTED_TEXT (the
-    first always), then one entry counting those left out."""
+    """The first of `total` entries, each bounded (`bounded_entry`), while they stay within
+    MAX_LISTED_ISSUES and LISTED_BYTES (the first always), then one entry counting those left out."""
     kept: list[dict[str, Any]] = []
     size = 0
     for entry in entries:
-        size += _text_size(entry)
-        if kept and (len(kept) == MAX_LISTED_ISSUES or size > LISTED_TEXT):
+        entry = bounded_entry(entry)
+        size += json_bytes(entry)
+        if kept and (len(kept) == MAX_LISTED_ISSUES or size > LISTED_BYTES):
             break
         kept.append(entry)
     if total > len(kept):
@@ -126,16 +158,14 @@ def validation_entry(error: Any) -> dict[str, Any]:
 
     Pydantic adds the discriminator tag after a question id (`questions.q.choice.criteria`); the
     contract's locations omit it (`questions.q.criteria`). The offending input is not echoed back:
-    it can be megabytes; a location's keys and the texts are clipped to ENTRY_TEXT characters.
+    it can be megabytes; `listed` bounds the entry.
     """
-    loc = [clipped(part) if isinstance(part, str) else part for part in error["loc"]]
+    loc = list(error["loc"])
     if len(loc) >= 4 and loc[:2] == ["body", "questions"] and loc[3] in QUESTION_TYPES:
         del loc[3]
-    entry = {"loc": loc, "msg": clipped(str(error["msg"])), "type": error["type"]}
+    entry = {"loc": loc, "msg": str(error["msg"]), "type": error["type"]}
     if error.get("ctx"):
-        entry["ctx"] = {
-            key: value if isinstance(value, int | float) else clipped(str(value)) for key, value in error["ctx"].items()
-        }
+        entry["ctx"] = error["ctx"]
     return entry
 
 

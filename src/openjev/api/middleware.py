@@ -8,6 +8,7 @@ carry no request id and never be counted; here nothing escapes to it.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import uuid
@@ -28,13 +29,17 @@ OPENROUTER_PATH = "/api/alpha/decisions"
 ANSWERING_PATHS = frozenset({SYSTEM_ONE_PATH, DECISIONS_PATH, OPENROUTER_PATH})
 #: Routes behind OPENJEV_API_KEY: everything under /v1/ and /api/, known route or not.
 PROTECTED_PREFIXES = ("/v1/", "/api/")
+#: What stops work from outside (a signal, an exit, a cancelled task): passed on, never answered as a 500.
+STOPPING = (KeyboardInterrupt, SystemExit, GeneratorExit, asyncio.CancelledError)
 
 
 class RequestIdMiddleware:
     """Gives every request an id, visible to handlers and returned as `x-typesafe-request-id`.
 
-    An exception that reaches this layer is logged with its traceback and the request id, and the
-    client gets a 500 that says nothing about it beyond that id."""
+    An exception that reaches this layer is logged with its traceback and the request id, counted in
+    `openjev_unexpected_errors_total`, and the client gets a 500 that says nothing about it beyond that
+    id. Any `BaseException` but `STOPPING` counts: a native library's panic (pyo3's `PanicException`)
+    is not an `Exception`, and would otherwise reach the server as a plain-text 500."""
 
     def __init__(self, app: ASGIApp, retry_after: int) -> None:
         self.app = app
@@ -60,7 +65,10 @@ class RequestIdMiddleware:
 
         try:
             await self.app(scope, receive, send_with_id)
-        except Exception:
+        except BaseException as error:
+            if isinstance(error, STOPPING):
+                raise
+            metrics.UNEXPECTED_ERRORS.labels(type(error).__name__).inc()
             log.exception("unexpected error in %s %s (request id %s)", scope["method"], scope["path"], request_id)
             if started:
                 raise  # half an answer is out: the server closes the connection

@@ -28,6 +28,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from openjev.api.errors import LISTED_BYTES, MESSAGE_BYTES, clipped
 from openjev.api.middleware import REQUEST_ID_HEADER
 from openjev.prompting.budget import CONTEXT_LENGTH_EXCEEDED
 
@@ -110,7 +111,9 @@ def openai_error(status: int, body: Any) -> tuple[int, dict[str, Any]]:
 
 
 def envelope(message: str, kind: str, param: str | None, code: str | None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+    """OpenAI's error body, its texts bounded as every error body's are (`api.errors`)."""
+    param = None if param is None else clipped(param, MESSAGE_BYTES)
+    return {"error": {"message": clipped(message, LISTED_BYTES), "type": kind, "param": param, "code": code}}
 
 
 class OpenAIErrorEnvelope:

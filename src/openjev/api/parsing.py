@@ -184,17 +184,16 @@ def parse_body(body: bytes, content_type: str | None, model: type[BaseModel], in
         return Parsed()
     if value_count(body, MAX_JSON_VALUES) > MAX_JSON_VALUES:
         message = f"the body holds more than {MAX_JSON_VALUES} JSON values; no request needs as many"
-        return Parsed(rejection=[_entry(["body"], message, "too_long", {"max_length": MAX_JSON_VALUES})])
+        return Parsed(rejection=listed([_entry(["body"], message, "too_long", {"max_length": MAX_JSON_VALUES})], 1))
     value = loads_if_same(body)
     if value is None:
         try:
             value = loads_strict(body, lone_surrogates=True)
         except json.JSONDecodeError as error:
-            return Parsed(
-                rejection=[_entry(["body", error.pos], "JSON decode error", "json_invalid", {"error": error.msg})]
-            )
+            entry = _entry(["body", error.pos], "JSON decode error", "json_invalid", {"error": error.msg})
+            return Parsed(rejection=listed([entry], 1))
     if (refusal := _oversized(value)) is not None:
-        return Parsed(rejection=[refusal])
+        return Parsed(rejection=listed([refusal], 1))
     if b"\\u" in body and lone_surrogate_at(body) is not None:
         places = list(_surrogate_places(value))
         return Parsed(

@@ -1,9 +1,10 @@
-"""Byte-level BPE on tiktoken's encoder, used only where it gives the model tokenizer's own ids.
+r"""Byte-level BPE on tiktoken's encoder, used only where it gives the model tokenizer's own ids.
 
 Contract: for a tokenizer this module accepts, `FastBPE.encode_batch(texts)` gives, for each text,
 the ids of `tokenizers.Tokenizer.encode_batch(texts, add_special_tokens=False)`, or None where the
 text spells an added token: matching those (special or not, with their strip and normalisation
-flags) stays the job of `tokenizers`. tiktoken encodes about ten times faster on one core (MMLU-Pro
+flags) stays the job of `tokenizers`; or None for a text of `MAX_CHARS` or more, which tiktoken may
+not survive (below). tiktoken encodes about ten times faster on one core (MMLU-Pro
 text: 27 ms against 269 ms for 57k tokens), which is most of what openjev spends on a new long state.
 
 Why the ids are the same. A `tokenizer.json` is accepted only when it is a byte-level BPE of the kind
@@ -25,6 +26,14 @@ difference and the fast encoder is not used. The full check takes seconds (about
 tokenizer.json>.json` with the tiktoken and tokenizers versions it was made with, and later loads of
 the same file with the same versions read it. The test suite also checks every Unicode code point and
 random text on the real Qwen tokenizer.
+
+Why long texts go to `tokenizers`. tiktoken's regex engine backtracks within a limit of about a
+million steps per match, and the pattern's `\s+(?!\S)` takes one step per character of a whitespace
+run: on Qwen's pattern a run of 1,000,010 spaces (or NBSPs, or ideographic spaces) panics
+(`pyo3_runtime.PanicException`, "StackOverflow") where 999,990 encode; a body of 1 MB of spaces did.
+The encoder cuts text into chunks of about 8k characters wherever cutting is exact
+(`openjev.prompting.encoding`), which a whitespace run never is, so only such runs (and other texts
+with no place to cut) reach here this long; `tokenizers`' engine encodes them (1 MB of spaces in 2.8 s).
 """
 
 from __future__ import annotations
@@ -50,6 +59,8 @@ from tokenizers.normalizers import Normalizer
 
 log = logging.getLogger(__name__)
 
+#: Texts this long go to `tokenizers` (module doc): a quarter of the run on which tiktoken panics.
+MAX_CHARS = 250_000
 #: Below this many characters in a batch, threads cost more than they save.
 PARALLEL_CHARS = 16_384
 #: Texts that exercise what encoders disagree on; checked whenever a tokenizer loads.
@@ -172,7 +183,7 @@ class FastBPE:
         return [self._encode(text) for text in texts]
 
     def _encode(self, text: str) -> list[int] | None:
-        if self._spells_added_token(text):
+        if len(text) >= MAX_CHARS or self._spells_added_token(text):
             return None
         if self._normalizer is not None and not text.isascii():
             text = self._normalizer.normalize_str(text)
