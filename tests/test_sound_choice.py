@@ -10,6 +10,7 @@ import json
 import math
 import string
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,8 @@ from openjev.config import Settings
 from openjev.engine import Engine
 from openjev.prompting.tokenizer import ChatTokenizer
 from openjev.request.schema import SystemOneRequest
+from tests.conftest import running_stack
+from tests.fake_sglang import FakeSGLang
 from tests.fake_sglang.content_only import content_only_logprobs
 
 #: The default, then each variant a setting selects (docs/settings.md).
@@ -111,3 +114,28 @@ def test_a_sure_first_readout_is_one_readout_once_its_content_free_readout_is_ca
     # Unsure: both rotations, each with its own content-free readout the first time.
     assert readouts({"stay": 0.0, "go": -0.1, "hold": -0.2}) == 2 + 2
     assert readouts({"stay": -0.2, "go": -0.1, "hold": 0.0}) == 2
+
+
+@pytest.fixture(scope="module")
+def content_only_stack(qwen_tokenizer_dir, tmp_path_factory):
+    """openjev with default settings over the fake SGLang serving the content-only stand-in."""
+    fake = FakeSGLang(logprobs=content_only_logprobs(qwen_tokenizer_dir))
+    with running_stack(fake, qwen_tokenizer_dir, tmp_path_factory.mktemp("logs")) as stack:
+        yield stack
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(question=questions())
+def test_the_server_serves_the_contents_best_in_any_order(content_only_stack, question):
+    server, _ = content_only_stack
+    scores, reordered = question
+    answers = []
+    for order in (list(scores), reordered):
+        body = {"model": "jev-latest", "state": json.dumps(scores),
+                "questions": {"q": {"type": "choice", "criteria": {text: None for text in order}}}}  # fmt: skip
+        response = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=30)
+        assert response.status_code == 200, response.text
+        answers.append(response.json()["answers"]["q"])
+    assert answers[0]["choice"] == answers[1]["choice"] == max(scores, key=scores.__getitem__)
+    assert answers[0]["probabilities"] == pytest.approx(content_distribution(scores), abs=1e-6)
+    assert answers[1]["probabilities"] == pytest.approx(content_distribution(scores), abs=1e-6)

@@ -1,7 +1,8 @@
 """A model with no letter bias, for the fake or any backend stand-in: each label's log-probability depends
 only on the state and on the option text shown beside that label, never on the letter or the position.
 
-The state is a JSON object {option text: score}; a label beside option text t reads score[t]. Any other
+The state is a JSON object {option text: score}; a label beside option text t reads log softmax(score)[t]
+(a log-probability, as a model's is: at most 0). Any other
 state (the content-free `N/A`, a warm-up's) reads the same value for every label: flat. A question with
 no options beside its labels (a noul, a score) reads flat too. What the stand-in reads is its prompt as
 text: the first user turn is the state, the last one the question, whose `X: text` lines are its options.
@@ -10,6 +11,7 @@ text: the first user turn is the state, the last one the question, whose `X: tex
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,12 +26,16 @@ _OPTION = re.compile(r"^([A-Z]): (.*)$", re.MULTILINE)
 
 
 def content_scores(state: str) -> dict[str, float] | None:
-    """The state's score per option text, or None for a state that carries none (content-free)."""
+    """The state's log-probability per option text, or None for a state that carries none (content-free)."""
     try:
         scores = json.loads(state)
     except ValueError:
         return None
-    return scores if isinstance(scores, dict) else None
+    if not isinstance(scores, dict) or not scores:
+        return None
+    top = max(scores.values())
+    total = top + math.log(math.fsum(math.exp(value - top) for value in scores.values()))
+    return {text: value - total for text, value in scores.items()}
 
 
 def content_only_logprobs(tokenizer_dir: Path) -> Logprobs:
