@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openjev.backends.base import Backend, LabelLogprobs, ReadoutCall
+from openjev.backends.base import Backend, BackendError, LabelLogprobs, ReadoutCall
 from openjev.config import Settings
 from openjev.engine import Engine
 from openjev.prompting.tokenizer import ChatTokenizer
@@ -139,3 +139,14 @@ def test_the_server_serves_the_contents_best_in_any_order(content_only_stack, qu
     assert answers[0]["choice"] == answers[1]["choice"] == max(scores, key=scores.__getitem__)
     assert answers[0]["probabilities"] == pytest.approx(content_distribution(scores), abs=1e-6)
     assert answers[1]["probabilities"] == pytest.approx(content_distribution(scores), abs=1e-6)
+
+
+class UnusableModel(ContentOnlyModel):
+    async def readout(self, call: ReadoutCall) -> LabelLogprobs:
+        return LabelLogprobs((math.nan,) * len(call.label_token_ids), len(call.input_ids), None)
+
+
+def test_an_unusable_first_readout_is_the_backends_error(qwen_tokenizer_dir):
+    chat = ChatTokenizer(qwen_tokenizer_dir)
+    with pytest.raises(BackendError, match="unusable label logprobs"):
+        served(Engine(Settings(), chat, UnusableModel(chat)), {"keep": 0.0, "drop": -1.0}, ["keep", "drop"])

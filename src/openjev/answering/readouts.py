@@ -171,9 +171,13 @@ class QuestionViews:
         return isinstance(question, ChoiceQuestion) and view != 0 and self.settings.rotation_skip_above < 1
 
     def unsure(self, readout: Readout) -> bool:
-        """The first readout of a choice leaves room for its other rotations to change the answer."""
+        """The first readout of a choice leaves room for its other rotations to change the answer; an unusable
+        one is read on, and `answers` refuses it."""
         _, logprobs, prior = readout
-        return max(renormalise(calibrated(logprobs, prior))) <= self.settings.rotation_skip_above
+        try:
+            return max(renormalise(calibrated(logprobs, prior))) <= self.settings.rotation_skip_above
+        except NonFiniteLogprob:
+            return True
 
     def wants_content_free(self, question: AnyQuestion) -> bool:
         # The setting names readout types only (`config.QUESTION_TYPES`): never a box. One option or
