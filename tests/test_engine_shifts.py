@@ -1,7 +1,8 @@
 """The engine's answer step: option rotations as extra branches, the answer cue, the calibration file.
 
 A stand-in backend reads the prompt it is given: it finds which option text sits at which letter
-and answers `content(option) x position_prior(letter)`, a model with a known letter bias.
+and answers `content(option) x position_prior(letter)`, a model with a known letter bias; over the
+content-free state it answers `position_prior(letter)` alone. Expected answers are the content's.
 """
 
 import asyncio
@@ -12,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from openjev.answering.answers import combine_shifts
 from openjev.backends.base import Backend, Generation, GenerationCall, LabelLogprobs, ReadoutCall
 from openjev.calibration import FORMAT
 from openjev.config import Settings
@@ -41,10 +41,12 @@ class LetterBiasedModel(PromptReadingModel):
     async def readout(self, call: ReadoutCall) -> LabelLogprobs:
         text = self.read_prompt(call)
         shown = re.findall(r"^[A-D]: (\w+)$", text, flags=re.MULTILINE)
+        content_free = "user\nN/A<|im_end|>" in text
         if not shown:  # the warm-up or a noul question
             logprobs = tuple(math.log(0.5) for _ in call.label_token_ids)
         else:
-            logprobs = tuple(math.log(CONTENT[word] * POSITION_PRIOR[j]) for j, word in enumerate(shown))
+            content = [1.0 if content_free else CONTENT[word] for word in shown]
+            logprobs = tuple(math.log(c * POSITION_PRIOR[j]) for j, c in enumerate(content))
         return LabelLogprobs(logprobs, len(call.input_ids), None)
 
 
@@ -62,33 +64,42 @@ def ask(engine: Engine, questions: dict) -> tuple[dict, int]:
 CHOICE = {"type": "choice", "criteria": {"w": "wrong", "c": "close", "o": "other", "r": "right"}}
 
 
-def test_one_rotation_reads_the_letter_bias(chat):
-    answers, calls = ask(Engine(Settings(option_shifts=1), chat, LetterBiasedModel(chat)), {"q": CHOICE})
+UNCALIBRATED = "score"  # OPENJEV_CONTEXTUAL_CALIBRATION without choice
+TRUTH = [value / sum(CONTENT.values()) for value in CONTENT.values()]
+
+
+def test_one_uncalibrated_rotation_reads_the_letter_bias(chat):
+    settings = Settings(option_shifts=1, contextual_calibration=UNCALIBRATED)
+    answers, calls = ask(Engine(settings, chat, LetterBiasedModel(chat)), {"q": CHOICE})
     assert answers["q"]["choice"] == "w" and calls == 2
 
 
-def test_by_default_two_rotations_divide_the_letter_prior_out(chat):
+def test_by_default_each_rotation_is_divided_by_its_content_free_readout(chat):
     answers, calls = ask(Engine(Settings(), chat, LetterBiasedModel(chat)), {"q": CHOICE})
-    assert calls == 1 + 2  # warm-up and two rotations
-    # Each rotation's readout by option (rotation 2 shows o at position (o - 2) mod 4), combined as answers.py does.
-    words = list(CONTENT)
-    views = [[CONTENT[w] * POSITION_PRIOR[(o - s) % 4] for o, w in enumerate(words)] for s in (0, 2)]
-    expected = combine_shifts([[v / sum(view) for v in view] for view in views], [0, 2], prior=True)
-    assert list(answers["q"]["probabilities"].values()) == pytest.approx(expected)
-    assert answers["q"]["choice"] != "w"  # the first letter's pull no longer decides
+    # The first rotation, calibrated, is unsure (top 0.4): the second is read too, each with its own
+    # content-free readout, and both give the content.
+    assert calls == 1 + 2 + 2
+    assert list(answers["q"]["probabilities"].values()) == pytest.approx(TRUTH)
+    assert answers["q"]["choice"] == "r"
 
 
-def test_four_rotations_are_four_branches_keyed_by_the_original_names(chat):
+def test_a_sure_first_rotation_is_read_alone(chat):
+    answers, calls = ask(Engine(Settings(rotation_skip_above=0.3), chat, LetterBiasedModel(chat)), {"q": CHOICE})
+    assert calls == 1 + 1 + 1  # the warm-up, the first rotation and its content-free readout
+    assert list(answers["q"]["probabilities"].values()) == pytest.approx(TRUTH)
+
+
+@pytest.mark.parametrize("average", ["probability", "log"])
+def test_four_rotations_are_four_branches_keyed_by_the_original_names(chat, average):
     backend = LetterBiasedModel(chat)
-    engine = Engine(Settings(option_shifts=4, label_prior=False), chat, backend)
+    engine = Engine(Settings(option_shifts=4, contextual_calibration=UNCALIBRATED, rotation_average=average), chat,
+                    backend)  # fmt: skip
     answers, calls = ask(engine, {"q": CHOICE, "yes": {"type": "noul", "instructions": "Is it?"}})
-    assert calls == 1 + 4 + 1  # warm-up, four rotations, the noul question once
+    assert calls == 1 + 4 + 1  # warm-up, four rotations (the first is unsure), the noul question once
     assert list(answers["q"]["probabilities"]) == ["w", "c", "o", "r"]
-    # Averaging spreads the letter bias evenly; the prior correction removes it.
+    # Every option sat once at the favoured first letter: its pull no longer decides.
     assert answers["q"]["choice"] == "r"
     assert set(answers) == {"q", "yes"} and answers["yes"]["type"] == "noul"
-    prior, _ = ask(Engine(Settings(option_shifts=4, label_prior=True), chat, backend), {"q": CHOICE})
-    assert list(prior["q"]["probabilities"].values()) == pytest.approx(list(CONTENT.values()))
 
 
 def test_the_json_cue_ends_every_question_turn(chat):
@@ -100,7 +111,7 @@ def test_the_json_cue_ends_every_question_turn(chat):
 def test_the_calibration_temperature_replaces_the_setting_for_its_bucket(chat, tmp_path: Path):
     path = tmp_path / "calibration.json"
     path.write_text(json.dumps({"format": FORMAT, "temperatures": {"choice": {"3-4": 2.0}}}))
-    settings = Settings(calibration_file=path, temperature=5.0, option_shifts=1)
+    settings = Settings(calibration_file=path, temperature=5.0, option_shifts=1, contextual_calibration=UNCALIBRATED)
     engine = Engine(settings, chat, LetterBiasedModel(chat))
     assert engine.calibration_source == str(path)
     answers, _ = ask(engine, {"q": CHOICE, "two": {"type": "choice", "criteria": {"a": "wrong", "b": "right"}}})

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
+from openjev.answering.debias import CONTENT_FREE_STATE
 from openjev.backends.supervised import free_port
 from openjev.smoke import CHECKS, SUPPORT_TICKET, run_smoke
 from tests.conftest import ServeOpenJev
@@ -25,12 +26,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def judging_logprobs(tokenizer_dir: Path, *, sensible: bool) -> Logprobs:
     """Label logprobs of a model that reads the prompt: sensible ones favour "Yes" and the option about
-    payments; the others favour "No" and the last option."""
+    payments; the others favour "No" and the last option. Over the content-free state, none."""
     tokenizer = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
 
     def logprobs(input_ids: Sequence[int], token_ids: Sequence[int]) -> list[float]:
-        question = tokenizer.decode(list(input_ids), skip_special_tokens=False).rsplit("<|im_start|>user", 1)[-1]
+        prompt = tokenizer.decode(list(input_ids), skip_special_tokens=False)
+        question = prompt.rsplit("<|im_start|>user", 1)[-1]
         labels = [tokenizer.decode([token_id]) for token_id in token_ids]
+        if prompt.startswith(f"<|im_start|>user\n{CONTENT_FREE_STATE}<|im_end|>"):
+            return [-1.0] * len(labels)  # no state to judge: no preference
         if sorted(labels) == ["No", "Yes"]:
             favourite = "Yes" if sensible else "No"
         else:

@@ -2,12 +2,12 @@
 
 A results line of such a run holds, under `shifts`, each rotation's distribution keyed by the
 original letters (`offsets[i]` is rotation i's cyclic shift; offset 0 is the protocol's own
-question). From them, with the server's own maths (`openjev.answering.answers.combine_shifts`, module doc):
+question). From them, with the server's own maths (`openjev.answering.debias.combine_views`, module doc):
 
 - `shift0`: rotation 0 alone, the plain protocol answer (what the record's `choice` already is);
-- `average`: the mean of the K rotations' distributions (OPENJEV_OPTION_SHIFTS=K);
-- `prior`: each rotation divided by the letter-position prior estimated from the K rotations, then
-  averaged (OPENJEV_OPTION_SHIFTS=K, OPENJEV_LABEL_PRIOR=true).
+- `average`: the mean of the K rotations' distributions (OPENJEV_OPTION_SHIFTS=K,
+  OPENJEV_ROTATION_SKIP_ABOVE=1);
+- `log`: their renormalised geometric mean (the same with OPENJEV_ROTATION_AVERAGE=log).
 
 A variant record is the record with `choice` and `probabilities` replaced (evals/harness/variants.py),
 so every figure of the report and every paired comparison applies to it unchanged. `temperature` (when
@@ -21,9 +21,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from evals.harness.variants import answered_as
-from openjev.answering.answers import argmax_first, combine_shifts, sharpen
+from openjev.answering.answers import argmax_first, sharpen
+from openjev.answering.debias import combine_views
+from openjev.config import RotationAverage
 
-VARIANTS = ("shift0", "average", "prior")
+VARIANTS = ("shift0", "average", "log")
 
 
 def variant_probabilities(record: dict[str, Any], variant: str) -> dict[str, float]:
@@ -35,9 +37,8 @@ def variant_probabilities(record: dict[str, Any], variant: str) -> dict[str, flo
         return dict(record["probabilities"])
     if "shifts" not in record:
         raise ValueError(f"item {record['id']} has no rotations: run with --shifts K to score {variant!r}")
-    offsets = record["shifts"]["offsets"]
     distributions = [[dist[letter] for letter in letters] for dist in record["shifts"]["probabilities"]]
-    combined = combine_shifts(distributions, offsets, prior=variant == "prior")
+    combined = combine_views(distributions, RotationAverage.log if variant == "log" else RotationAverage.probability)
     return dict(zip(letters, combined, strict=True))
 
 

@@ -21,6 +21,7 @@ from openjev.options import (
     ConfidenceMode,
     EmbeddedPrecision,
     Frontend,
+    RotationAverage,
     ScoreLabels,
     WorkedExamples,
 )
@@ -185,13 +186,21 @@ class Settings(ImageSettings, TaskSettings):
         2,
         ge=1,
         le=255,
-        description="Choice questions of at most 26 options: read in this many cyclic rotations, combined "
+        description="Choice questions of at most 26 options: read in up to this many cyclic rotations, combined "
         "(1 = off); a longer list is read once.",
     )
-    label_prior: bool = Field(
-        True,
-        description="Choice questions with option shifts: divide out the letter-position prior estimated "
-        "from the rotations before averaging.",
+    rotation_average: RotationAverage = Field(
+        RotationAverage.probability,
+        description="How a choice's rotations are combined: `probability` (their mean) or `log` (their "
+        "renormalised geometric mean).",
+    )
+    rotation_skip_above: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Choice questions with option shifts: the rotations after the first are read only where the "
+        "first readout's top probability (its content-free prior divided out, before the temperature) is at "
+        "most this; 1 = always read, with the first.",
     )
     option_keys: bool = Field(False, description="Choice questions: show each option's key beside its description.")
     answer_cue_noul: AnswerCue | None = Field(
@@ -218,11 +227,10 @@ class Settings(ImageSettings, TaskSettings):
         "space (one more backend call per score question).",
     )
     contextual_calibration: str = Field(
-        "score",
+        "choice,score",
         description="Question types (comma-separated: noul, choice, score) whose readout is divided by a "
-        "content-free readout of the same question (state `N/A`), cached per question text; empty: none. "
-        "Default score: the one type whose gain on jev-dev has a 95% interval above zero (README, Answer "
-        "quality).",
+        "content-free readout of the same question (state `N/A`), each view by its own, cached per question "
+        "text; empty: none.",
     )
     content_free_cache_bytes: int = Field(
         16 * 1024 * 1024, ge=0, description="Bytes of content-free readouts kept (calibration), by question text."

@@ -14,7 +14,10 @@
 2. `evaluate` (backend I/O): one warm-up readout of the shared prefix, awaited so the backend's
    prefix cache holds it, then one readout per question view and the content-free readouts, all
    together as one `Backend.readout_batch` (SGLang: one `/generate`, whose readouts reach its
-   scheduler at once), beside one constrained generation per box question (`box_reading.py`). The
+   scheduler at once), beside one constrained generation per box question (`box_reading.py`). A
+   choice's deferred rotations (`readouts.py`, OPENJEV_ROTATION_SKIP_ABOVE) follow as a second batch,
+   with their content-free readouts, for the questions whose first readout is unsure; the budget and
+   the rank's load counted them from the start. The
    warm-up is skipped while the prefix is certainly cached already (`warm_prefixes.py`): the branches
    go out at once. Every readout in the process holds one of `OPENJEV_MAX_CONCURRENT_BRANCHES` slots
    (`backends/slots.py`): a batch goes out in chunks of the slots free, never holding one idle.
@@ -217,7 +220,7 @@ class Engine:
                 )  # fmt: skip
                 warmed = time.perf_counter()
                 try:
-                    results, priors, prior_calls, prior_tokens = await self._fan_out(prefix, prepared, pin)
+                    read, results, priors, prior_calls, prior_tokens = await self._fan_out(prefix, prepared, pin)
                 except* BackendError as failures:
                     raise failures.exceptions[0] from None
                 finished = time.perf_counter()
@@ -227,12 +230,12 @@ class Engine:
             ) from error
         reported = [result.cached_tokens for result in results]
         self.warm_prefixes.settle(use, reported)
-        readouts, answers = self.views.answers(prepared.branches, results, priors)
+        readouts, answers = self.views.answers(read, results, priors)
         written = [r.generated if isinstance(r, BoxReading) else 1 for r in results]
         # Each question as sent: its first view (`readouts.py`: view 0 shows the options as sent).
         asked = [
             (len(b.suffix_ids) + b.image_tokens, out, cached)
-            for b, out, cached in zip(prepared.branches, written, reported, strict=True)
+            for b, out, cached in zip(read, written, reported, strict=True)
             if b.offset == 0
         ]
         prefix_tokens = len(prefix.ids) + prepared.prefix_image_tokens
@@ -252,31 +255,70 @@ class Engine:
 
     async def _fan_out(
         self, prefix: SharedIds, prepared: PreparedRequest, pin: Pin
-    ) -> tuple[list[LabelLogprobs | BoxReading], list[tuple[float, ...] | None], int, int]:
-        """Every branch's answer (in order) and the content-free priors, their calls and prompt tokens: the
-        readouts together in chunks of the slots free, each box's generation beside them."""
+    ) -> tuple[list[Branch], list[LabelLogprobs | BoxReading], list[tuple[float, ...] | None], int, int]:
+        """The branches read, in order (`_readouts`), their answers and content-free priors, and the priors'
+        calls and prompt tokens: the readouts beside each box's generation."""
+        branches, seen = prepared.branches, prepared.prefix_images
+        boxed = [index for index, branch in enumerate(branches) if isinstance(branch.question, BoxQuestion)]
+        async with asyncio.TaskGroup() as group:
+            readouts = group.create_task(self._readouts(prefix, prepared, pin))
+            boxes = [
+                group.create_task(
+                    self.boxes.read(PromptIds(prefix, branches[i].suffix_ids), seen + branches[i].images, pin)
+                )
+                for i in boxed
+            ]
+        read, calls, tokens = readouts.result()
+        found: dict[int, tuple[LabelLogprobs | BoxReading, tuple[float, ...] | None]] = dict(read)
+        found.update({index: (task.result(), None) for index, task in zip(boxed, boxes, strict=True)})
+        order = sorted(found)
+        return [branches[i] for i in order], [found[i][0] for i in order], [found[i][1] for i in order], calls, tokens
+
+    async def _readouts(
+        self, prefix: SharedIds, prepared: PreparedRequest, pin: Pin
+    ) -> tuple[dict[int, tuple[LabelLogprobs, tuple[float, ...] | None]], int, int]:
+        """Each readout branch read, by its index: (its answer, its content-free prior); the priors' calls and
+        prompt tokens. Every branch but the deferred rotations goes out at once; a deferred rotation follows
+        where its question's first readout is unsure (`readouts.py`)."""
+        branches = prepared.branches
+        readable = [index for index, branch in enumerate(branches) if not isinstance(branch.question, BoxQuestion)]
+        first = [
+            index for index in readable if not self.views.deferred(branches[index].question, branches[index].offset)
+        ]
+        found, calls, tokens = await self._read_round(prefix, prepared, first, {}, pin)
+        firsts = {branches[i].question_id: (0, answer.logprobs, prior) for i, (answer, prior) in found.items()
+                  if branches[i].offset == 0}  # fmt: skip
+        later = [i for i in readable if i not in found and self.views.unsure(firsts[branches[i].question_id])]
+        if later:
+            keys = prepared.content_free.keys
+            known = {
+                key: prior for i, (_, prior) in found.items() if (key := keys[i]) is not None and prior is not None
+            }
+            more, more_calls, more_tokens = await self._read_round(prefix, prepared, later, known, pin)
+            found, calls, tokens = found | more, calls + more_calls, tokens + more_tokens
+        return found, calls, tokens
+
+    async def _read_round(
+        self,
+        prefix: SharedIds,
+        prepared: PreparedRequest,
+        indices: list[int],
+        known: dict[bytes, tuple[float, ...]],
+        pin: Pin,
+    ) -> tuple[dict[int, tuple[LabelLogprobs, tuple[float, ...] | None]], int, int]:
+        """The readouts of the branches at `indices` and the content-free readouts they still need, together;
+        `known`: the priors earlier rounds read."""
+        plan = prepared.content_free.part(indices, known)
         seen = prepared.prefix_images
-        boxed = [isinstance(branch.question, BoxQuestion) for branch in prepared.branches]
         calls = [
             self._readout_call(PromptIds(prefix, branch.suffix_ids), branch.label_token_ids, pin, seen + branch.images)
-            for branch, box in zip(prepared.branches, boxed, strict=True)
-            if not box
+            for branch in (prepared.branches[index] for index in indices)
         ]
-        calls += [
-            self._readout_call(ids, labels, pin) for ids, labels in self.content_free.requests(prepared.content_free)
-        ]
-        async with asyncio.TaskGroup() as group:
-            batch = group.create_task(self._call_batch(calls, pin))
-            boxes = [
-                group.create_task(self.boxes.read(PromptIds(prefix, branch.suffix_ids), seen + branch.images, pin))
-                for branch, box in zip(prepared.branches, boxed, strict=True)
-                if box
-            ]
-        answered = iter(batch.result())
-        box_results = iter([task.result() for task in boxes])
-        results = [next(box_results) if box else next(answered) for box in boxed]
-        # What is left of the answers: the content-free readouts'.
-        return results, *self.content_free.priors(prepared.content_free, list(answered))
+        calls += [self._readout_call(ids, labels, pin) for ids, labels in self.content_free.requests(plan)]
+        answered = await self._call_batch(calls, pin) if calls else []
+        mine, theirs = answered[: len(indices)], answered[len(indices) :]
+        priors, prior_calls, prior_tokens = self.content_free.priors(plan, theirs)
+        return dict(zip(indices, zip(mine, priors, strict=True), strict=True)), prior_calls, prior_tokens
 
     def _readout_call(
         self, input_ids: Sequence[int], label_token_ids: tuple[int, ...], pin: Pin, images: tuple[ImageInput, ...] = ()

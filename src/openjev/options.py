@@ -29,6 +29,13 @@ class AnswerCue(StrEnum):
     json = "json"
 
 
+class RotationAverage(StrEnum):
+    """How a choice's rotations are combined (`debias.combine_views`): mean probability or mean log-probability."""
+
+    probability = "probability"
+    log = "log"
+
+
 class WorkedExamples(StrEnum):
     """How a criteria entry's worked examples are shown (`prompting/worked_examples.py`)."""
 

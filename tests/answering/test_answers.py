@@ -7,9 +7,9 @@ import pytest
 from openjev.answering.answers import (
     NonFiniteLogprob,
     argmax_first,
+    by_option,
     choice_answer,
     choice_confidence,
-    combine_shifts,
     entropy_confidence,
     noul_answer,
     renormalise,
@@ -18,9 +18,9 @@ from openjev.answering.answers import (
     score_confidence,
     sharpen,
     shift_offsets,
-    shifted_choice_answer,
 )
-from openjev.config import ConfidenceMode
+from openjev.answering.debias import combine_views
+from openjev.config import ConfidenceMode, RotationAverage
 
 
 def test_renormalise_matches_softmax_and_is_stable_for_huge_magnitudes():
@@ -121,38 +121,32 @@ def test_shift_offsets_spread_evenly_and_never_repeat():
     assert rotated_order(4, 1) == [1, 2, 3, 0]
 
 
-def test_average_and_prior_on_a_hand_example():
+def test_rotations_are_averaged_in_probability_or_log_space_on_a_hand_example():
     # Two options, two rotations, a model that adds a preference for the first position.
-    by_option = [[0.8, 0.2], [0.4, 0.6]]  # rotation 0 shows (a, b); rotation 1 shows (b, a)
-    assert combine_shifts(by_option, [0, 1], prior=False) == pytest.approx([0.6, 0.4])
-    # Position priors: pi(0) = sqrt(0.8 * 0.6), pi(1) = sqrt(0.2 * 0.4); dividing them out of each
-    # rotation gives a: 0.8/pi0 vs b: 0.2/pi1 in rotation 0, the same odds in rotation 1.
-    pi0, pi1 = math.sqrt(0.8 * 0.6), math.sqrt(0.2 * 0.4)
-    odds = (0.8 / pi0) / (0.2 / pi1)
-    assert combine_shifts(by_option, [0, 1], prior=True) == pytest.approx([odds / (1 + odds), 1 / (1 + odds)])
+    by_options = [by_option([math.log(0.8), math.log(0.2)], 0), by_option([math.log(0.6), math.log(0.4)], 1)]
+    assert by_options[0] == pytest.approx([0.8, 0.2]) and by_options[1] == pytest.approx([0.4, 0.6])  # (b, a)
+    assert combine_views(by_options, RotationAverage.probability) == pytest.approx([0.6, 0.4])
+    a, b = math.sqrt(0.8 * 0.4), math.sqrt(0.2 * 0.6)
+    assert combine_views(by_options, RotationAverage.log) == pytest.approx([a / (a + b), b / (a + b)])
 
 
-def test_a_pure_letter_prior_is_removed_by_the_prior_correction():
+def test_a_letter_pull_is_spread_over_the_options_by_every_rotation():
     # The model's readout = content x position prior: content (0.1, 0.2, 0.3, 0.4), prior favours A.
     content, position = [0.1, 0.2, 0.3, 0.4], [0.7, 0.1, 0.1, 0.1]
-    readouts, offsets = [], shift_offsets(4, 4)
-    for offset in offsets:
+    views = []
+    for offset in shift_offsets(4, 4):
         shown = rotated_order(4, offset)
-        readouts.append([math.log(content[o] * position[j]) for j, o in enumerate(shown)])
-    answer = shifted_choice_answer(list("abcd"), readouts, offsets, True, 1.0, ConfidenceMode.typesafe)
-    assert list(answer["probabilities"].values()) == pytest.approx(content)
-    biased = choice_answer(list("abcd"), readouts[0], 1.0, ConfidenceMode.typesafe)
-    assert biased["choice"] == "a" and answer["choice"] == "d"
+        views.append(by_option([math.log(content[o] * position[j]) for j, o in enumerate(shown)], offset))
+    assert argmax_first(views[0]) == 0  # one readout: the first letter wins
+    for average in RotationAverage:
+        assert argmax_first(combine_views(views, average)) == 3  # every option saw the pull once
 
 
-def test_the_prior_can_change_the_letter_even_with_every_rotation():
-    """README: with 4 options and all 4 rotations the prior correction is not a mere re-weighting:
-    each rotation is renormalised after the division and the rotations averaged arithmetically."""
-    rows = [[0.05, 0.55, 0.15, 0.95], [0.75, 0.75, 0.75, 0.05], [0.05, 0.65, 1.05, 0.95], [0.75, 0.75, 0.25, 0.85]]
-    by_option = [[value / sum(row) for value in row] for row in rows]
-    offsets = shift_offsets(4, 4)
-    assert argmax_first(combine_shifts(by_option, offsets, prior=False)) == 3
-    assert argmax_first(combine_shifts(by_option, offsets, prior=True)) == 1
+def test_views_that_agree_average_to_themselves():
+    view = [0.05, 0.6, 0.35]
+    for average in RotationAverage:
+        assert combine_views([view, view, view], average) == pytest.approx(view)
+        assert combine_views([view], average) == view
 
 
 def test_temperature_keeps_a_choice_and_moves_noul_and_score_answers():
@@ -168,10 +162,8 @@ def test_temperature_keeps_a_choice_and_moves_noul_and_score_answers():
     assert yes[0] > yes[1] > yes[2] > 0.5
 
 
-def test_one_unrotated_readout_is_the_plain_answer():
+def test_one_unrotated_readout_is_the_plain_readout():
     logprobs = [-0.5, -1.5, -3.0]
-    plain = choice_answer(list("xyz"), logprobs, 2.0, ConfidenceMode.entropy)
-    shifted = shifted_choice_answer(list("xyz"), [logprobs], [0], False, 2.0, ConfidenceMode.entropy)
-    assert shifted["choice"] == plain["choice"]
-    assert list(shifted["probabilities"].values()) == pytest.approx(list(plain["probabilities"].values()))
+    assert by_option(logprobs, 0) == renormalise(logprobs)
+    assert sharpen(renormalise(logprobs), 2.0) == pytest.approx(renormalise(logprobs, 2.0))
     assert sharpen([0.25, 0.75], 1.0) == [0.25, 0.75]

@@ -173,7 +173,7 @@ def test_score_and_noul_settings_leave_choice_questions_untouched(chat) -> None:
     """Why MMLU (choice only) cannot move under the score and noul settings: same prompts, same answers."""
     choice = {"type": "choice", "instructions": "Which?", "criteria": {"a": "calm", "b": "fire"}}
     plain_backend, tuned_backend = PositionBiasedModel(chat), PositionBiasedModel(chat)
-    plain, _ = ask(Engine(Settings(), chat, plain_backend), {"c": choice})
+    plain, _ = ask(Engine(Settings(contextual_calibration="score"), chat, plain_backend), {"c": choice})
     tuned_settings = Settings(
         score_labels="digits", score_reverse=True, contextual_calibration="score,noul", answer_cue_score="json"
     )

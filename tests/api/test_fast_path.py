@@ -170,9 +170,12 @@ def test_both_paths_send_the_same_prompt_ids_for_boundary_numbers(
         before = len(backend.calls)
         # Read by orjson or by the strict parser, a valid body is answered by the fast path either way.
         answers = [response.json() for response in both_ways(client, body(value), route_reads)]
-        sent = [list(call.input_ids) for call in backend.calls[before:]]
-        # Each way: the warm-up, the noul, the choice in two rotations and the score.
-        assert len(sent) == 10 and sent[:5] == sent[5:] and answers[0] == answers[1]
+        # The content-free readouts aside (read the first way only, the first time a question text is seen),
+        # each way: the warm-up, the noul, the choice (in two rotations where the first is unsure), the score.
+        calls = [list(call.input_ids) for call in backend.calls[before:]]
+        sent = [ids for ids in calls if "N/A" not in tokenizer.decode(ids)]
+        half = len(sent) // 2
+        assert half in (4, 5) and sent[:half] == sent[half:] and answers[0] == answers[1]
         assert str(value) in tokenizer.decode(sent[0])
     assert {2**63 - 1, 2**63, 10**19 - 1, -(10**18) + 1} <= by_fast_path
     assert by_fast_path.isdisjoint({-(2**63) - 1, 2**64, -(10**19)})

@@ -65,8 +65,9 @@ def _eventually_ready(client: TestClient, attempts: int = 200) -> bool:
 
 def test_example_is_answered_with_one_backend_call_per_readout_plus_warm_up(ready_client) -> None:
     client, backend = ready_client
-    # The choice is read in two rotations (OPENJEV_OPTION_SHIFTS=2); the score question's content-free
-    # readout (OPENJEV_CONTEXTUAL_CALIBRATION=score) is read once per question text, the first time it is seen.
+    # The choice's first rotation is sure (top probability 0.92 > OPENJEV_ROTATION_SKIP_ABOVE): its second
+    # is not read. The choice's and the score's content-free readouts (OPENJEV_CONTEXTUAL_CALIBRATION=
+    # choice,score) are read once per question text, the first time it is seen.
     first = client.post("/v1/systemone", json=support_ticket())
     assert first.status_code == 200 and first.headers["x-openjev-backend-output-tokens"] == "6" == str(
         len(backend.calls)
@@ -81,7 +82,7 @@ def test_example_is_answered_with_one_backend_call_per_readout_plus_warm_up(read
         "department": "choice",
         "urgency": "score",
     }
-    assert len(backend.calls) == 5 and response.headers["x-openjev-backend-output-tokens"] == "5"
+    assert len(backend.calls) == 4 and response.headers["x-openjev-backend-output-tokens"] == "4"
     assert response.json()["usage"]["output_tokens"] == 3
     prefix = backend.calls[0].input_ids
     assert all(list(call.input_ids[: len(prefix)]) == list(prefix) for call in backend.calls[1:])
@@ -180,16 +181,18 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
         limits = client.get("/v1/limits").json()
         assert limits["calibration_file"] == "support-calibration.json"
         assert limits["answer_settings"] == {
-            "answer_cue": "plain", "option_shifts": 2, "label_prior": True, "option_keys": False, "temperature": 1.0,
+            "answer_cue": "plain", "option_shifts": 2, "rotation_average": "probability", "rotation_skip_above": 0.5,
+            "option_keys": False, "temperature": 1.0,
             "score_temperature": 0.5, "confidence": "typesafe",
             "calibration_sha256": hashlib.sha256(calibration.read_bytes()).hexdigest(),
             "answer_cue_noul": "plain", "answer_cue_choice": "plain", "answer_cue_score": "plain",
-            "score_labels": "letters", "score_reverse": False, "contextual_calibration": "score",
+            "score_labels": "letters", "score_reverse": False, "contextual_calibration": "choice,score",
             "worked_examples": "block",
             "think_margin": 0.5, "think_max_share": 0.2, "think_window": 1000, "think_budget_tokens": None,
         }  # fmt: skip
     other = {
-        "answer_cue": "json", "option_shifts": 4, "label_prior": True, "temperature": 0.5, "confidence": "entropy",
+        "answer_cue": "json", "option_shifts": 4, "rotation_average": "log", "rotation_skip_above": 1.0,
+        "temperature": 0.5, "confidence": "entropy",
         "answer_cue_noul": "plain", "score_labels": "digits", "score_reverse": True, "worked_examples": "lines",
         "contextual_calibration": "score,noul", "think_margin": 2.0, "think_max_share": 1.0, "think_budget_tokens": 8,
     }  # fmt: skip
@@ -198,7 +201,8 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
         limits = client.get("/v1/limits").json()
         assert limits["calibration_file"] is None
         assert limits["answer_settings"] == {
-            "answer_cue": "json", "option_shifts": 4, "label_prior": True, "option_keys": False, "temperature": 0.5,
+            "answer_cue": "json", "option_shifts": 4, "rotation_average": "log", "rotation_skip_above": 1.0,
+            "option_keys": False, "temperature": 0.5,
             "score_temperature": 0.5, "confidence": "entropy", "calibration_sha256": None,
             "answer_cue_noul": "plain", "answer_cue_choice": "json", "answer_cue_score": "json",
             "score_labels": "digits", "score_reverse": True, "contextual_calibration": "noul,score",

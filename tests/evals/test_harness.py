@@ -132,7 +132,7 @@ def test_a_shifted_run_reports_its_variants_and_compares_them(openjev_on_fake: R
         assert set(line["server_timing_ms"]) == {"prep", "prefill", "branches"}
     summary = json.loads((out / "report.json").read_text())
     assert summary["shifts"] == 4
-    assert set(summary["variants"]) == {"shift0", "average", "prior"}
+    assert set(summary["variants"]) == {"shift0", "average", "log"}
     assert summary["variants"]["shift0"]["accuracy"] == summary["accuracy"]
     assert "Option-order variants" in (out / "report.md").read_text()
     assert compare.main([str(out), f"{out}@average"]) == 0

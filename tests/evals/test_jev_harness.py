@@ -21,7 +21,6 @@ RAW = {
     "OPENJEV_SCORE_REVERSE": "false",
     "OPENJEV_SCORE_TEMPERATURE": "1.0",
     "OPENJEV_OPTION_SHIFTS": "1",
-    "OPENJEV_LABEL_PRIOR": "false",
 }
 #: A server that calibrates score questions and nothing else.
 SCORES_CALIBRATED = {**RAW, "OPENJEV_CONTEXTUAL_CALIBRATION": "score"}

@@ -17,24 +17,15 @@ Both are clamped to [0, 1]; every returned number is finite. With one option or 
 formula is 0/0 and its value is its limit, 1: the one outcome has probability 1, no spread and no
 entropy, so it is certain (the choice formula is 1 for m = 1 at every n > 1 too).
 
-Option-order debiasing (choice questions, `OPENJEV_OPTION_SHIFTS=K`): the options are shown in K
-cyclic rotations, spread evenly over the n positions (`shift_offsets`: s_j = floor(j n / K),
-j < min(K, n)). Under shift s, position j shows option (j + s) mod n, so option o sits at position
-(o - s) mod n. Let q_s(o) be option o's renormalised probability (T = 1) under shift s.
+Option rotations (choice questions, `OPENJEV_OPTION_SHIFTS=K`): the options are shown in K cyclic
+rotations, spread evenly over the n positions (`shift_offsets`: s_j = floor(j n / K), j < min(K, n)).
+Under shift s, position j shows option (j + s) mod n, so option o sits at position (o - s) mod n;
+`by_option` maps a rotation's renormalised readout (T = 1) back to the options, q_s(o). The views are
+then combined by averaging (`debias.combine_views`), and nothing else: an average of views that agree
+is that view, so a model with no letter bias is served what a single readout serves.
 
-- average: p(o) = (1/K) sum_s q_s(o). Each option is read at K different positions, so a
-  preference for a letter position is spread over all options instead of favouring one.
-- prior (`OPENJEV_LABEL_PRIOR=true`): first estimate the model's preference for each position
-  from the same K readouts, as the geometric mean over the shifts of what that position received,
-      pi(j) = exp((1/K) sum_s log q_s((j + s) mod n)),
-  then divide each readout by it and renormalise, r_s(o) ∝ q_s(o) / pi((o - s) mod n), and average:
-  p(o) = (1/K) sum_s r_s(o). When K = n every option visits every position once, so pi(j) is the
-  position's mean log-probability over all options: the content averages out and what is left is
-  the letter prior. With K < n it is estimated from the K options that visited position j.
-  Probabilities are floored at 1e-12 before the logarithm (a label the backend calls impossible).
-
-Temperature comes last: p_T(o) ∝ p(o)^(1/T). With K = 1 and no prior this is exactly
-renormalise(logprobs, T), the plain readout.
+Temperature comes last: p_T(o) ∝ p(o)^(1/T). With K = 1 this is exactly renormalise(logprobs, T), the
+plain readout.
 """
 
 from __future__ import annotations
@@ -73,22 +64,6 @@ def shift_offsets(option_count: int, shifts: int) -> list[int]:
 def rotated_order(option_count: int, offset: int) -> list[int]:
     """Original option indices in the order shown under `offset`: position j shows (j + offset) mod n."""
     return [(position + offset) % option_count for position in range(option_count)]
-
-
-def combine_shifts(distributions: Sequence[Sequence[float]], offsets: Sequence[int], prior: bool) -> list[float]:
-    """One distribution from the rotations' distributions, each in original option order (module doc)."""
-    n = len(distributions[0])
-    if prior:
-        logs = [[math.log(max(p, PROBABILITY_FLOOR)) for p in dist] for dist in distributions]
-        log_prior = [
-            math.fsum(log[(position + s) % n] for log, s in zip(logs, offsets, strict=True)) / len(offsets)
-            for position in range(n)
-        ]
-        distributions = [
-            renormalise([log[o] - log_prior[(o - s) % n] for o in range(n)])
-            for log, s in zip(logs, offsets, strict=True)
-        ]
-    return [math.fsum(dist[o] for dist in distributions) / len(distributions) for o in range(n)]
 
 
 def sharpen(probabilities: Sequence[float], temperature: float) -> list[float]:
@@ -149,26 +124,14 @@ def choice_answer(
     return choice_from_probabilities(option_names, renormalise(logprobs, temperature), mode)
 
 
-def shifted_choice_answer(
-    option_names: Sequence[str],
-    readouts: Sequence[Sequence[float]],
-    offsets: Sequence[int],
-    prior: bool,
-    temperature: float,
-    mode: ConfidenceMode,
-) -> dict[str, Any]:
-    """A choice read under several rotations: `readouts[i]` are the label logprobs by shown position
-    under `offsets[i]`; they are mapped back to the original options, combined, then tempered."""
-    n = len(option_names)
-    distributions = []
-    for logprobs, offset in zip(readouts, offsets, strict=True):
-        by_position = renormalise(logprobs)
-        by_option = [0.0] * n
-        for position, option in enumerate(rotated_order(n, offset)):
-            by_option[option] = by_position[position]
-        distributions.append(by_option)
-    combined = combine_shifts(distributions, offsets, prior)
-    return choice_from_probabilities(option_names, sharpen(combined, temperature), mode)
+def by_option(logprobs: Sequence[float], offset: int) -> list[float]:
+    """A rotation's readout (label logprobs by shown position under `offset`) as probabilities of the
+    options in their original order."""
+    by_position = renormalise(logprobs)
+    probabilities = [0.0] * len(by_position)
+    for position, option in enumerate(rotated_order(len(by_position), offset)):
+        probabilities[option] = by_position[position]
+    return probabilities
 
 
 def choice_from_probabilities(

@@ -10,7 +10,8 @@ repeated question costs no backend call. `plan` (at preparation) fixes which rea
 makes and what they send, so the token budget counts them before anything is sent; `requests` are
 those readouts' prompts and label ids (the engine sends them beside the branches), and `priors`,
 given their answers in that order, returns one entry per branch (None where the question type is
-not calibrated), the number of backend calls made and their prompt tokens.
+not calibrated), the number of backend calls made and their prompt tokens. A request that reads its
+branches in rounds (`readouts.py`: deferred rotations) reads each round's `part` of its plan.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -62,6 +63,22 @@ class ContentFreePlan:
     def tokens(self) -> int:
         """The prompt tokens the readouts still to make send."""
         return sum(tokens for _, tokens in self.readouts)
+
+    def part(self, indices: Sequence[int], read: Mapping[bytes, tuple[float, ...]]) -> ContentFreePlan:
+        """The plan of the branches at `indices` alone (in that order), `read`: priors this request has read
+        already: a request that reads its branches in rounds reads each of its planned readouts at most once,
+        in the round of the first branch that needs it."""
+        keys = [self.keys[index] for index in indices]
+        known = {**self.known, **read}
+        planned = {key: (asked, tokens) for key, asked, (_, tokens) in zip(self.missing, self.asked, self.readouts,
+                                                                          strict=True)}  # fmt: skip
+        first: dict[bytes, int] = {}
+        for position, key in enumerate(keys):
+            if key is not None and key not in known:
+                first.setdefault(key, position)
+        asked = [planned[key][0] for key in first]
+        readouts = [(position, planned[key][1]) for key, position in first.items()]
+        return ContentFreePlan(keys, known, list(first), asked, readouts)
 
 
 class ContentFreePriors:

@@ -1,8 +1,15 @@
-"""Label-bias corrections of a readout: views combined in log space, a content-free prior divided out. Pure.
+"""Label-bias corrections of a readout: views combined by averaging, a content-free prior divided out. Pure.
 
 A readout's distribution over a question's labels mixes what the content supports with what the model
 prefers about the labels themselves (a position, a letter, the third level of a rubric). Two
-corrections, each optional per question type (`OPENJEV_SCORE_REVERSE`, `OPENJEV_CONTEXTUAL_CALIBRATION`):
+corrections, each optional per question type (`OPENJEV_OPTION_SHIFTS`, `OPENJEV_SCORE_REVERSE`,
+`OPENJEV_CONTEXTUAL_CALIBRATION`); neither estimates a letter prior from the views themselves (with fewer
+views than options that estimate is the content of the options that visited a letter):
+
+- Rotations (choice questions): the views' distributions, each mapped back to the options, are
+  averaged (`combine_views`): their mean (OPENJEV_ROTATION_AVERAGE=probability) or their renormalised
+  geometric mean (`log`). A preference for a shown position lands on different options in different
+  views and is spread over them; views that agree are returned unchanged.
 
 - Reverse view (score questions): the rubric is also shown in reverse order; its readout r, mapped
   back to rubric order (level i is shown at position n-1-i), is combined with the forward readout f
@@ -31,6 +38,7 @@ import math
 from collections.abc import Sequence
 
 from openjev.answering.answers import PROBABILITY_FLOOR, renormalise
+from openjev.config import RotationAverage
 
 #: The state a content-free readout is read over: carries no content, only the question.
 CONTENT_FREE_STATE = "N/A"
@@ -49,6 +57,15 @@ def combine_log_space(distributions: Sequence[Sequence[float]]) -> list[float]:
     """The renormalised geometric mean of distributions over the same labels in the same order."""
     logs = [log_floor(dist) for dist in distributions]
     return renormalise([math.fsum(column) / len(logs) for column in zip(*logs, strict=True)])
+
+
+def combine_views(distributions: Sequence[Sequence[float]], average: RotationAverage) -> list[float]:
+    """Views of one question, in the same label order, averaged as `average` says (module doc)."""
+    if len(distributions) == 1:
+        return list(distributions[0])
+    if average is RotationAverage.log:
+        return combine_log_space(distributions)
+    return [math.fsum(column) / len(distributions) for column in zip(*distributions, strict=True)]
 
 
 def divide_prior(probabilities: Sequence[float], prior: Sequence[float]) -> list[float]:

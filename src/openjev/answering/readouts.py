@@ -2,7 +2,11 @@
 
 Contract:
 - Views. A noul is read once. A choice of at most MAX_SHIFTED_OPTIONS (26) options is read in the
-  rotations of OPENJEV_OPTION_SHIFTS (view = the rotation offset), a longer one once. A score is
+  rotations of OPENJEV_OPTION_SHIFTS (view = the rotation offset), a longer one once. With
+  OPENJEV_ROTATION_SKIP_ABOVE below 1 the rotations after the first are `deferred`: read only where
+  the first readout is `unsure`, its top probability (calibrated where choice is, T = 1) at most
+  the setting. Views that agree average to the first, so a model whose readout depends on the options
+  and not on their letters is served the first readout's answer whether or not the rest are read. A score is
   read with its rubric as sent (view 0) and, with OPENJEV_SCORE_REVERSE, with the rubric reversed
   (view REVERSED): exactly the text a client sending the reversed rubric gets, so the two readouts
   are the two sides of the mirror law.
@@ -21,10 +25,10 @@ Contract:
   softmax c)) (debias.py), which then goes where l went. A question type not listed is untouched.
 - Answer. `answers` gathers each question's readouts from its branches (a box's reading is its
   answer; non-finite label logprobs are the backend's error). Noul and choice answers are
-  answers.py's (a choice read in several rotations: mapped back to its options and combined,
-  OPENJEV_LABEL_PRIOR); a score read in both views combines the forward distribution and the
-  mirrored reversed one in log space (debias.combine_log_space) before the temperature and the
-  confidence are applied.
+  answers.py's (a choice read in several rotations: each mapped back to its options and the
+  views averaged, OPENJEV_ROTATION_AVERAGE, debias.combine_views); a score read in both views
+  combines the forward distribution and the mirrored reversed one in log space
+  (debias.combine_log_space) before the temperature and the confidence are applied.
 - Temperature. The calibration file's (OPENJEV_CALIBRATION_FILE, read once at start-up) for the
   question's type and option count (2 for a noul), else OPENJEV_SCORE_TEMPERATURE for a score
   question where it is set, else OPENJEV_TEMPERATURE.
@@ -37,15 +41,17 @@ from typing import Any, Protocol
 
 from openjev.answering.answers import (
     NonFiniteLogprob,
+    by_option,
     choice_answer,
+    choice_from_probabilities,
     noul_answer,
     renormalise,
     score_answer,
+    sharpen,
     shift_offsets,
-    shifted_choice_answer,
 )
 from openjev.answering.box_reading import BoxReading
-from openjev.answering.debias import combine_log_space, divide_prior, log_floor, mirrored
+from openjev.answering.debias import combine_log_space, combine_views, divide_prior, log_floor, mirrored
 from openjev.backends.base import BackendError, LabelLogprobs
 from openjev.calibration import Calibration, load_calibration
 from openjev.config import AnswerCue, ScoreLabels, Settings
@@ -160,6 +166,19 @@ class QuestionViews:
         )
         return planned, [frame.shared_prefix_segments, *suffixes]
 
+    def deferred(self, question: AnyQuestion, view: int) -> bool:
+        """A choice's rotation after the first, read only where the first readout is `unsure`."""
+        return isinstance(question, ChoiceQuestion) and view != 0 and self.settings.rotation_skip_above < 1
+
+    def unsure(self, readout: Readout) -> bool:
+        """The first readout of a choice leaves room for its other rotations to change the answer; an unusable
+        one is read on, and `answers` refuses it."""
+        _, logprobs, prior = readout
+        try:
+            return max(renormalise(calibrated(logprobs, prior))) <= self.settings.rotation_skip_above
+        except NonFiniteLogprob:
+            return True
+
     def wants_content_free(self, question: AnyQuestion) -> bool:
         # The setting names readout types only (`config.QUESTION_TYPES`): never a box. One option or
         # level has probability 1 whatever its prior.
@@ -209,10 +228,12 @@ class QuestionViews:
         if isinstance(question, NoulQuestion):
             return noul_answer(logprobs[0], temperature)
         if isinstance(question, ChoiceQuestion):
-            if views == [0]:
-                return choice_answer(list(question.criteria), logprobs[0], temperature, mode)
             names = list(question.criteria)
-            return shifted_choice_answer(names, logprobs, views, self.settings.label_prior, temperature, mode)
+            if views == [0]:
+                return choice_answer(names, logprobs[0], temperature, mode)
+            rotations = [by_option(values, view) for values, view in zip(logprobs, views, strict=True)]
+            combined = combine_views(rotations, self.settings.rotation_average)
+            return choice_from_probabilities(names, sharpen(combined, temperature), mode)
         if views == [0]:
             return score_answer(question.criteria, logprobs[0], temperature, mode)
         forward, backward = (renormalise(values) for values in logprobs)
