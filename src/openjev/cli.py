@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import SecretStr, ValidationError
 
+from openjev.batch.default_group import DefaultCommandGroup
 from openjev.config import COMPAT_MODEL_ALIAS, Settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="openjev: a self-hosted Jev System One API.")
@@ -248,7 +249,9 @@ def _rows(file: Path, question: Path | None, *, need_gold: bool) -> list[Any]:
         raise typer.Exit(2) from None
 
 
-def _answer_with_progress(rows: list[Any], target: Any, answers: Path) -> dict[str, Any]:
+def _answer_with_progress(
+    rows: list[Any], target: Any, answers: Path, on_served: Callable[[str], None] = lambda url: None
+) -> dict[str, Any]:
     from openjev.batch.client import ServerUnreachable, read_answers
     from openjev.batch.jobs import answer_file
     from openjev.batch.local_server import ServerFailed
@@ -258,48 +261,92 @@ def _answer_with_progress(rows: list[Any], target: Any, answers: Path) -> dict[s
     try:
         with typer.progressbar(length=len(rows), label="answering", file=sys.stderr) as bar:
             bar.update(already)
-            return answer_file(rows, target, answers, lambda: bar.update(1))
+            return answer_file(rows, target, answers, lambda: bar.update(1), on_served)
     except (ServerUnreachable, ServerFailed) as error:
         typer.echo(f"openjev: {error}", err=True)
         raise typer.Exit(1) from None
 
 
-@app.command("eval")
+eval_app = typer.Typer(
+    cls=DefaultCommandGroup, no_args_is_help=True, help="Evaluate a server on a labelled file, or compare two runs."
+)
+app.add_typer(eval_app, name="eval")
+
+
+@eval_app.command("run")
 @file_command_options
 def eval_file(
     file: Annotated[Path, typer.Argument(help="Labelled rows: JSONL or CSV with state, question and gold.")],
     out: Annotated[Path, typer.Option(help="Folder for answers.jsonl and the report files.")] = Path("eval-out"),
     **options: Any,
 ) -> None:
-    """Ask a server every labelled row and report accuracy, pairs, confusion, Brier, ECE and reliability."""
-    from openjev.batch.jobs import evaluate
+    """(the default: `openjev eval FILE`) Ask a server every labelled row; report per question accuracy,
+    precision, recall, F1, the confusion matrix, Brier, ECE and pairs, with plots."""
+    from openjev.batch.evaluation import evaluate, now, run_metadata
+    from openjev.batch.rows import read_question
+    from openjev.batch.server_info import server_facts
 
     rows = _rows(file, options["question"], need_gold=True)
     out.mkdir(parents=True, exist_ok=True)
-    records = _answer_with_progress(rows, _target(options), out / "answers.jsonl")
+    target, started, facts = _target(options), now(), {}
+    records = _answer_with_progress(
+        rows, target, out / "answers.jsonl", lambda url: facts.update(server_facts(url, target.api_key))
+    )
+    asked = read_question(options["question"]) if options["question"] is not None else None
     server = options["url"] or "the embedded default"
     try:
-        summary = evaluate(rows, records, out, title=f"openjev eval of {file.name} on {server}")
+        run = {**facts, **run_metadata(file, asked, rows, started)}
+        summary = evaluate(rows, records, out, f"openjev eval of {file.name} on {server}", run)
     except ValueError as error:
         typer.echo(f"openjev: {error}", err=True)
         raise typer.Exit(1) from None
     typer.echo((out / "report.md").read_text())
+    if isinstance(summary["plots"], str):
+        typer.echo(f"openjev: no plots: {summary['plots']}", err=True)
     if summary["errors"]["n"]:
         raise typer.Exit(1)
+
+
+@eval_app.command("compare")
+def eval_compare(
+    run_a: Annotated[Path, typer.Argument(help="The --out folder of one `openjev eval` run (A).")],
+    run_b: Annotated[Path, typer.Argument(help="The --out folder of another run on the same rows (B).")],
+    json_file: Annotated[Path | None, typer.Option("--json", help="Also write the comparison as JSON here.")] = None,
+) -> None:
+    """B against A on the rows both answered: accuracy difference with a paired bootstrap 95% interval,
+    per question and overall."""
+    from openjev.batch.compare import NotAnEvalRun, compare_runs, comparison_text
+
+    try:
+        comparison = compare_runs(run_a, run_b)
+    except NotAnEvalRun as error:
+        typer.echo(f"openjev: {error}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(comparison_text(comparison), nl=False)
+    if json_file is not None:
+        json_file.write_text(json.dumps(comparison, indent=2, ensure_ascii=False))
 
 
 @app.command()
 @file_command_options
 def classify(
     file: Annotated[Path, typer.Argument(help="Rows to answer: JSONL or CSV with state (and question).")],
-    out: Annotated[Path, typer.Option(help="JSONL the answers are appended to; a rerun resumes it.")] = Path(
-        "answers.jsonl"
-    ),
+    out: Annotated[
+        Path, typer.Option(help="The answers: .jsonl (appended as rows finish; a rerun resumes it), .csv or .parquet.")
+    ] = Path("answers.jsonl"),
     **options: Any,
 ) -> None:
     """Answer every row of a file, one JSON line per row as it finishes; exit 1 if any row got an error."""
+    from openjev.batch.outputs import OutputError, journal_path, write_table
+
+    try:
+        journal = journal_path(out)
+    except OutputError as error:
+        typer.echo(f"openjev: {error}", err=True)
+        raise typer.Exit(2) from None
     rows = _rows(file, options["question"], need_gold=False)
-    records = _answer_with_progress(rows, _target(options), out)
+    records = _answer_with_progress(rows, _target(options), journal)
+    write_table(out, rows, records)
     failed = [row.id for row in rows if "answer" not in records.get(row.id, {})]
     typer.echo(f"{len(rows) - len(failed)} of {len(rows)} rows answered into {out}", err=True)
     if failed:
