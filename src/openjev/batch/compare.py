@@ -88,13 +88,22 @@ def paired(keys: list[str], records_a: dict[str, Any], records_b: dict[str, Any]
     return {**asdict(result), "ci95": list(result.ci95)}
 
 
+def fact_lines(name: str, a: Any, b: Any) -> list[str]:
+    """One line when both runs agree, else A's and B's (of answer settings, only the keys that differ)."""
+    if a == b:
+        if a is None:
+            return []
+        return [f"  {name}: {'the same' if isinstance(a, dict) else json.dumps(a)} in both"]
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = sorted(key for key in {*a, *b} if a.get(key) != b.get(key))
+        a, b = ({key: side.get(key) for key in keys} for side in (a, b))
+    return [f"  {name}: A {json.dumps(a, sort_keys=True)}, B {json.dumps(b, sort_keys=True)}"]
+
+
 def comparison_text(comparison: dict[str, Any]) -> str:
     lines = [f"A: {comparison['a']}", f"B: {comparison['b']}"]
     for name in SHOWN:
-        a, b = (comparison["runs"][side][name] for side in "ab")
-        if a is not None or b is not None:
-            mark = "" if a == b else "   (differs)"
-            lines.append(f"  {name}: A {json.dumps(a)}  B {json.dumps(b)}{mark}")
+        lines += fact_lines(name, comparison["runs"]["a"][name], comparison["runs"]["b"][name])
     lines.append(
         f"paired rows: {comparison['overall']['n']}; answered by A only {comparison['only_a']}, by B only "
         f"{comparison['only_b']}; same id but another row {comparison['rows_differ']} (left out)"
