@@ -268,7 +268,9 @@ def _answer_with_progress(
 
 
 eval_app = typer.Typer(
-    cls=DefaultCommandGroup, no_args_is_help=True, help="Evaluate a server on a labelled file, or compare two runs."
+    cls=DefaultCommandGroup,
+    no_args_is_help=True,
+    help="Evaluate a server on a labelled file (`openjev eval FILE`), or compare two runs.",
 )
 app.add_typer(eval_app, name="eval")
 
@@ -280,8 +282,9 @@ def eval_file(
     out: Annotated[Path, typer.Option(help="Folder for answers.jsonl and the report files.")] = Path("eval-out"),
     **options: Any,
 ) -> None:
-    """(the default: `openjev eval FILE`) Ask a server every labelled row; report per question accuracy,
-    precision, recall, F1, the confusion matrix, Brier, ECE and pairs, with plots."""
+    """Ask a server every labelled row and report each question's figures (`openjev eval FILE` runs this).
+
+    Accuracy, precision, recall, F1, the confusion matrix, Brier, ECE and pairs, with plots."""
     from openjev.batch.evaluation import evaluate, now, run_metadata
     from openjev.batch.rows import read_question
     from openjev.batch.server_info import server_facts
@@ -313,8 +316,9 @@ def eval_compare(
     run_b: Annotated[Path, typer.Argument(help="The --out folder of another run on the same rows (B).")],
     json_file: Annotated[Path | None, typer.Option("--json", help="Also write the comparison as JSON here.")] = None,
 ) -> None:
-    """B against A on the rows both answered: accuracy difference with a paired bootstrap 95% interval,
-    per question and overall."""
+    """Run B against run A on the rows both answered: the paired difference, per question and overall.
+
+    Accuracy of each, B - A with a paired bootstrap 95% interval, and the 2x2 table of right and wrong."""
     from openjev.batch.compare import NotAnEvalRun, compare_runs, comparison_text
 
     try:
