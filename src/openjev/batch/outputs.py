@@ -5,8 +5,9 @@
 resumes), and OUT is written from it when the run ends, one row per input row in file order with the
 columns `id`, `state` (JSON text unless it is text), `type`, `label` (the predicted option, yes/no or
 score level), `value` (P(yes), the expected score, or the chosen option's probability), `probabilities`
-(JSON text) and `error` (status and body of a row without an answer). CSV by the standard library's
-`csv` module; Parquet by pyarrow (the `reports` extra), whose absence is found before any request.
+and `answer` (the whole answer; a box question's only) as JSON text, and `error` (status and body of
+a row without an answer). CSV by the standard library's `csv` module; Parquet by pyarrow (the
+`reports` extra), whose absence is found before any request.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from openjev.batch.judging import prediction
 from openjev.batch.rows import Row
 
 FORMATS = (".jsonl", ".csv", ".parquet")
-COLUMNS = ("id", "state", "type", "label", "value", "probabilities", "error")
+COLUMNS = ("id", "state", "type", "label", "value", "probabilities", "answer", "error")
+#: The question types whose answer names one label (a box question's answer is boxes, in `answer` alone).
+LABELLED = ("noul", "choice", "score")
 PYARROW_MISSING = "--out *.parquet needs pyarrow: install the reports extra (uv sync --inexact --extra reports)"
 
 
@@ -52,11 +55,11 @@ def table_rows(rows: list[Row], records: Mapping[str, Mapping[str, Any]]) -> lis
         entry["type"] = row.question["type"]
         if "answer" in record:
             answer = record["answer"]
+            entry["answer"] = json.dumps(answer, ensure_ascii=False)
+        if "answer" in record and entry["type"] in LABELLED:
             label, distribution = prediction(entry["type"], answer)
             entry["label"] = label
-            entry["value"] = {"noul": answer.get("noul"), "score": answer.get("score")}.get(
-                entry["type"], distribution.get(label)
-            )
+            entry["value"] = answer[entry["type"]] if entry["type"] in ("noul", "score") else distribution[label]
             entry["probabilities"] = json.dumps(distribution)
         elif "error" in record:
             entry["error"] = json.dumps(record["error"], ensure_ascii=False)
