@@ -111,7 +111,7 @@ def test_eval_reports_each_question_apart_with_its_labels_confusion_metadata_and
         embedded = re.search(rf"alt='{name}' src='data:image/png;base64,([^']+)'", page)
         assert embedded and base64.b64decode(embedded.group(1)) == (out / f"{name}.png").read_bytes()
         with Image.open(out / f"{name}.png") as image:
-            assert image.format == "PNG" and image.width >= 3 * 400
+            assert image.format == "PNG" and image.width >= 2 * 400
     assert not re.search(r"src='(?!data:)", page)
 
 

@@ -18,6 +18,9 @@ from typing import Any
 
 from openjev.batch.rows import Row
 
+#: How many characters of a score level's text name it in tables and plots.
+LEVEL_NAME_CHARS = 24
+
 
 def question_key(question: Mapping[str, Any]) -> str:
     """The first 12 hex digits of the sha256 of the question as canonical JSON (sorted keys)."""
@@ -33,13 +36,16 @@ def row_digest(row: Row) -> str:
 
 def question_labels(question: Mapping[str, Any]) -> dict[str, str]:
     """Each label the answer can take, in the question's order, with the name a reader knows it by
-    (a score level's index with its text)."""
+    (a score level's index with the start of its text)."""
     if question["type"] == "noul":
         return {"yes": "yes", "no": "no"}
     if question["type"] == "choice":
         return {str(name): str(name) for name in question["criteria"]}
-    levels = enumerate(question["criteria"])
-    return {str(i): f"{i} {level if isinstance(level, str) else json.dumps(level)}" for i, level in levels}
+    names = {}
+    for index, level in enumerate(question["criteria"]):
+        text = f"{index} {level if isinstance(level, str) else json.dumps(level)}"
+        names[str(index)] = text if len(text) <= LEVEL_NAME_CHARS else text[: LEVEL_NAME_CHARS - 1] + "…"
+    return names
 
 
 def prediction(kind: str, answer: Mapping[str, Any]) -> tuple[str, dict[str, float]]:

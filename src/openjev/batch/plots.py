@@ -3,9 +3,9 @@ and `report.html`, one self-contained page with the printed report and both imag
 
 Reliability: per question, the diagonal (perfect calibration) and each equal-mass bin at (mean
 confidence, accuracy) with its accuracy's 95% Wilson interval, over ten equal-width bins whose row
-counts are written along the bottom.
-Confusion: per question, the counts gold (rows) → predicted (columns) as a heatmap, labels named and
-each cell's count written in it. Without matplotlib nothing is drawn and `write_plots` says so.
+counts are written along the bottom. Confusion: per question, the counts gold (rows) → predicted
+(columns) as a heatmap, labels named and each cell's count written in it. Panels stand two to a
+line. Without matplotlib nothing is drawn and `write_plots` says so.
 """
 
 from __future__ import annotations
@@ -13,13 +13,19 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 #: What `openjev eval` prints when matplotlib is not installed.
 MISSING = "plots need matplotlib: install the reports extra (uv sync --inexact --extra reports)"
-PANEL_INCHES = 4.6
+PANEL_INCHES = 5.0
+#: Panels side by side; more questions take more lines.
+COLUMNS = 2
+#: The width a panel's title is wrapped to, in characters.
+TITLE_CHARS = 50
 TICKS = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
 
 
@@ -35,10 +41,14 @@ def write_plots(summary: Mapping[str, Any], out_dir: Path, title: str, text: str
     questions = summary["questions"]
     images = {}
     for name, draw in (("reliability", _reliability), ("confusion", _confusion)):
-        size = (PANEL_INCHES * len(questions), PANEL_INCHES + 0.6)
-        figure, axes = pyplot.subplots(1, len(questions), figsize=size, squeeze=False)
-        for panel, figures in zip(axes[0], questions, strict=True):
+        columns = min(COLUMNS, len(questions))
+        lines = math.ceil(len(questions) / columns)
+        size = (PANEL_INCHES * columns, (PANEL_INCHES + 0.8) * lines)
+        figure, axes = pyplot.subplots(lines, columns, figsize=size, squeeze=False)
+        for panel, figures in zip(axes.flat, questions, strict=False):
             draw(panel, figures)
+        for unused in axes.flat[len(questions) :]:
+            unused.set_visible(False)
         figure.tight_layout()
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", dpi=100)
@@ -48,6 +58,10 @@ def write_plots(summary: Mapping[str, Any], out_dir: Path, title: str, text: str
     page = out_dir / "report.html"
     page.write_text(report_html(title, text, images), encoding="utf-8")
     return [out_dir / "reliability.png", out_dir / "confusion.png", page]
+
+
+def _title(figures: Mapping[str, Any]) -> str:
+    return textwrap.fill(figures["name"], TITLE_CHARS)
 
 
 def _reliability(axes: Any, figures: Mapping[str, Any]) -> None:
@@ -64,7 +78,7 @@ def _reliability(axes: Any, figures: Mapping[str, Any]) -> None:
     axes.set(xlim=(0, 1), ylim=(0, 1.02), xticks=TICKS, yticks=TICKS, aspect="equal")
     axes.set_xlabel("confidence (probability of the predicted label)\nalong the bottom: rows per bin")
     axes.set_ylabel("accuracy")
-    axes.set_title(f"{figures['name']}\nn={figures['n']}, ECE {figures['ece']:.3f}", fontsize=9)
+    axes.set_title(f"{_title(figures)}\nn={figures['n']}, ECE {figures['ece']:.3f}", fontsize=9)
     axes.legend(loc="upper left", fontsize=7)
     axes.grid(alpha=0.3)
 
@@ -78,11 +92,12 @@ def _confusion(axes: Any, figures: Mapping[str, Any]) -> None:
     for i, line in enumerate(matrix):
         for j, count in enumerate(line):
             axes.text(j, i, str(count), ha="center", va="center", color="white" if count > largest / 2 else "black")
-    axes.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
+    columns = confusion["labels"] if figures["type"] == "score" else names
+    axes.set_xticks(range(len(names)), columns, rotation=30, ha="right", fontsize=8)
     axes.set_yticks(range(len(names)), names, fontsize=8)
     axes.set_xlabel("predicted")
     axes.set_ylabel("gold")
-    axes.set_title(f"{figures['name']}\naccuracy {figures['accuracy']:.3f}", fontsize=9)
+    axes.set_title(f"{_title(figures)}\naccuracy {figures['accuracy']:.3f}", fontsize=9)
 
 
 def report_html(title: str, text: str, images: Mapping[str, bytes]) -> str:
