@@ -2,6 +2,9 @@
 
 Usage: uv run evals/compare.py [--type noul|choice|score] [--common] [--across-settings] RUN_A[@VARIANT] RUN_B[@VARIANT]
 
+Two `openjev eval` output folders (report.json and answers.jsonl, no run.json) are compared as
+`openjev eval compare A B` compares them (src/openjev/batch/compare.py).
+
 `DIR@VARIANT` scores a run as one of its suite's offline variants (variants.py; the MMLU family's
 `DIR@average` of a `--shifts K` run, jev-dev's `DIR@cc`); plain `DIR` is the answer as served. So one
 run compares with itself: `compare.py runs/x runs/x@average` is the paired effect of option-order
@@ -33,6 +36,7 @@ from typing import Any
 
 from evals.harness.runs import ANSWER_SETTINGS, read_meta
 from evals.harness.variants import read_scored
+from openjev.batch.compare import compare_runs, comparison_text, is_eval_run
 from openjev.quality import metrics
 
 DRAWS = 10_000
@@ -109,12 +113,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def eval_outputs(args: argparse.Namespace) -> bool:
+    """Whether both directories are `openjev eval` outputs (no run.json), compared as `openjev eval compare` does."""
+    directories = [Path(spec) for spec in (args.run_a, args.run_b)]
+    return all(is_eval_run(directory) and not (directory / "run.json").exists() for directory in directories)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
+        if eval_outputs(args):
+            print(comparison_text(compare_runs(Path(args.run_a), Path(args.run_b))), end="")
+            return 0
         result = compare(args.run_a, args.run_b, args.type, args.common, args.across_settings)
     except (Incomparable, ValueError) as error:
         print(f"refused: {error}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as error:
+        print(f"refused: neither a run of this harness nor an `openjev eval` output: {error}", file=sys.stderr)
         return 2
     difference = settings_difference(read_meta(args.run_a), read_meta(args.run_b))
     if difference:

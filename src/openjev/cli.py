@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import SecretStr, ValidationError
 
+from openjev.batch.default_group import DefaultCommandGroup
 from openjev.config import COMPAT_MODEL_ALIAS, Settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="openjev: a self-hosted Jev System One API.")
@@ -305,47 +306,102 @@ def _rows(file: Path, options: dict[str, Any], *, need_gold: bool) -> list[Any]:
         raise typer.Exit(2) from None
 
 
-def _answer(rows: list[Any], options: dict[str, Any], answers: Path, file: Path) -> dict[str, Any]:
+def _answer(
+    rows: list[Any],
+    options: dict[str, Any],
+    answers: Path,
+    file: Path,
+    on_served: Callable[[str], None] = lambda url: None,
+) -> dict[str, Any]:
     from openjev.batch.runner import run_rows
 
-    return run_rows(rows, _target(options), answers, source=file, restart=options["restart"])
+    return run_rows(rows, _target(options), answers, source=file, restart=options["restart"], on_served=on_served)
 
 
-@app.command("eval")
+eval_app = typer.Typer(
+    cls=DefaultCommandGroup,
+    no_args_is_help=True,
+    help="Evaluate a server on a labelled file (`openjev eval FILE`), or compare two runs.",
+)
+app.add_typer(eval_app, name="eval")
+
+
+@eval_app.command("run")
 @file_command_options
 def eval_file(
     file: Annotated[Path, typer.Argument(help="Labelled rows: JSONL, JSON, CSV, TSV or Parquet (.gz too).")],
     out: Annotated[Path, typer.Option(help="Folder for answers.jsonl and the report files.")] = Path("eval-out"),
     **options: Any,
 ) -> None:
-    """Ask a server every labelled row and report accuracy, pairs, confusion, Brier, ECE and reliability."""
-    from openjev.batch.jobs import evaluate
+    """Ask a server every labelled row and report each question's figures (`openjev eval FILE` runs this).
+
+    Accuracy, precision, recall, F1, the confusion matrix, Brier, ECE and pairs, with plots."""
+    from openjev.batch.evaluation import evaluate, now, run_metadata
+    from openjev.batch.rows import read_question
+    from openjev.batch.server_info import server_facts
 
     rows = _rows(file, options, need_gold=True)
-    records = _answer(rows, options, out / "answers.jsonl", file)
+    out.mkdir(parents=True, exist_ok=True)
+    target, started, facts = _target(options), now(), {}
+    records = _answer(
+        rows, options, out / "answers.jsonl", file, lambda url: facts.update(server_facts(url, target.api_key))
+    )
+    asked = read_question(options["question"]) if options["question"] is not None else None
     server = options["url"] or "the embedded default"
     try:
-        summary = evaluate(rows, records, out, title=f"openjev eval of {file.name} on {server}")
+        run = {**facts, **run_metadata(file, asked, rows, started)}
+        summary = evaluate(rows, records, out, f"openjev eval of {file.name} on {server}", run)
     except ValueError as error:
         typer.echo(f"openjev: {error}", err=True)
         raise typer.Exit(1) from None
     typer.echo((out / "report.md").read_text())
+    if isinstance(summary["plots"], str):
+        typer.echo(f"openjev: no plots: {summary['plots']}", err=True)
     if summary["errors"]["n"]:
         raise typer.Exit(1)
+
+
+@eval_app.command("compare")
+def eval_compare(
+    run_a: Annotated[Path, typer.Argument(help="The --out folder of one `openjev eval` run (A).")],
+    run_b: Annotated[Path, typer.Argument(help="The --out folder of another run on the same rows (B).")],
+    json_file: Annotated[Path | None, typer.Option("--json", help="Also write the comparison as JSON here.")] = None,
+) -> None:
+    """Run B against run A on the rows both answered: the paired difference, per question and overall.
+
+    Accuracy of each, B - A with a paired bootstrap 95% interval, and the 2x2 table of right and wrong."""
+    from openjev.batch.compare import NotAnEvalRun, compare_runs, comparison_text
+
+    try:
+        comparison = compare_runs(run_a, run_b)
+    except NotAnEvalRun as error:
+        typer.echo(f"openjev: {error}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(comparison_text(comparison), nl=False)
+    if json_file is not None:
+        json_file.write_text(json.dumps(comparison, indent=2, ensure_ascii=False))
 
 
 @app.command()
 @file_command_options
 def classify(
     file: Annotated[Path, typer.Argument(help="Rows to answer: JSONL, JSON, CSV, TSV or Parquet (.gz too).")],
-    out: Annotated[Path, typer.Option(help="JSONL the answers are appended to; a rerun resumes it.")] = Path(
-        "answers.jsonl"
-    ),
+    out: Annotated[
+        Path, typer.Option(help="The answers: .jsonl (appended as rows finish; a rerun resumes it), .csv or .parquet.")
+    ] = Path("answers.jsonl"),
     **options: Any,
 ) -> None:
     """Answer every row of a file, one JSON line per row as it finishes; exit 1 if any row got an error."""
+    from openjev.batch.outputs import OutputError, journal_path, write_table
+
+    try:
+        journal = journal_path(out)
+    except OutputError as error:
+        typer.echo(f"openjev: {error}", err=True)
+        raise typer.Exit(2) from None
     rows = _rows(file, options, need_gold=False)
-    records = _answer(rows, options, out, file)
+    records = _answer(rows, options, journal, file)
+    write_table(out, rows, records)
     if any("answer" not in records.get(row.id, {}) for row in rows):
         raise typer.Exit(1)
 

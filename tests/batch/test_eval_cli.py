@@ -27,9 +27,17 @@ SCORE = {"type": "score", "instructions": "How urgent?", "criteria": ["Routine",
 STATES = [f"Ticket {i}: {text}" for i, text in enumerate(["charged twice", "app crashes", "want more seats"] * 4)]
 
 
-def openjev_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def openjev_cli(
+    *args: str, timeout: float = 180, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it; `env` is added to this process's environment."""
     return subprocess.run(
-        [sys.executable, "-m", "openjev", *args], capture_output=True, text=True, timeout=timeout, check=False
+        [sys.executable, "-m", "openjev", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -82,19 +90,16 @@ def test_eval_reports_exactly_the_share_of_rows_its_gold_makes_right(
     )
     assert done.returncode == 0, done.stderr
     report = json.loads((out / "report.json").read_text())
-    assert report["types"]["choice"]["n"] == 12 and report["types"]["choice"]["accuracy"] == 8 / 12
-    assert report["types"]["choice"]["pairs"] == {
-        "pairs": 6,
-        "pair_accuracy": 4 / 6,
-        "ci95": report["types"]["choice"]["pairs"]["ci95"],
-    }
-    assert report["types"]["score"]["accuracy"] == 1.0 and report["types"]["score"]["level_mae"]["mean"] < 0.5
-    assert sum(sum(row.values()) for row in report["types"]["choice"]["confusion"]["counts"].values()) == 12
-    assert abs(sum(report["types"]["choice"]["position_error"]["gaps"].values())) < 1e-9
-    assert report["errors"]["n"] == 0 and "| choice | 12 | 0.667" in done.stdout
+    choice, score = report["questions"]
+    assert choice["type"] == "choice" and choice["n"] == 12 and choice["accuracy"] == 8 / 12
+    assert choice["pairs"] == {"pairs": 6, "pair_accuracy": 4 / 6, "ci95": choice["pairs"]["ci95"]}
+    assert score["accuracy"] == 1.0 and score["level_mae"]["mean"] < 0.5
+    assert sum(map(sum, choice["confusion"]["matrix"])) == 12
+    assert abs(sum(choice["position_error"]["gaps"].values())) < 1e-9
+    assert report["errors"]["n"] == 0 and "n=12, accuracy 0.667" in done.stdout
     with Image.open(out / "reliability.png") as image:
         assert image.format == "PNG" and image.width > 700
-    assert "data:image/png;base64," in (out / "reliability.html").read_text()
+    assert "data:image/png;base64," in (out / "report.html").read_text()
 
 
 def test_classify_resumes_after_an_interruption_and_asks_each_row_once(

@@ -145,3 +145,18 @@ def test_mean_interval_by_hand() -> None:
     assert metrics.mean_interval([0.5])["ci95"] == [0.5, 0.5]
     with pytest.raises(ValueError):
         metrics.mean_interval([])
+
+
+def test_label_report_by_hand() -> None:
+    # gold a a a b b c, predicted a a b b c c. a: tp 2, predicted 2, gold 3 -> P 1, R 2/3, F1 0.8;
+    # b: tp 1, predicted 2, gold 2 -> P 0.5, R 0.5, F1 0.5; c: tp 1, predicted 2, gold 1 -> P 0.5, R 1, F1 2/3.
+    # `d` is neither gold nor predicted, so it is left out.
+    report = metrics.label_report(list("aaabbc"), list("aabbcc"), ["a", "b", "c", "d"])
+    assert list(report["labels"]) == ["a", "b", "c"]
+    assert report["labels"]["a"] == pytest.approx({"precision": 1.0, "recall": 2 / 3, "f1": 0.8, "support": 3})
+    assert report["labels"]["c"] == pytest.approx({"precision": 0.5, "recall": 1.0, "f1": 2 / 3, "support": 1})
+    assert report["macro"]["recall"] == pytest.approx((2 / 3 + 0.5 + 1) / 3)
+    assert report["weighted"]["f1"] == pytest.approx((3 * 0.8 + 2 * 0.5 + 2 / 3) / 6)
+    assert report["confusion"] == {"labels": ["a", "b", "c"], "matrix": [[2, 1, 0], [0, 1, 1], [0, 0, 1]]}
+    with pytest.raises(ValueError, match="not among the labels"):
+        metrics.label_report(["a"], ["z"], ["a"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,17 @@ from openjev.batch.rows import Row
 MAX_NAMED = 20
 
 
-def run_rows(rows: list[Row], target: Target, answers: Path, *, source: Path, restart: bool) -> dict[str, Any]:
-    """Every row asked into `answers` (module doc); the records by row id."""
+def run_rows(
+    rows: list[Row],
+    target: Target,
+    answers: Path,
+    *,
+    source: Path,
+    restart: bool,
+    on_served: Callable[[str], None] = lambda url: None,
+) -> dict[str, Any]:
+    """Every row asked into `answers` (module doc); the records by row id. `on_served` gets the server's
+    URL before the first row is asked."""
     try:
         opened = open_answers(answers, run_header(source, rows), restart=restart)
     except ResumeRefused as error:
@@ -39,7 +49,7 @@ def run_rows(rows: list[Row], target: Target, answers: Path, *, source: Path, re
     progress = Progress(len(rows))
     try:
         with progress:
-            records = answer_file(rows, target, answers, opened, progress)
+            records = answer_file(rows, target, answers, opened, progress, on_served)
     except KeyboardInterrupt:
         typer.echo(f"openjev: interrupted. {_kept(rows, answers)}", err=True)
         raise typer.Exit(130) from None

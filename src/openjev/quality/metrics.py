@@ -226,3 +226,34 @@ def paired_bootstrap(
         only_b_right=only_b,
         both_wrong=neither,
     )
+
+
+def label_report(gold: Sequence[str], predicted: Sequence[str], labels: Sequence[str]) -> dict[str, Any]:
+    """Per-label precision, recall, F1 and support, their macro and weighted averages, and the confusion
+    matrix (rows gold, columns predicted), by scikit-learn's `precision_recall_fscore_support` and
+    `confusion_matrix` over the `labels` that occur in `gold` or `predicted`, in the order given.
+
+    A label never predicted has precision 0 (and one never gold recall 0), as scikit-learn's
+    `zero_division=0` counts them.
+    """
+    from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
+
+    n = _require(gold, "label_report")
+    if len(predicted) != n:
+        raise ValueError("label_report: one prediction per gold label")
+    present = [label for label in labels if label in set(gold) | set(predicted)]
+    if len(present) < len(set(gold) | set(predicted)):
+        raise ValueError("label_report: a gold or predicted label is not among the labels")
+    per_label = precision_recall_fscore_support(gold, predicted, labels=present, zero_division=0)
+    report: dict[str, Any] = {
+        "labels": {
+            label: {"precision": float(p), "recall": float(r), "f1": float(f), "support": int(s)}
+            for label, p, r, f, s in zip(present, *per_label, strict=True)
+        }
+    }
+    for average in ("macro", "weighted"):
+        p, r, f, _ = precision_recall_fscore_support(gold, predicted, labels=present, average=average, zero_division=0)
+        report[average] = {"precision": float(p), "recall": float(r), "f1": float(f), "support": n}
+    matrix = confusion_matrix(gold, predicted, labels=present)
+    report["confusion"] = {"labels": present, "matrix": matrix.tolist()}
+    return report

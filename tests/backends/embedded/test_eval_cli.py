@@ -66,10 +66,12 @@ def test_eval_on_the_embedded_default_writes_figures_that_match_its_answers(tmp_
     report = json.loads((out / "report.json").read_text())
     choice = [record["answer"]["choice"] for record in answers if record["answer"]["type"] == "choice"]
     right = sum(answer == row["gold"] for answer, row in zip(choice, ROWS[:2], strict=True))
-    assert report["types"]["choice"]["accuracy"] == right / 2
-    assert report["types"]["choice"]["pairs"]["pair_accuracy"] == (right == 2)
-    assert set(report["types"]) == {"choice", "noul", "score"} and report["errors"]["n"] == 0
-    assert (out / "reliability.png").stat().st_size > 1000
+    choice, noul, score = report["questions"][0], report["questions"][1], report["questions"][2]
+    assert choice["accuracy"] == right / 2 and choice["pairs"]["pair_accuracy"] == (right == 2)
+    assert [choice["type"], noul["type"], score["type"]] == ["choice", "noul", "score"] and report["errors"]["n"] == 0
+    assert all(record["correct"] == (record["predicted"] == record["gold"]) for record in answers)
+    assert report["run"]["served_model"] and report["run"]["answer_settings"]
+    assert (out / "reliability.png").stat().st_size > 1000 and "weighted avg" in done.stdout
     # The server it started is gone with the run.
     (line,) = [line for line in done.stderr.splitlines() if "serves this run at" in line]
     with pytest.raises(httpx.HTTPError):

@@ -1,0 +1,16 @@
+"""A command group that runs its default command when the first word names none of its commands, so
+`openjev eval FILE` (the default, `run`) and `openjev eval compare A B` live side by side."""
+
+from __future__ import annotations
+
+import click
+from typer.core import TyperGroup
+
+
+class DefaultCommandGroup(TyperGroup):
+    default_command = "run"
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = [self.default_command, *args]
+        return super().parse_args(ctx, args)

@@ -1,0 +1,102 @@
+"""`openjev eval`'s judging and reporting: answered rows against their gold, into the report files.
+
+`evaluate` judges every answered row, writes `report.json` (the figures per question, `summary.py`,
+and the run's metadata under `run`), `report.md` (also printed) and, with matplotlib, the plots
+(`plots.py`), and marks each answer record in `answers.jsonl` with the row's `gold`, the `predicted`
+label, whether it is `correct`, its `question_key` and `row_sha256` (what `openjev eval compare` pairs
+rows by). Rows that got no answer are counted as errors and left out of the figures, never scored
+as wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from openjev.batch.judging import Judged, judge, question_key, row_digest
+from openjev.batch.plots import write_plots
+from openjev.batch.report_text import report_text
+from openjev.batch.rows import Row
+from openjev.batch.summary import summarize
+
+#: At most this many ids of unanswered rows are listed in the report.
+LISTED_ERRORS = 50
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as source:
+        for block in iter(lambda: source.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def run_metadata(file: Path, question: Mapping[str, Any] | None, rows: list[Row], started: str) -> dict[str, Any]:
+    """What the run asked: the file (name and sha256), the `--question` if given, the tasks its questions
+    name (`x_task`), when it started; `retries` stays None until the client counts them."""
+    tasks = sorted({str(row.question["x_task"]) for row in rows if row.question.get("x_task")})
+    return {
+        "file": file.name,
+        "file_sha256": file_sha256(file),
+        "question": dict(question) if question is not None else None,
+        "tasks": tasks,
+        "started": started,
+        "retries": None,
+    }
+
+
+def evaluate(
+    rows: list[Row], records: dict[str, Any], out_dir: Path, title: str, run: dict[str, Any]
+) -> dict[str, Any]:
+    """Judge the answered rows and write the report files into `out_dir`; the summary, whose `plots`
+    lists the images written or says why there are none."""
+    judged: list[Judged] = [
+        judge(row, records[row.id]["answer"]) for row in rows if "answer" in records.get(row.id, {})
+    ]
+    errors = [row.id for row in rows if "answer" not in records.get(row.id, {})]
+    if not judged:
+        raise ValueError(f"no row was answered ({len(errors)} errors; see {out_dir / 'answers.jsonl'})")
+    questions = {question_key(row.question): row.question for row in rows}
+    summary = summarize(judged, questions)
+    summary["errors"] = {"n": len(errors), "ids": errors[:LISTED_ERRORS]}
+    rows_counts = {"rows": len(rows), "answered": len(judged), "errors": len(errors)}
+    summary["run"] = {**run, "ended": now(), "rows": rows_counts}
+    text = report_text(summary, title)
+    try:
+        summary["plots"] = [path.name for path in write_plots(summary, out_dir, title, text)]
+    except ImportError as missing:
+        summary["plots"] = str(missing)
+    (out_dir / "report.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
+    (out_dir / "report.md").write_text(text, encoding="utf-8")
+    mark_answers(out_dir / "answers.jsonl", {item.id: item for item in judged}, {row.id: row for row in rows})
+    return summary
+
+
+def mark_answers(path: Path, judged: Mapping[str, Judged], rows: Mapping[str, Row]) -> None:
+    """Add gold, predicted, correct, question_key and row_sha256 to every answer record of a judged row;
+    every other line is kept as it is. The file is replaced in one step, so a crash leaves the old one."""
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        item = judged.get(str(record.get("id"))) if isinstance(record, dict) and "answer" in record else None
+        if item is not None:
+            row = rows[item.id]
+            record |= {"gold": item.gold, "predicted": item.predicted, "correct": item.correct}
+            record |= {"question_key": item.question, "row_sha256": row_digest(row)}
+            line = json.dumps(record, ensure_ascii=False)
+        lines.append(line + "\n")
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text("".join(lines), encoding="utf-8")
+    os.replace(partial, path)

@@ -1,0 +1,85 @@
+"""`openjev classify --out`: the answers in the format the file's suffix names.
+
+`.jsonl`: the answers file itself, one record a line as each row finishes (client.py). `.csv` and
+`.parquet`: the answers are kept as they arrive in `OUT.answers.jsonl` beside it (what a rerun
+resumes), and OUT is written from it when the run ends, one row per input row in file order with the
+columns `id`, `state` (JSON text unless it is text), `type`, `label` (the predicted option, yes/no or
+score level), `value` (P(yes), the expected score, or the chosen option's probability), `probabilities`
+and `answer` (the whole answer; a box question's only) as JSON text, and `error` (status and body of
+a row without an answer). CSV by the standard library's `csv` module; Parquet by pyarrow (the
+`reports` extra), whose absence is found before any request.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from openjev.batch.judging import prediction
+from openjev.batch.rows import Row
+
+FORMATS = (".jsonl", ".csv", ".parquet")
+COLUMNS = ("id", "state", "type", "label", "value", "probabilities", "answer", "error")
+#: The question types whose answer names one label (a box question's answer is boxes, in `answer` alone).
+LABELLED = ("noul", "choice", "score")
+PYARROW_MISSING = "--out *.parquet needs pyarrow: install the reports extra (uv sync --inexact --extra reports)"
+
+
+class OutputError(ValueError):
+    """An --out this command cannot write."""
+
+
+def journal_path(out: Path) -> Path:
+    """Where the answers are appended as they arrive (what a rerun resumes): OUT itself for JSONL."""
+    suffix = out.suffix.lower()
+    if suffix not in FORMATS:
+        raise OutputError(f"--out {out}: the suffix names the format: {', '.join(FORMATS)}")
+    if suffix == ".parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise OutputError(PYARROW_MISSING) from None
+    return out if suffix == ".jsonl" else out.with_name(out.name + ".answers.jsonl")
+
+
+def table_rows(rows: list[Row], records: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One flat record per row, in file order (module doc for the columns)."""
+    table = []
+    for row in rows:
+        record = records.get(row.id, {})
+        entry: dict[str, Any] = dict.fromkeys(COLUMNS)
+        entry |= {"id": row.id, "state": row.state if isinstance(row.state, str) else json.dumps(row.state)}
+        entry["type"] = row.question["type"]
+        if "answer" in record:
+            answer = record["answer"]
+            entry["answer"] = json.dumps(answer, ensure_ascii=False)
+        if "answer" in record and entry["type"] in LABELLED:
+            label, distribution = prediction(entry["type"], answer)
+            entry["label"] = label
+            entry["value"] = answer[entry["type"]] if entry["type"] in ("noul", "score") else distribution[label]
+            entry["probabilities"] = json.dumps(distribution)
+        elif "error" in record:
+            entry["error"] = json.dumps(record["error"], ensure_ascii=False)
+        table.append(entry)
+    return table
+
+
+def write_table(out: Path, rows: list[Row], records: Mapping[str, Mapping[str, Any]]) -> None:
+    """OUT as CSV or Parquet (nothing to do for JSONL: the answers file is OUT)."""
+    suffix = out.suffix.lower()
+    if suffix == ".jsonl":
+        return
+    table = table_rows(rows, records)
+    if suffix == ".csv":
+        with out.open("w", encoding="utf-8", newline="") as sink:
+            writer = csv.DictWriter(sink, fieldnames=COLUMNS)
+            writer.writeheader()
+            writer.writerows(table)
+        return
+    import pyarrow
+    import pyarrow.parquet
+
+    pyarrow.parquet.write_table(pyarrow.Table.from_pylist(table), out)
