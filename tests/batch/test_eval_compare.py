@@ -23,6 +23,8 @@ def right_flags(out: Path) -> dict[str, bool]:
     flags = {}
     for line in (out / "answers.jsonl").read_text().splitlines():
         record = json.loads(line)
+        if "id" not in record:  # the file's header: what the answers were made from
+            continue
         answer = record["answer"]
         predicted = answer["choice"] if answer["type"] == "choice" else ("yes" if answer["noul"] >= 0.5 else "no")
         flags[record["id"]] = predicted == record["gold"]
