@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from evals.harness import compare as harness_compare
+from openjev.batch.answers_file import read_answers
 from tests.batch.test_eval_cli import CHOICE, STATES, TEAMS, openjev_cli, write_rows
 from tests.conftest import RunningOpenJev
 from tests.fake_sglang import FakeSGLang, hashed_logprobs
@@ -21,10 +22,7 @@ YESNO = {"type": "noul", "instructions": "Is the customer angry?"}
 def right_flags(out: Path) -> dict[str, bool]:
     """Each row's right/wrong, from the answer and the gold as the answers file holds them."""
     flags = {}
-    for line in (out / "answers.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        if "id" not in record:  # the file's header: what the answers were made from
-            continue
+    for record in read_answers(out / "answers.jsonl").values():
         answer = record["answer"]
         predicted = answer["choice"] if answer["type"] == "choice" else ("yes" if answer["noul"] >= 0.5 else "no")
         flags[record["id"]] = predicted == record["gold"]
@@ -76,6 +74,8 @@ def constructed(source: Path, target: Path, correct: bool, changed: str | None =
     shutil.copytree(source, target)
     records = [json.loads(line) for line in (target / "answers.jsonl").read_text().splitlines()]
     for record in records:
+        if "id" not in record:  # the header naming the run
+            continue
         record["correct"] = correct
         if record["id"] == changed:
             record["row_sha256"] = "0" * 64

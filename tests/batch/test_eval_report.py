@@ -19,6 +19,7 @@ import httpx
 import pyarrow.parquet
 from PIL import Image
 
+from openjev.batch.answers_file import read_answers
 from tests.batch.test_eval_cli import CHOICE, SCORE, STATES, TEAMS, openjev_cli, requests_with_status, write_rows
 from tests.conftest import RunningOpenJev
 
@@ -40,10 +41,7 @@ def labelled_rows(server: RunningOpenJev, tmp_path: Path) -> list[dict[str, obje
         str(tmp_path / "first.jsonl"),
     )
     assert first.returncode == 0, first.stderr
-    answers = {}
-    for line in (tmp_path / "first.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        answers[record["id"]] = record["answer"]
+    answers = {key: record["answer"] for key, record in read_answers(tmp_path / "first.jsonl").items()}
     for index, row in enumerate(rows):
         answer = answers[row["id"]]
         if row["question"]["type"] == "score":
@@ -79,8 +77,8 @@ def test_eval_reports_each_question_apart_with_its_labels_confusion_metadata_and
     # The 2-option question has its own 2x2 confusion, never the 3-option question's.
     assert set(urgent["confusion"]["labels"]) <= {"urgent", "later"} and set(teams["confusion"]["labels"]) <= set(TEAMS)
     assert sum(map(sum, urgent["confusion"]["matrix"])) == 12
-    records = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
-    by_id = {record["id"]: record for record in records}
+    by_id = read_answers(out / "answers.jsonl")
+    records = list(by_id.values())
     gold_of = {row["id"]: str(row["gold"]) for row in rows}
     assert all(record["gold"] == gold_of[record["id"]] for record in records)
     teams_records = [by_id[f"t{i}"] for i in range(12)]
@@ -126,7 +124,7 @@ def test_classify_writes_the_format_its_out_suffix_names(tmp_path: Path, openjev
     for name in ("x.csv", "x.parquet"):
         done = openjev_cli("classify", str(rows), "--url", url, "--out", str(tmp_path / name))
         assert done.returncode == 0, done.stderr
-    journal = [json.loads(line) for line in (tmp_path / "x.csv.answers.jsonl").read_text().splitlines()]
+    journal = read_answers(tmp_path / "x.csv.answers.jsonl").values()
     chosen = {record["id"]: record["answer"]["choice"] for record in journal}
     with (tmp_path / "x.csv").open(newline="") as source:
         table = list(csv.DictReader(source))

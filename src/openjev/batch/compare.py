@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from openjev.batch.answers_file import read_answers
 from openjev.quality.metrics import paired_bootstrap
 
 DRAWS = 10_000
@@ -35,14 +36,11 @@ def judged_records(directory: Path) -> dict[str, dict[str, Any]]:
     """The last judged record of each row id in `directory/answers.jsonl`."""
     if not is_eval_run(directory):
         raise NotAnEvalRun(f"{directory}: not an openjev eval output (report.json and answers.jsonl)")
-    records: dict[str, dict[str, Any]] = {}
-    for line in (directory / "answers.jsonl").read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and "correct" in record and "row_sha256" in record:
-            records[str(record["id"])] = record
+    records = {
+        key: record
+        for key, record in read_answers(directory / "answers.jsonl").items()
+        if "correct" in record and "row_sha256" in record
+    }
     if not records:
         raise NotAnEvalRun(f"{directory}: answers.jsonl has no judged row (made before eval marked them?)")
     return records
