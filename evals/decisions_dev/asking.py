@@ -13,7 +13,7 @@ DIR/results.jsonl gets one line per question: `position`, `id` (state id/questio
 `family`, `pair`, `half`, `split`, `permissive`, `type`, `gold`, `choice` (the plain readout's
 answer: yes/no, the option key, or the most probable level index, as strings), `probabilities`
 (plain view), `views` (each extra view's distribution), `content_free` and `content_free_neutral`
-(per view), `model`, `usage`, `latency_s`.
+(per view; null for a noul), `model`, `usage`, `latency_s`.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from evals.decisions_dev.dataset import (
     DECISIONS_DEV_SHA256,
     PROTOCOL,
     VIEWS,
+    calibrated_questions,
     content_free_request,
     distribution,
     load_states,
@@ -74,7 +75,7 @@ async def ask_content_free(
             question_id: {
                 view: list(dist.values()) for view, dist in answered(question, body["answers"], question_id).items()
             }
-            for question_id, question in example["questions"].items()
+            for question_id, question in calibrated_questions(example).items()
         }
         runs.write_json(path, known)
     return known
@@ -104,8 +105,8 @@ async def ask_state(
             "family": state["family"], "subject": state["family"], "pair": state["pair"], "half": state["half"],
             "split": state["split"], "permissive": state["permissive"],
             "type": question["type"], "gold": state["gold"][question_id]["gold"], "choice": choice,
-            "probabilities": plain, "views": views, "content_free": priors["na"][state["family"]][question_id],
-            "content_free_neutral": priors["neutral"][state["family"]][question_id],
+            "probabilities": plain, "views": views, "content_free": priors["na"][state["family"]].get(question_id),
+            "content_free_neutral": priors["neutral"][state["family"]].get(question_id),
             "model": body.get("model"), "usage": body.get("usage"), "latency_s": latency,
         })  # fmt: skip
     return records

@@ -7,7 +7,7 @@ Contract:
   and these views over the same state, so the state is read once: the choice `decision@rot`, its
   options cyclically shifted by n // 2 (the second rotation of OPENJEV_OPTION_SHIFTS=2), every
   option keeping its name; the score `level@rev`, its levels in reverse order.
-- Content-free readouts: every distinct question view over CONTENT_FREE_STATE (`N/A`), and over
+- Content-free readouts: every distinct choice and score question view over CONTENT_FREE_STATE (`N/A`), and over
   the family's neutral state (the line's `neutral`: its policy, then a case with every detail left
   out), one request per family and content-free state (`content_free_request`).
 - Every readout becomes a distribution in the question's own terms (`distribution`): noul
@@ -30,8 +30,9 @@ PROTOCOL: dict[str, str] = {
     "name": "decisions-dev-v2",
     "model": "jev-latest",
     "request": "one request per state: every question under its own id, plus `decision@rot` (options shifted by "
-    "n // 2, names kept) and `level@rev` (levels reversed); content-free readouts of every view over 'N/A' and "
-    "over the family's neutral state (its policy, then a case with no details), one request per family and state",
+    "n // 2, names kept) and `level@rev` (levels reversed); content-free readouts of every choice and score view "
+    "over 'N/A' and over the family's neutral state (its policy, then a case with no details), one request per "
+    "family and state",
 }
 VIEWS = {"choice": ("rot",), "score": ("rev",), "noul": ()}
 
@@ -68,6 +69,12 @@ def state_request(state: dict[str, Any], model: str) -> dict[str, Any]:
 CONTENT_FREE_KINDS = ("na", "neutral")
 
 
+def calibrated_questions(state: dict[str, Any]) -> dict[str, Any]:
+    """The questions read over the content-free states: choice and score. A noul check names one pair's
+    option, so each family has several; reading them all would cost more than the noul is worth here."""
+    return {qid: question for qid, question in state["questions"].items() if question["type"] != "noul"}
+
+
 def content_free_request(states: Sequence[dict[str, Any]], family: str, model: str, kind: str) -> dict[str, Any]:
     """Every distinct question view of a family over a content-free state: `na` (CONTENT_FREE_STATE) or
     `neutral` (the family's own neutral state)."""
@@ -75,7 +82,7 @@ def content_free_request(states: Sequence[dict[str, Any]], family: str, model: s
     neutral = ""
     for state in states:
         if state["family"] == family:
-            questions.update(asked_questions(state["questions"]))
+            questions.update(asked_questions(calibrated_questions(state)))
             neutral = state["neutral"]
     return {"model": model, "state": CONTENT_FREE_STATE if kind == "na" else neutral, "questions": questions}
 
