@@ -142,7 +142,8 @@ def in_split(record: dict[str, Any], split: str) -> bool:
 
 
 def build_report(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    usable = [v for v in VARIANTS if all(r.get("content_free_neutral") or "ccn" not in v for r in records)]
+    neutral = all(r.get("content_free_neutral") for r in records if r["type"] != "noul")
+    usable = [variant for variant in VARIANTS if neutral or not variant.startswith("ccn")]
     by_variant = {variant: variant_records({}, records, variant) for variant in usable}
     report: dict[str, Any] = {"suite": "decisions-dev", "n": len(records), "states": len({r["state"] for r in records}),
                               "by_type": {}}  # fmt: skip
