@@ -145,8 +145,9 @@ def build_report(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     neutral = all(r.get("content_free_neutral") for r in records if r["type"] != "noul")
     usable = [variant for variant in VARIANTS if neutral or not variant.startswith("ccn")]
     by_variant = {variant: variant_records({}, records, variant) for variant in usable}
+    right = sum(r["choice"] == r["gold"] for r in by_variant["plain"])
     report: dict[str, Any] = {"suite": "decisions-dev", "n": len(records), "states": len({r["state"] for r in records}),
-                              "by_type": {}}  # fmt: skip
+                              "accuracy": right / max(len(records), 1), "by_type": {}}  # fmt: skip
     for kind in ("choice", "noul", "score"):
         report["by_type"][kind] = {}
         for split in SPLITS:
