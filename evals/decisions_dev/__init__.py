@@ -3,12 +3,12 @@ in contrastive pairs, gold by rule.
 
 It owns the generator and its families (`gen`, `families`, `tickets`), the data and the requests with
 their extra views (`dataset`), asking a server (`asking`) and the report with its offline variants
-(`report`). It imports the harness (`evals.harness`) and `openjev`, never another suite.
+(`variants`, `report`, `tables`). It imports the harness (`evals.harness`) and `openjev`, never another suite.
 """
 
 from __future__ import annotations
 
-from evals.decisions_dev import asking, report
+from evals.decisions_dev import asking, report, variants
 from evals.harness import registry
 
 SPEC = registry.SuiteSpec(
@@ -17,7 +17,7 @@ SPEC = registry.SuiteSpec(
     run=asking.run_decisions_dev,
     write_report=report.write_report,
     variant_records=report.variant_records,
-    variants=report.VARIANTS,
+    variants=variants.VARIANTS,
 )
 
 

@@ -6,12 +6,14 @@ pairs kept whole when N is even). Ask a server that corrects nothing itself
 `OPENJEV_SCORE_REVERSE=false`, `OPENJEV_SCORE_TEMPERATURE=1`), so that
 every variant of report.py can be derived from the raw readouts.
 
-Contract: first DIR/content_free.json, {family: {question id or view id: distribution in the
-question's own order}}, one request per family over CONTENT_FREE_STATE. Then one request per state;
+Contract: first DIR/content_free.json, {family: {question id: {view: distribution in the
+question's own order}}}, one request per family over CONTENT_FREE_STATE (`N/A`), and
+DIR/content_free_neutral.json, the same over each family's neutral state. Then one request per state;
 DIR/results.jsonl gets one line per question: `position`, `id` (state id/question id), `state`,
-`family`, `pair`, `half`, `type`, `gold`, `choice` (the plain readout's answer: yes/no, the option
-key, or the most probable level index, as strings), `probabilities` (plain view), `views` (each
-extra view's distribution), `content_free` (per view), `model`, `usage`, `latency_s`.
+`family`, `pair`, `half`, `split`, `permissive`, `type`, `gold`, `choice` (the plain readout's
+answer: yes/no, the option key, or the most probable level index, as strings), `probabilities`
+(plain view), `views` (each extra view's distribution), `content_free` and `content_free_neutral`
+(per view; null for a noul), `model`, `usage`, `latency_s`.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ import httpx
 from tqdm import tqdm
 
 from evals.decisions_dev.dataset import (
+    CONTENT_FREE_KINDS,
     DECISIONS_DEV_SHA256,
     PROTOCOL,
     VIEWS,
+    calibrated_questions,
     content_free_request,
     distribution,
     load_states,
@@ -57,26 +61,28 @@ def read_known(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-async def ask_content_free(client: httpx.AsyncClient, states: tuple[Any, ...], path: Path, model: str) -> dict:
+async def ask_content_free(
+    client: httpx.AsyncClient, states: tuple[Any, ...], path: Path, model: str, kind: str
+) -> dict:
     known = read_known(path)
-    for family in tqdm(dict.fromkeys(state["family"] for state in states), desc="content-free"):
+    for family in tqdm(dict.fromkeys(state["family"] for state in states), desc=f"content-free ({kind})"):
         if family in known:
             continue
-        request = content_free_request(states, family, model)
+        request = content_free_request(states, family, model, kind)
         body, _ = await post_answers(client, request)
         example = next(state for state in states if state["family"] == family)
         known[family] = {
             question_id: {
                 view: list(dist.values()) for view, dist in answered(question, body["answers"], question_id).items()
             }
-            for question_id, question in example["questions"].items()
+            for question_id, question in calibrated_questions(example).items()
         }
         runs.write_json(path, known)
     return known
 
 
 async def ask_state(
-    client: httpx.AsyncClient, priors: dict[str, Any], model: str, unit: tuple[int, dict[str, Any]]
+    client: httpx.AsyncClient, priors: dict[str, dict[str, Any]], model: str, unit: tuple[int, dict[str, Any]]
 ) -> list[dict[str, Any]]:
     first, state = unit
     try:
@@ -97,8 +103,10 @@ async def ask_state(
         records.append({
             "position": first + offset, "id": f"{state['id']}/{question_id}", "state": state["id"],
             "family": state["family"], "subject": state["family"], "pair": state["pair"], "half": state["half"],
+            "split": state["split"], "permissive": state["permissive"],
             "type": question["type"], "gold": state["gold"][question_id]["gold"], "choice": choice,
-            "probabilities": plain, "views": views, "content_free": priors[state["family"]][question_id],
+            "probabilities": plain, "views": views, "content_free": priors["na"][state["family"]].get(question_id),
+            "content_free_neutral": priors["neutral"][state["family"]].get(question_id),
             "model": body.get("model"), "usage": body.get("usage"), "latency_s": latency,
         })  # fmt: skip
     return records
@@ -110,7 +118,11 @@ async def evaluate(args: argparse.Namespace, suite: Suite, directory: Path) -> i
         meta = runs.prepare_run(directory, suite, args.url, models, settings, PROTOCOL, args.model, unread=unread)
         started = runs.begin_session(directory, meta, limit=args.limit)
         model = args.model or PROTOCOL["model"]
-        priors = await ask_content_free(client, states, directory / "content_free.json", model)
+        files = {"na": "content_free.json", "neutral": "content_free_neutral.json"}
+        priors = {
+            kind: await ask_content_free(client, states, directory / files[kind], model, kind)
+            for kind in CONTENT_FREE_KINDS
+        }
         done = runs.keep_answered(directory)
         pending, position = [], 0
         for state in states:

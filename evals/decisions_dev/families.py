@@ -5,8 +5,11 @@ Contract: a `Family` holds the question as a user would send it (instructions, `
 `rule(attrs)`, the gold option key of a case, and `render(attrs, surface)`, the case's text. The
 surface (names, items, places) is drawn once per contrastive pair, so the two halves of a pair
 differ only in the one attribute flipped. An `Ordinal` adds a score rubric (described levels, low
-to high) and `level(attrs)`, the gold level. Everything here is invented by hand; no item, wording
-or label comes from any published benchmark.
+to high) and `level(attrs)`, the gold level. `permissive` names the option that lets the case through
+or takes no action (approve, allow, full refund, lowest severity), where the family has one; `blank`
+is the case with every detail left out (the family's neutral content-free state, after its policy);
+`split` is `dev` (defaults are chosen on it) or `confirm` (held out to check them). Everything here
+is invented by hand; no item, wording or label comes from any published benchmark.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ class Family:
     pairs: int
     surfaces: dict[str, tuple[str, ...]] = field(default_factory=dict)
     ordinal: Ordinal | None = None
+    permissive: str | None = None
+    blank: str = ""
+    split: str = "dev"
 
 
 def _returns_rule(a: Attrs) -> str:
@@ -76,6 +82,8 @@ RETURNS = Family(
     rule=_returns_rule,
     render=_returns_text,
     pairs=10,
+    permissive="refund",
+    blank="Return request #\nCustomer:\nItem:",
     surfaces={
         "name": ("Dana Whitfield", "Ravi Menon", "Sofia Alvarez", "Tom Becker", "Aiko Tanaka", "Grace Okafor"),
         "item": ("a stand mixer", "a gaming monitor", "a road bike helmet", "a coffee grinder", "a laptop", "a lamp"),
@@ -137,6 +145,8 @@ ACTIONS = Family(
     rule=_action_rule,
     render=_action_text,
     pairs=10,
+    permissive="approve",
+    blank='The user asked the assistant: ""\nThe assistant now proposes to',
     surfaces={
         "person": ("maria.lopez", "j.chen", "accounts", "kofi.mensah", "billing"),
         "outside": ("gmail.com", "brightvendor.io", "harborfoods.com"),
@@ -190,6 +200,8 @@ MODERATION = Family(
     rule=_moderation_rule,
     render=_moderation_text,
     pairs=10,
+    permissive="keep",
+    blank='Post in the group:\n""',
     surfaces={
         "user": ("@kate_r", "@mikeb", "@lena.o", "@dev_harris", "@old_tom"),
         "forum": ("Riverside Residents", "Parents of Riverside", "Riverside Cyclists"),
@@ -249,6 +261,7 @@ CLAIMS = Family(
     rule=_claim_rule,
     render=_claim_text,
     pairs=9,
+    blank="Claim:\nEvidence:",
     surfaces={
         "org": ("Harbor Foods", "Lumen Energy", "Orbit Games", "Cedar Health", "Quill Legal"),
         "year": ("2021", "2022", "2023", "2024"),
@@ -298,6 +311,7 @@ SENTIMENT = Family(
     rule=_sentiment_rule,
     render=_sentiment_text,
     pairs=10,
+    blank="Review of the product:\n",
     surfaces={
         "product": ("standing desk", "kettle", "hiking backpack", "desk chair", "air purifier"),
         "name": ("Chloe M.", "Jonas B.", "Priya S.", "Omar H.", "Nina P."),

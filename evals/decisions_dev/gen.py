@@ -16,8 +16,11 @@ one state (one line):
   gold option>", yes for that half and no for the other; which half alternates.
 - `level` (score), in every pair of a family with a rubric (`Ordinal`): described levels, low to high.
 
-A line holds `id`, `family`, `pair` (the pair id), `half` (0/1), `state` (the policy, then the
-case), `questions` and `gold` (per question id: `type`, `gold`: an option key, yes/no, or the level
+A line holds `id`, `family`, `pair` (the pair id), `half` (0/1), `split` (`dev`: defaults are
+chosen on it; `confirm`: the held-out families of `held_out.py`, to check them), `permissive` (the
+family's permissive / no-action option key, or null), `state` (the policy, then the case),
+`neutral` (the family's neutral content-free state: the policy, then the case with no details),
+`questions` and `gold` (per question id: `type`, `gold`: an option key, yes/no, or the level
 index as a string).
 """
 
@@ -36,10 +39,13 @@ if __package__ in {None, ""}:  # run as a script: make the `evals` package impor
 
 from evals.decisions_dev.dataset import DECISIONS_DEV
 from evals.decisions_dev.families import ACTIONS, CLAIMS, MODERATION, RETURNS, SENTIMENT, Attrs, Family
+from evals.decisions_dev.held_out import DELIVERY, INSURANCE, ISSUES, MAIL
+from evals.decisions_dev.policies import ACCESS, ALERTS, EXPENSES, LEAVE, MERGES, SELLERS
 from evals.decisions_dev.tickets import INTENT, ROUTING, TRIAGE
 
 SEED = 39
-FAMILIES = (RETURNS, ACTIONS, MODERATION, CLAIMS, SENTIMENT, ROUTING, INTENT, TRIAGE)
+FAMILIES = (RETURNS, ACTIONS, MODERATION, CLAIMS, SENTIMENT, ROUTING, INTENT, TRIAGE,
+            EXPENSES, ACCESS, MERGES, LEAVE, SELLERS, ALERTS, INSURANCE, MAIL, ISSUES, DELIVERY)  # fmt: skip
 
 Pair = tuple[Attrs, Attrs]
 
@@ -87,6 +93,11 @@ def state_text(family: Family, case: Attrs, surface: dict[str, str]) -> str:
     return text if family.policy is None else f"{family.policy}\n\n{text}"
 
 
+def neutral_state(family: Family) -> str:
+    """The family's in-domain content-free state: its policy, then a case with every detail left out."""
+    return family.blank if family.policy is None else f"{family.policy}\n\n{family.blank}"
+
+
 def half_lines(family: Family, index: int, pair: Pair, surface: dict[str, str]) -> list[dict[str, Any]]:
     """Both halves of one pair as suite lines."""
     choice = {"type": "choice", "instructions": family.instructions, "criteria": dict(family.options)}
@@ -117,7 +128,10 @@ def half_lines(family: Family, index: int, pair: Pair, surface: dict[str, str]) 
                 "family": family.name,
                 "pair": f"{family.name}/{index:02d}",
                 "half": half,
+                "split": family.split,
+                "permissive": family.permissive,
                 "state": state_text(family, case, surface),
+                "neutral": neutral_state(family),
                 "questions": questions,
                 "gold": gold,
             }

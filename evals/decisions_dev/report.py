@@ -1,24 +1,22 @@
-"""Report of a `decisions-dev` run: every readout variant, per question type, with intervals.
+"""Report of a `decisions-dev` run: every sound readout variant (variants.py), per question type and split,
+with the pre-registered figures and their intervals.
 
-Contract: from the raw readouts of a run (asking.py), each variant is computed offline with the
-server's own maths (`openjev.answering.answers`, `openjev.answering.debias`), so each is exactly what
-a server with those settings answers:
+Contract: from the raw readouts of a run (asking.py) each variant is computed offline (variants.py), so
+each is what a server combining its readouts that way answers. Figures (report.json, report.md), per
+question type, per split (`all`, `dev`, `confirm`) and variant:
 
-| variant | choice | noul | score | readouts per question |
-|---|---|---|---|---|
-| `plain` | one readout | one | one | 1 |
-| `cc` | divided by its content-free readout | same | same | 1 (+1 cached per question text) |
-| `avg2` | 2 rotations (0, n // 2) averaged | - | reversed rubric, log-space mean | 2 |
-| `prior2` | 2 rotations, letter prior divided out | - | as avg2 | 2 |
-| `cc+avg2`, `cc+prior2` | each rotation calibrated, combined | cc | each view calibrated, combined | 2 (+2 cached) |
-
-Figures (report.json, report.md) per type and variant: accuracy with its 95% Wilson interval, the
-paired difference from `plain` (95% paired bootstrap, src/openjev/quality/metrics.py), pair accuracy
-(both halves of a contrastive pair right), ECE (10 equal-mass bins of the top probability);
-choice: position error, the worst absolute gap between the share of answers and of gold answers at
-a shown position (1st option, 2nd, ...; all families pooled), with both shares per position; score:
-exact level by argmax and by the rounded expected level, and the mean absolute error in levels of
-the expected level; noul: the predicted yes-rate. Per family: choice accuracy of every variant.
+- accuracy with its 95% Wilson interval, and the paired difference from `plain` (95% paired bootstrap,
+  src/openjev/quality/metrics.py);
+- pair accuracy (both halves of a contrastive pair right; complete pairs only), its paired difference
+  from `plain` over pairs, and the share of pairs answered the same for both halves (the answer did not
+  move with the detail that flips the gold);
+- choice: recall of the permissive / no-action option (the items whose gold it is, 95% Wilson), the
+  share of answers that choose it, and the worst position gap: the largest absolute difference, over
+  the shown positions of the first readout (1st option, 2nd, ...), between the share of answers and the
+  share of gold answers there;
+- score: exact level by argmax, and the served score Σ i·pᵢ (the expected level) rounded, at T = 1 and at
+  T = 0.5 (p^(1/T) renormalised, as OPENJEV_SCORE_TEMPERATURE applies it); the MAE in levels;
+- ECE (10 equal-mass bins of the top probability) and readouts per question (mean).
 """
 
 from __future__ import annotations
@@ -28,55 +26,31 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evals.decisions_dev.tables import markdown
+from evals.decisions_dev.variants import VARIANTS, normalised, variant_distribution
 from evals.harness import runs
-from openjev.answering.answers import combine_shifts, sharpen, shift_offsets
-from openjev.answering.debias import combine_log_space, divide_prior
 from openjev.quality import metrics
 
-VARIANTS = ("plain", "cc", "avg2", "prior2", "cc+avg2", "cc+prior2")
-COST = {"plain": "1", "cc": "1 + 1 cached", "avg2": "2", "prior2": "2", "cc+avg2": "2 + 2 cached",
-        "cc+prior2": "2 + 2 cached"}  # fmt: skip
-
-
-def views_of(record: dict[str, Any], calibrate: bool) -> list[list[float]]:
-    """The record's views in the question's own order (plain first), each divided by its prior if asked."""
-    views = {"plain": list(record["probabilities"].values())}
-    views.update({name: list(dist.values()) for name, dist in record["views"].items()})
-    if calibrate:
-        views = {name: divide_prior(dist, record["content_free"][name]) for name, dist in views.items()}
-    return list(views.values())
-
-
-def variant_distribution(record: dict[str, Any], variant: str) -> list[float]:
-    """What a server under `variant` answers for the record's question, as probabilities in its own order."""
-    calibrate, combine = variant.startswith("cc"), variant.split("+")[-1]
-    views = views_of(record, calibrate)
-    if combine in ("plain", "cc") or record["type"] == "noul":
-        return views[0]
-    if record["type"] == "score":
-        return combine_log_space([views[0], views[1]])
-    return combine_shifts(views[:2], shift_offsets(len(views[0]), 2), prior=combine == "prior2")
+SPLITS = ("all", "dev", "confirm")
 
 
 def variant_records(run: dict[str, Any], records: Sequence[dict[str, Any]], variant: str) -> list[dict[str, Any]]:
-    """Every record as `variant` answers it (`choice`: yes/no, option key, or argmax level)."""
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
+    """Every record as `variant` answers it (`choice`: yes/no, option key, or argmax level; `readouts`)."""
     answered = []
     for record in records:
-        values = variant_distribution(record, variant)
+        values, readouts = variant_distribution(record, variant)
         names = list(record["probabilities"])
         probabilities = dict(zip(names, values, strict=True))
         if record["type"] == "noul":
             choice = "yes" if probabilities["yes"] >= 0.5 else "no"
         else:
             choice = max(names, key=probabilities.__getitem__)
-        answered.append({**record, "probabilities": probabilities, "choice": choice})
+        answered.append({**record, "probabilities": probabilities, "choice": choice, "readouts": readouts})
     return answered
 
 
 def position_error(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Shares of predicted and gold answers by shown position, and the worst absolute gap (points)."""
+    """Shares of predicted and gold answers by shown position, and the worst absolute gap."""
     predicted = Counter(list(r["probabilities"]).index(r["choice"]) for r in records)
     gold = Counter(list(r["probabilities"]).index(r["gold"]) for r in records)
     n = len(records)
@@ -86,50 +60,76 @@ def position_error(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"worst_gap": worst, "shares": shares}
 
 
-def pair_accuracy(records: Sequence[dict[str, Any]]) -> float | None:
-    """The share of contrastive pairs (one question over a pair's two states) whose both halves are right."""
-    groups = [f"{record['pair']}/{record['id'].rsplit('/', 1)[1]}" for record in records]
-    found = metrics.pair_accuracy([record["choice"] == record["gold"] for record in records], groups)
-    return found["pair_accuracy"] if found else None
+def pairs_of(records: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Complete contrastive pairs (one question over both halves), keyed pair/question."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        found.setdefault(f"{record['pair']}/{record['id'].rsplit('/', 1)[1]}", []).append(record)
+    return {key: rows for key, rows in sorted(found.items()) if len(rows) == 2}
 
 
-def expected_level(probabilities: Sequence[float], temperature: float = 1.0) -> float:
-    return sum(i * p for i, p in enumerate(sharpen(probabilities, temperature)))
+def pair_flags(records: Sequence[dict[str, Any]]) -> tuple[list[bool], list[bool]]:
+    """Per complete pair: both halves right; both halves answered the same."""
+    pairs = pairs_of(records).values()
+    return [all(r["choice"] == r["gold"] for r in rows) for rows in pairs], [
+        rows[0]["choice"] == rows[1]["choice"] for rows in pairs
+    ]
+
+
+def expected_level(probabilities: Sequence[float], temperature: float) -> float:
+    sharpened = normalised([p ** (1 / temperature) for p in probabilities])
+    return sum(i * p for i, p in enumerate(sharpened))
 
 
 def score_figures(records: Sequence[dict[str, Any]]) -> dict[str, float]:
-    """Exact level by argmax and by the rounded expected level (as served at T = 1 and at
-    OPENJEV_SCORE_TEMPERATURE = 0.5), and mean absolute errors in levels."""
-    expected = [expected_level(list(r["probabilities"].values())) for r in records]
-    sharpened = [expected_level(list(r["probabilities"].values()), 0.5) for r in records]
     gold = [int(r["gold"]) for r in records]
     n = len(records)
+    row = {}
+    for name, temperature in (("t1", 1.0), ("t05", 0.5)):
+        expected = [expected_level(list(r["probabilities"].values()), temperature) for r in records]
+        row[f"exact_{name}"] = sum(round(e) == g for e, g in zip(expected, gold, strict=True)) / n
+        row[f"mae_{name}"] = sum(abs(e - g) for e, g in zip(expected, gold, strict=True)) / n
+    return row
+
+
+def permissive_figures(records: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    gold = [r for r in records if r.get("permissive") and r["gold"] == r["permissive"]]
+    offered = [r for r in records if r.get("permissive")]
+    if not gold:
+        return None
+    right = sum(r["choice"] == r["gold"] for r in gold)
     return {
-        "exact_argmax": sum(int(r["choice"]) == g for r, g in zip(records, gold, strict=True)) / n,
-        "exact_rounded_expected": sum(round(e) == g for e, g in zip(expected, gold, strict=True)) / n,
-        "exact_rounded_expected_t05": sum(round(e) == g for e, g in zip(sharpened, gold, strict=True)) / n,
-        "mae_expected_t05": sum(abs(e - g) for e, g in zip(sharpened, gold, strict=True)) / n,
-        "mae_expected": sum(abs(e - g) for e, g in zip(expected, gold, strict=True)) / n,
-        "mae_argmax": sum(abs(int(r["choice"]) - g) for r, g in zip(records, gold, strict=True)) / n,
+        "n": len(gold),
+        "recall": right / len(gold),
+        "ci95": metrics.wilson_interval(right, len(gold)),
+        "chosen": sum(r["choice"] == r["permissive"] for r in offered) / len(offered),
+        "gold_share": len(gold) / len(offered),
     }
 
 
 def type_figures(records: Sequence[dict[str, Any]], plain: Sequence[dict[str, Any]]) -> dict[str, Any]:
     correct = [r["choice"] == r["gold"] for r in records]
     n, right = len(records), sum(correct)
-    confidences = [max(r["probabilities"].values()) for r in records]
     paired = metrics.paired_bootstrap([r["choice"] == r["gold"] for r in plain], correct)
+    both, same = pair_flags(records)
     row: dict[str, Any] = {
         "n": n,
         "accuracy": right / n,
         "ci95": metrics.wilson_interval(right, n),
         "vs_plain": {"difference": paired.difference, "ci95": paired.ci95},
-        "pair_accuracy": pair_accuracy(records),
-        "ece": metrics.ece(confidences, correct),
+        "pairs": len(both),
+        "pair_accuracy": sum(both) / len(both) if both else None,
+        "same_answer": sum(same) / len(same) if same else None,
+        "ece": metrics.ece([max(r["probabilities"].values()) for r in records], correct),
+        "readouts": sum(r["readouts"] for r in records) / n,
     }
+    if both:
+        pair_paired = metrics.paired_bootstrap(pair_flags(plain)[0], both)
+        row["pairs_vs_plain"] = {"difference": pair_paired.difference, "ci95": pair_paired.ci95}
     kind = records[0]["type"]
     if kind == "choice":
         row["position"] = position_error(records)
+        row["permissive"] = permissive_figures(records)
     elif kind == "score":
         row["score"] = score_figures(records)
     else:
@@ -137,65 +137,37 @@ def type_figures(records: Sequence[dict[str, Any]], plain: Sequence[dict[str, An
     return row
 
 
+def in_split(record: dict[str, Any], split: str) -> bool:
+    return split == "all" or record.get("split", "dev") == split
+
+
 def build_report(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    by_variant = {variant: variant_records({}, records, variant) for variant in VARIANTS}
+    neutral = all(r.get("content_free_neutral") for r in records if r["type"] != "noul")
+    usable = [variant for variant in VARIANTS if neutral or not variant.startswith("ccn")]
+    by_variant = {variant: variant_records({}, records, variant) for variant in usable}
     right = sum(r["choice"] == r["gold"] for r in by_variant["plain"])
-    report: dict[str, Any] = {"suite": "decisions-dev", "n": len(records), "accuracy": right / max(len(records), 1),
-                              "cost": COST, "by_type": {}}  # fmt: skip
+    report: dict[str, Any] = {"suite": "decisions-dev", "n": len(records), "states": len({r["state"] for r in records}),
+                              "accuracy": right / max(len(records), 1), "by_type": {}}  # fmt: skip
     for kind in ("choice", "noul", "score"):
-        plain = [r for r in by_variant["plain"] if r["type"] == kind]
-        if plain:
-            report["by_type"][kind] = {
-                variant: type_figures([r for r in rows if r["type"] == kind], plain)
+        report["by_type"][kind] = {}
+        for split in SPLITS:
+            plain = [r for r in by_variant["plain"] if r["type"] == kind and in_split(r, split)]
+            if not plain:
+                continue
+            report["by_type"][kind][split] = {
+                variant: type_figures([r for r in rows if r["type"] == kind and in_split(r, split)], plain)
                 for variant, rows in by_variant.items()
+                if kind != "noul" or variant == "plain"
             }
-    families = sorted({r["family"] for r in records if r["type"] == "choice"})
     report["choice_by_family"] = {
         family: {
             variant: sum(r["choice"] == r["gold"] for r in chosen) / len(chosen)
             for variant, rows in by_variant.items()
             if (chosen := [r for r in rows if r["type"] == "choice" and r["family"] == family])
         }
-        for family in families
+        for family in sorted({r["family"] for r in records if r["type"] == "choice"})
     }
     return report
-
-
-def markdown(report: dict[str, Any]) -> str:
-    lines = [f"# decisions-dev: {report['n']} questions", ""]
-    for kind, rows in report["by_type"].items():
-        head = "| variant | readouts | n | accuracy [95%] | vs plain [95%] | pairs | ECE | extra |"
-        note = [
-            "For scores, `avg2`/`prior2` read the rubric also reversed (log-space mean); accuracy is the argmax.",
-            "",
-        ]
-        lines += [f"## {kind}", "", *(note if kind == "score" else []), head, "|---|---|---|---|---|---|---|---|"]
-        for variant, row in rows.items():
-            low, high = row["ci95"]
-            d_low, d_high = row["vs_plain"]["ci95"]
-            extra = ""
-            if "position" in row:
-                extra = f"worst position gap {row['position']['worst_gap'] * 100:.1f} pts"
-            elif "score" in row:
-                s = row["score"]
-                extra = (
-                    f"exact(EV) {s['exact_rounded_expected']:.1%}, MAE(EV) {s['mae_expected']:.2f}; at T=0.5 "
-                    f"exact(EV) {s['exact_rounded_expected_t05']:.1%}, MAE {s['mae_expected_t05']:.2f}"
-                )
-            else:
-                extra = f"yes-rate {row['yes_rate']:.1%}"
-            pairs = "-" if row["pair_accuracy"] is None else f"{row['pair_accuracy']:.1%}"
-            lines.append(
-                f"| {variant} | {COST[variant]} | {row['n']} | {row['accuracy']:.1%} [{low:.1%}, {high:.1%}] | "
-                f"{row['vs_plain']['difference'] * 100:+.1f} [{d_low * 100:+.1f}, {d_high * 100:+.1f}] | {pairs} | "
-                f"{row['ece']:.3f} | {extra} |"
-            )
-        lines.append("")
-    lines += ["## choice accuracy by family", "", "| family | " + " | ".join(VARIANTS) + " |",
-              "|---|" + "---|" * len(VARIANTS)]  # fmt: skip
-    for family, row in report["choice_by_family"].items():
-        lines.append(f"| {family} | " + " | ".join(f"{row[v]:.0%}" for v in VARIANTS) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def write_report(directory: Path) -> dict[str, Any]:

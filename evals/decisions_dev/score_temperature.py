@@ -8,7 +8,8 @@ calibration (`cc`), the reversed rubric (`rev`) and both, at temperatures 1, 0.5
 renormalised, as OPENJEV_SCORE_TEMPERATURE applies it): the share of questions whose served score
 Σ i·pᵢ rounds to the gold level (95% Wilson interval; paired bootstrap against `cc` at T = 1, the
 default before), the share whose most likely level is gold, the mean absolute error of the score in
-levels, the NLL of the gold level, and the ECE of the top probability.
+levels, the NLL of the gold level, and the ECE of the top probability. `ccn`: calibrated over the
+family's neutral state instead of `N/A` (decisions-dev runs that read it).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from openjev.answering.answers import argmax_first, sharpen
 from openjev.answering.debias import combine_log_space, divide_prior
 from openjev.quality import metrics
 
-READOUTS = ("plain", "cc", "rev", "cc+rev")
+READOUTS = ("plain", "cc", "rev", "cc+rev", "ccn")
 TEMPERATURES = (1.0, 0.5, 0.25)
 
 
@@ -35,8 +36,9 @@ def levels(record: dict[str, Any], readout: str) -> list[float]:
     forward = list(record["probabilities"].values())
     backward = list(record["views"]["rev"].values())
     if readout.startswith("cc"):
-        forward = divide_prior(forward, record["content_free"]["plain"])
-        backward = divide_prior(backward, record["content_free"]["rev"])
+        priors = record["content_free_neutral" if readout.startswith("ccn") else "content_free"]
+        forward = divide_prior(forward, priors["plain"])
+        backward = divide_prior(backward, priors["rev"])
     return combine_log_space([forward, backward]) if readout.endswith("rev") else forward
 
 
@@ -64,13 +66,14 @@ def main(directories: Sequence[str]) -> None:
         for r in runs.read_results(Path(d))
         if r.get("type") == "score" and "rev" in r.get("views", {})
     ]
+    readouts = READOUTS if all(r.get("content_free_neutral") for r in records) else READOUTS[:-1]
     baseline = row(records, "cc", 1.0)["exact"]
     print(f"n = {len(records)} score questions from {', '.join(directories)}")
     print(
         "| readout | T | served score rounds to gold [95%] | vs cc at T=1 [95%] | argmax | MAE (levels) | NLL | ECE |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    for readout in READOUTS:
+    for readout in readouts:
         for temperature in TEMPERATURES:
             figures = row(records, readout, temperature)
             paired = metrics.paired_bootstrap(baseline, figures["exact"])

@@ -36,6 +36,7 @@ ROUTING = Family(
     rule=lambda a: a["tool"],
     render=_routing_text,
     pairs=10,
+    blank='User message: ""',
     surfaces={
         "city": ("Lisbon", "Denver", "Osaka", "Leeds", "Porto"),
         "day": ("Friday", "Saturday", "Tuesday", "Sunday"),
@@ -73,6 +74,7 @@ INTENT = Family(
     rule=lambda a: a["intent"],
     render=_intent_text,
     pairs=12,
+    blank='Message from a customer:\n""',
     surfaces={
         "name": ("Luca Romano", "Aiko Tanaka", "Grace Okafor", "Ravi Menon"),
         "year": ("2019", "2021", "2023"),
@@ -116,6 +118,8 @@ TRIAGE = Family(
     rule=_triage_rule,
     render=_triage_text,
     pairs=10,
+    permissive="p3",
+    blank="Bug report:\nWorkaround:",
     surfaces={
         "id": ("BUG-1182", "BUG-1240", "BUG-1307", "BUG-1391"),
         "platform": ("web app", "desktop app", "iPad app"),

@@ -1,5 +1,5 @@
 """The decisions-dev suite: reproducible from its generator, sha-checked, balanced, contrastive, and its
-offline variants computed with the server's own maths."""
+offline variants computed without any letter prior."""
 
 from __future__ import annotations
 
@@ -8,10 +8,8 @@ from collections import Counter
 
 import pytest
 
-from evals.decisions_dev import dataset, gen, report
+from evals.decisions_dev import dataset, gen, report, variants
 from evals.decisions_dev.families import Family
-from openjev.answering.answers import combine_shifts
-from openjev.answering.debias import divide_prior
 
 
 @pytest.fixture(scope="module")
@@ -62,22 +60,68 @@ def test_the_gold_follows_the_family_rule_for_every_candidate() -> None:
             assert sum(first[name] != second[name] for name in family.attributes) == 1
 
 
+def test_splits_permissive_gold_and_neutral_states(states) -> None:
+    splits = {state["family"]: state["split"] for state in states}
+    confirm = {family for family, split in splits.items() if split == "confirm"}
+    assert len(confirm) == 4 and len(splits) - len(confirm) == 14
+    assert sum(state["split"] == "confirm" for state in states) >= 90 and len(states) >= 400
+    offered = [state for state in states if state["permissive"]]
+    gold = [state for state in offered if state["gold"]["decision"]["gold"] == state["permissive"]]
+    assert 0.2 <= len(gold) / len(offered) <= 0.35, len(gold) / len(offered)
+    for state in states:
+        assert state["permissive"] is None or state["permissive"] in state["questions"]["decision"]["criteria"]
+        case_lines = set(state["state"].splitlines()) - set(state["neutral"].splitlines())
+        assert case_lines and not case_lines & set(state["neutral"].splitlines())
+        policy = state["state"].split("\n\n")[0]
+        assert state["neutral"].startswith(policy) or "\n\n" not in state["state"]
+
+
 def record(kind: str, plain: list[float], rot: list[float], priors: tuple[list[float], list[float]]) -> dict:
     names = ["a", "b", "c", "d"]
     views = {"rot": dict(zip(names, rot, strict=True))}
     priors_by_view = {"plain": priors[0], "rot": priors[1]}
     probabilities = dict(zip(names, plain, strict=True))
-    return {"type": kind, "probabilities": probabilities, "views": views, "content_free": priors_by_view, "gold": "a"}
+    return {"id": "x/00/0/decision", "type": kind, "probabilities": probabilities, "views": views,
+            "content_free": priors_by_view, "gold": "a"}  # fmt: skip
 
 
-def test_the_variants_are_the_servers_maths() -> None:
+def test_the_variants_combine_views_without_any_letter_prior() -> None:
     plain, rot = [0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]
-    priors = ([0.25, 0.25, 0.1, 0.4], [0.3, 0.2, 0.2, 0.3])
+    priors = ([0.25, 0.25, 0.1, 0.4], [0.5, 0.2, 0.2, 0.1])
     item = record("choice", plain, rot, priors)
-    assert report.variant_distribution(item, "plain") == plain
-    assert report.variant_distribution(item, "cc") == divide_prior(plain, priors[0])
-    assert report.variant_distribution(item, "prior2") == combine_shifts([plain, rot], [0, 2], prior=True)
-    calibrated = [divide_prior(plain, priors[0]), divide_prior(rot, priors[1])]
-    assert report.variant_distribution(item, "cc+prior2") == combine_shifts(calibrated, [0, 2], prior=True)
-    (answered,) = report.variant_records({}, [item], "cc")
+    assert variants.variant_distribution(item, "plain") == (plain, 1)
+    assert variants.variant_distribution(item, "avg2") == ([0.25, 0.25, 0.25, 0.25], 2)
+    cc, readouts = variants.variant_distribution(item, "cc+plain")
+    assert readouts == 1 and cc == pytest.approx([0.4 / 5.2, 0.8 / 5.2, 3 / 5.2, 1 / 5.2])
+    calibrated_rot = [0.8 / 4.3, 1.5 / 4.3, 1 / 4.3, 1 / 4.3]
+    both, _ = variants.variant_distribution(item, "cc+avg2")
+    assert both == pytest.approx([(a + b) / 2 for a, b in zip(cc, calibrated_rot, strict=True)])
+    assert variants.variant_distribution(item, "gate0.5") == ([0.25, 0.25, 0.25, 0.25], 2)  # top 0.4: unsure
+    assert variants.variant_distribution(record("choice", [0.1, 0.1, 0.2, 0.6], rot, priors), "gate0.5")[1] == 1
+    with pytest.raises(ValueError, match="content_free_neutral"):
+        variants.variant_distribution(item, "ccn+plain")
+    (answered,) = report.variant_records({}, [item], "cc+plain")
     assert answered["choice"] == "c"  # d reads highest, but c has the lowest prior: 0.3 / 0.1 > 0.4 / 0.4
+
+
+def test_a_reader_without_letter_bias_keeps_its_answer_under_every_variant() -> None:
+    """When every view reads the same content (the same distribution in the question's own order) and the
+    content-free readouts are flat, every variant serves the content's best option."""
+    content = [0.05, 0.6, 0.3, 0.05]
+    item = record("choice", content, content, ([0.25] * 4, [0.25] * 4))
+    item["content_free_neutral"] = item["content_free"]
+    for variant in variants.VARIANTS:
+        (answered,) = report.variant_records({}, [item], variant)
+        assert answered["choice"] == "b", variant
+
+
+def test_the_report_counts_pairs_permissive_recall_and_same_answers() -> None:
+    rows = []
+    for half, (gold, read) in enumerate((("a", [0.7, 0.1, 0.1, 0.1]), ("b", [0.6, 0.2, 0.1, 0.1]))):
+        row = record("choice", read, read, ([0.25] * 4, [0.25] * 4))
+        rows.append({**row, "id": f"f/00/{half}/decision", "pair": "f/00", "state": f"f/00/{half}",
+                     "family": "f", "split": "dev", "permissive": "b", "gold": gold})  # fmt: skip
+    figures = report.type_figures(report.variant_records({}, rows, "plain"), report.variant_records({}, rows, "plain"))
+    assert figures["accuracy"] == 0.5 and figures["pair_accuracy"] == 0.0 and figures["same_answer"] == 1.0
+    assert figures["permissive"]["recall"] == 0.0 and figures["permissive"]["chosen"] == 0.0
+    assert figures["position"]["worst_gap"] == 0.5
