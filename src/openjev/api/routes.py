@@ -225,13 +225,19 @@ async def evaluate_request(
     *,
     long_context: bool = False,
     conversation: str | None = None,
+    apply_tasks: bool = True,
 ) -> Answered | None:
     """The one evaluation behind every answering route, for a valid Jev request of `body_bytes` bytes;
     None when the client left first. `long_context`: the request sent the long-context header;
     `conversation`: the caller's name for its conversation, which keys the data-parallel rank in place
-    of the prompt's opening. Images are decoded in an image slot, never on the event loop."""
+    of the prompt's opening; `apply_tasks` false: raw readouts, as a task's fit reads them. Images are
+    decoded in an image slot, never on the event loop."""
     settings = service.settings
-    body, tasks = use_tasks(body, service.tasks, runtime.served_model_name, settings.task_match_questions)
+    body, tasks = (
+        use_tasks(body, service.tasks, runtime.served_model_name, settings.task_match_questions)
+        if apply_tasks
+        else (body, {})
+    )
     # The checks walk every string (surrogates, depth, placeholders): a large request's on a worker thread.
     images = await by_size(body_bytes, functools.partial(checked_sources, body, parts, settings, runtime))
     started = time.perf_counter()

@@ -3,9 +3,10 @@
 - `POST /v1/tasks` takes `{"question", "examples"}` (`tasks/schema.py`), checks it (422 naming
   the field: an unknown question type, a label that is not the question's, no examples, too many),
   and answers the task's document without its examples: 201 when it was fitted now, 200 when the same
-  content (question, examples, served model) was fitted before. Each example is asked through
-  `routes.evaluate_request`, the path of every `/v1/systemone` request (the same admission, budgets
-  and errors); a client that leaves stops the fit, and nothing is kept.
+  content (question, examples, served model) was fitted before. The fit runs as a job
+  (`api/task_fits.py`: `?background=true` answers 202 with it; progress, cancel, resume, identical
+  fits shared), each example asked through `routes.evaluate_request` (the same admission, budgets
+  and errors) with no task applied.
 - `GET /v1/tasks` lists them (id, model, question type, labels, examples, the chosen worked-example
   count, held-out accuracy); `GET /v1/tasks/{id}` gives one; `DELETE /v1/tasks/{id}` removes it
   (204). An unknown id is a 404 `not_found`.
@@ -19,16 +20,18 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HttpError
-from openjev.api.routes import AUTHORIZED, ClientDisconnected, RuntimeDep, ServiceDep, evaluate_request
+from openjev.api.routes import AUTHORIZED, RuntimeDep, ServiceDep
 from openjev.api.strict_json import StrictJSONRoute
+from openjev.api.task_fits import answer_fit, public_document, start_fit
+from openjev.api.task_fits import router as fits_router
 from openjev.errors import RequestRejected
-from openjev.request.schema import ErrorResponse, SystemOneRequest
-from openjev.tasks.fitting import fit_task
+from openjev.request.schema import ErrorResponse
 from openjev.tasks.schema import TaskRequest, canonical_examples, check_task
 from openjev.tasks.store import Task, TaskStore, task_id
 
 TASKS_PATH = "/v1/tasks"
 router = APIRouter(route_class=StrictJSONRoute)
+router.include_router(fits_router)
 NOT_FOUND = {404: {"model": ErrorResponse, "description": "No task with this id (`not_found`)."}}
 FIT_RESPONSES = {
     201: {"description": "The task, fitted now (its document without the examples)."},
@@ -42,7 +45,7 @@ FIT_RESPONSES = {
 
 def public(task: Task) -> dict[str, Any]:
     """A task as the API shows it: its document without the examples it was fitted on."""
-    return {key: value for key, value in task.document.items() if key != "examples"}
+    return public_document(task.document)
 
 
 def summary(task: Task) -> dict[str, Any]:
@@ -73,30 +76,18 @@ def _known(store: TaskStore, identifier: str) -> Task:
     dependencies=AUTHORIZED,
     summary="Learn a question from labelled states",
 )
-async def create_task(body: TaskRequest, request: Request, service: ServiceDep, runtime: RuntimeDep) -> Response:
+async def create_task(
+    body: TaskRequest, request: Request, service: ServiceDep, runtime: RuntimeDep, background: bool = False
+) -> Response:
     issues = check_task(body, service.settings)
     if issues:
         raise RequestRejected(issues)
-    model = runtime.served_model_name
-    examples = canonical_examples(body)
-    existing = service.tasks.get(task_id(body.question, examples, model))
+    identifier = task_id(body.question, canonical_examples(body), runtime.served_model_name)
+    existing = service.tasks.get(identifier)
     if existing is not None:
         return JSONResponse(public(existing), status_code=200)
-
-    async def answer(asked: SystemOneRequest) -> dict[str, dict[str, Any]]:
-        size = len(asked.model_dump_json())
-        answered = await evaluate_request(asked, size, request.receive, service, runtime)
-        if answered is None:
-            raise ClientDisconnected
-        return answered.evaluation.answers
-
-    try:
-        document = await fit_task(body, service.settings, model, answer)
-    except ClientDisconnected:
-        return Response(status_code=499)
-    task = Task.parse(document)
-    service.tasks.put(task)
-    return JSONResponse(public(task), status_code=201)
+    job = start_fit(body, identifier, request, service, runtime)
+    return await answer_fit(job, request, background, service.settings.retry_after)
 
 
 @router.get(TASKS_PATH, responses=AUTH_RESPONSES, dependencies=AUTHORIZED, summary="List the tasks")
