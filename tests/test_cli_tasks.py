@@ -60,7 +60,7 @@ def test_fit_against_a_running_server_prints_the_report_and_keeps_the_task(
     done = run_cli(str(data), "--question", str(question), "--url", server.url, "--json", str(saved))
     assert done.returncode == 0, done.stderr
     task = json.loads(saved.read_text())
-    assert task["id"] in done.stdout and "before" in done.stdout and "after" in done.stdout
+    assert task["id"] in done.stdout and "adopted by nested cross-validation" in done.stdout
     assert f"{task['report']['examples']} examples" in done.stdout
     with server.client() as http:
         assert http.get(f"/v1/tasks/{task['id']}").json() == task
@@ -146,8 +146,8 @@ def test_fit_on_the_embedded_model_and_use_the_task_on_the_sglang_path(
     (path,) = tasks.glob("task_*.json")
     task = json.loads(path.read_text())
     assert task["id"] in done.stdout
-    chosen = task["report"]["chosen"]
-    assert chosen["before"]["n"] == len(STATES) and 0 <= chosen["after"]["accuracy"] <= 1
+    nested = task["report"]["nested"]
+    assert nested["plain"]["n"] == len(STATES) and 0 <= nested["chosen"]["accuracy"] <= 1
 
     server = serve_openjev(
         "--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir),
