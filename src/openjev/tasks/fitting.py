@@ -157,6 +157,13 @@ async def read_and_choose(
     return readouts, report, chosen
 
 
+def _shown_with(task: TaskRequest, gold: list[int], per_label: int, most_bytes: int):
+    """The task's question with the first `per_label` showable examples of each label in its criteria."""
+    states = [example.state for example in task.examples]
+    picked = pick(gold, range(len(gold)), len(label_names(task.question)), per_label, showable(states, most_bytes))
+    return worked_question(task.question, [[states[j] for j in indices] for indices in picked])
+
+
 async def fit_task(
     task: TaskRequest,
     settings: Settings,
@@ -184,10 +191,7 @@ async def fit_task(
     if at_cap(fitted):
         log.warning("a task's calibration ran its temperature to the cap: its readouts barely tell the labels apart")
     applied = fitted if chosen.calibrated else LabelCalibration.identity(len(labels))
-    states = [example.state for example in task.examples]
-    shown = showable(states, settings.max_example_bytes)
-    picked = pick(gold, range(len(gold)), len(labels), chosen.worked, shown)
-    worked = worked_question(task.question, [[states[j] for j in indices] for indices in picked])
+    worked = _shown_with(task, gold, chosen.worked, settings.max_example_bytes)
     examples = canonical_examples(task)
     answered = report["chosen"] if report["adopted"] else report["plain"]
     return {
