@@ -124,6 +124,8 @@ async def _readouts(task: TaskRequest, gold: list[int], cut_: list[list[int]], c
         return await reader.read(index, request, list(questions))
 
     reader.total += len(states)
+    if reader.progress is not None:
+        reader.progress(reader.done, reader.total)
     return list(await asyncio.gather(*(one(index) for index in range(len(states)))))
 
 
