@@ -24,6 +24,8 @@ QUESTION = {
 }
 LABELS = ["shipping", "other", "shipping", "other", "billing", "shipping", "other", "shipping", "billing", "shipping"]
 EXAMPLES = [{"state": f"Ticket {i}: where is parcel {i * 7}?", "label": label} for i, label in enumerate(LABELS)]
+#: Enough for a calibration to be adopted by nested cross-validation (outer and inner folds of several each).
+MANY = [{"state": f"Ticket {i}: where is parcel {i * 7}?", "label": LABELS[i % len(LABELS)]} for i in range(30)]
 
 
 def letter_biased(input_ids: Sequence[int], token_ids: Sequence[int]) -> list[float]:
@@ -60,22 +62,22 @@ def test_fit_use_restart_and_delete(serve_openjev, fake, qwen_tokenizer_dir, tmp
     tasks = tmp_path / "tasks"
     server = start(serve_openjev, fake, qwen_tokenizer_dir, tasks, OPENJEV_TASK_WORKED_EXAMPLES="0")
     with server.client() as http:
-        created = http.post("/v1/tasks", json={"question": QUESTION, "examples": EXAMPLES})
+        created = http.post("/v1/tasks", json={"question": QUESTION, "examples": MANY})
         assert created.status_code == 201, created.text
         task = created.json()
         assert task["id"].startswith("task_") and "examples" not in task
         assert task["labels"] == ["billing", "shipping", "other"]
         report = task["report"]
-        assert report["examples"] == len(EXAMPLES) and report["folds"] == 3
+        assert report["examples"] == len(MANY) and report["folds"] == 3
         nested = report["nested"]
-        # The letter bias makes the raw readout answer "billing" (2 of 10 gold) mostly; calibrated, it does better.
+        # The letter bias makes the raw readout answer "billing" (1 in 5 gold) mostly; calibrated, it does better.
         assert nested["plain"]["accuracy"] < 0.5
         assert nested["chosen"]["accuracy"] > nested["plain"]["accuracy"] and nested["adopted"]
         assert report["chosen"]["calibration_adopted"]
         biases = task["calibration"]["biases"]
         assert biases[0] < biases[1]
         # The same content again: the same task, not fitted again.
-        again = http.post("/v1/tasks", json={"question": QUESTION, "examples": EXAMPLES})
+        again = http.post("/v1/tasks", json={"question": QUESTION, "examples": MANY})
         assert again.status_code == 200 and again.json() == task  # `created` too: not fitted again
         plain = ask(http, QUESTION)
         used = ask(http, {**QUESTION, "x_task": task["id"]})
