@@ -60,7 +60,7 @@ def test_fit_against_a_running_server_prints_the_report_and_keeps_the_task(
     done = run_cli(str(data), "--question", str(question), "--url", server.url, "--json", str(saved))
     assert done.returncode == 0, done.stderr
     task = json.loads(saved.read_text())
-    assert task["id"] in done.stdout and "before" in done.stdout and "after" in done.stdout
+    assert task["id"] in done.stdout and "adopted by nested cross-validation" in done.stdout
     assert f"{task['report']['examples']} examples" in done.stdout
     with server.client() as http:
         assert http.get(f"/v1/tasks/{task['id']}").json() == task
@@ -80,11 +80,11 @@ def test_fit_against_a_running_server_prints_the_report_and_keeps_the_task(
         assert [row["id"] for row in http.get("/v1/tasks").json()["tasks"]] == [task["id"]]
 
 
-def test_fit_backs_off_a_full_server_and_fits_once_it_has_room(
+def test_fit_waits_for_a_full_server_shows_progress_and_fits_once_it_has_room(
     serve_openjev, fake_sglang: FakeSGLang, qwen_tokenizer_dir: Path, tmp_path: Path
 ) -> None:
-    """Every evaluation slot is held by slow requests when the fit is posted: the fit is refused with 529
-    and Retry-After, the command waits and posts again, and the fit is made once the slots are free."""
+    """Every evaluation slot is held by slow requests when the fit is posted: the fit's job waits for
+    room (its readouts are never refused to it with 529) and is made once the slots are free."""
     server = serve_openjev(
         "--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), "--max-concurrent-requests", "4",
         env={"OPENJEV_TASKS_DIR": str(tmp_path / "tasks")},
@@ -97,13 +97,25 @@ def test_fit_backs_off_a_full_server_and_fits_once_it_has_room(
         in_flight = re.compile(r"^openjev_in_flight_requests 4\.0$", re.MULTILINE)
         assert eventually(lambda: in_flight.search(httpx.get(f"{server.url}/metrics").text), timeout=30)
         fit = pool.submit(run_cli, str(data), "--question", json.dumps(QUESTION), "--url", server.url)
-        assert eventually(lambda: '"POST /v1/tasks HTTP/1.1" 529' in server.log(), timeout=60), server.log()
+        assert eventually(lambda: '"POST /v1/tasks?background=true HTTP/1.1" 202' in server.log(), timeout=60)
         fake_sglang.generate_delay = 0.0
         assert all(holder.result().status_code == 200 for holder in holders)
         done = fit.result()
     assert done.returncode == 0, done.stderr
+    assert '/v1/tasks?background=true HTTP/1.1" 529' not in server.log()
     with server.client() as http:
         assert len(http.get("/v1/tasks").json()["tasks"]) == 1
+
+
+def test_a_body_over_the_servers_limit_prints_its_413_and_the_limit(
+    serve_openjev, fake_sglang: FakeSGLang, qwen_tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir))
+    large = [(f"{state} " + "x" * 500_000, label) for state, label in STATES]
+    data = write_jsonl(tmp_path / "large.jsonl", large)
+    done = run_cli(str(data), "--question", json.dumps(QUESTION), "--url", server.url)
+    assert done.returncode == 1
+    assert "413" in done.stderr and "2097152" in done.stderr and "ReadError" not in done.stderr
 
 
 @pytest.mark.parametrize(
@@ -146,8 +158,8 @@ def test_fit_on_the_embedded_model_and_use_the_task_on_the_sglang_path(
     (path,) = tasks.glob("task_*.json")
     task = json.loads(path.read_text())
     assert task["id"] in done.stdout
-    chosen = task["report"]["chosen"]
-    assert chosen["before"]["n"] == len(STATES) and 0 <= chosen["after"]["accuracy"] <= 1
+    nested = task["report"]["nested"]
+    assert nested["plain"]["n"] == len(STATES) and 0 <= nested["chosen"]["accuracy"] <= 1
 
     server = serve_openjev(
         "--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir),

@@ -176,12 +176,12 @@ def tasks_fit(
     json_file: Annotated[Path | None, typer.Option("--json", help="Also write the task as JSON here.")] = None,
 ) -> None:
     """Fit a task from a file of labelled states and print its held-out report; exit 1 if it is refused."""
-    from openjev.api.tasks import TASKS_PATH
-    from openjev.batch.client import ServerUnreachable, post_with_retry
+    from openjev.batch.client import ServerUnreachable
     from openjev.batch.jobs import Target, served
     from openjev.batch.local_server import ServerFailed
+    from openjev.batch.task_fit import fit
     from openjev.request.labelled_files import LabelledFileError, read_labelled
-    from openjev.tasks.client import FIT_TIMEOUT, report_lines
+    from openjev.tasks.client import report_lines
 
     try:
         body = {"question": _question(question), "examples": read_labelled(file)}
@@ -189,14 +189,13 @@ def tasks_fit(
         raise typer.BadParameter(str(error), param_hint="FILE") from None
     try:
         with served(Target(url)) as base:
-            response = asyncio.run(post_with_retry(base, TASKS_PATH, body, api_key, FIT_TIMEOUT))
+            status, task = asyncio.run(fit(base, body, api_key))
     except (ServerUnreachable, ServerFailed) as error:
         typer.echo(f"openjev: {error}", err=True)
         raise typer.Exit(1) from None
-    if response.status_code not in (200, 201):
-        typer.echo(f"openjev: the task was refused ({response.status_code}): {response.text}", err=True)
+    if status not in (200, 201):
+        typer.echo(f"openjev: the task was refused ({status}): {task}", err=True)
         raise typer.Exit(1)
-    task = response.json()
     if json_file is not None:
         json_file.write_text(json.dumps(task, indent=1, ensure_ascii=False))
     typer.echo("\n".join(report_lines(task)))

@@ -22,8 +22,10 @@ QUESTION = {
     "instructions": "Which team should handle this ticket?",
     "criteria": {"billing": "Payments and invoices", "shipping": "Deliveries", "other": None},
 }
-LABELS = ["shipping", "shipping", "other", "billing", "shipping", "other", "shipping", "other", "shipping"]
+LABELS = ["shipping", "other", "shipping", "other", "billing", "shipping", "other", "shipping", "billing", "shipping"]
 EXAMPLES = [{"state": f"Ticket {i}: where is parcel {i * 7}?", "label": label} for i, label in enumerate(LABELS)]
+#: Enough for a calibration to be adopted by nested cross-validation (outer and inner folds of several each).
+MANY = [{"state": f"Ticket {i}: where is parcel {i * 7}?", "label": LABELS[i % len(LABELS)]} for i in range(30)]
 
 
 def letter_biased(input_ids: Sequence[int], token_ids: Sequence[int]) -> list[float]:
@@ -60,22 +62,22 @@ def test_fit_use_restart_and_delete(serve_openjev, fake, qwen_tokenizer_dir, tmp
     tasks = tmp_path / "tasks"
     server = start(serve_openjev, fake, qwen_tokenizer_dir, tasks, OPENJEV_TASK_WORKED_EXAMPLES="0")
     with server.client() as http:
-        created = http.post("/v1/tasks", json={"question": QUESTION, "examples": EXAMPLES})
+        created = http.post("/v1/tasks", json={"question": QUESTION, "examples": MANY})
         assert created.status_code == 201, created.text
         task = created.json()
         assert task["id"].startswith("task_") and "examples" not in task
         assert task["labels"] == ["billing", "shipping", "other"]
         report = task["report"]
-        assert report["examples"] == len(EXAMPLES) and report["folds"] == 3
-        chosen = report["chosen"]
-        # The letter bias makes the raw readout answer "billing" (1 of 9 gold) mostly; calibrated, it does better.
-        assert chosen["before"]["accuracy"] < 0.5
-        assert chosen["after"]["accuracy"] > chosen["before"]["accuracy"]
-        assert chosen["calibration_adopted"]
+        assert report["examples"] == len(MANY) and report["folds"] == 3
+        nested = report["nested"]
+        # The letter bias makes the raw readout answer "billing" (1 in 5 gold) mostly; calibrated, it does better.
+        assert nested["plain"]["accuracy"] < 0.5
+        assert nested["chosen"]["accuracy"] > nested["plain"]["accuracy"] and nested["adopted"]
+        assert report["chosen"]["calibration_adopted"]
         biases = task["calibration"]["biases"]
         assert biases[0] < biases[1]
         # The same content again: the same task, not fitted again.
-        again = http.post("/v1/tasks", json={"question": QUESTION, "examples": EXAMPLES})
+        again = http.post("/v1/tasks", json={"question": QUESTION, "examples": MANY})
         assert again.status_code == 200 and again.json() == task  # `created` too: not fitted again
         plain = ask(http, QUESTION)
         used = ask(http, {**QUESTION, "x_task": task["id"]})
@@ -116,12 +118,12 @@ def test_worked_examples_are_tried_and_the_chosen_ones_shown(serve_openjev, fake
     server = start(serve_openjev, fake, qwen_tokenizer_dir, tmp_path / "tasks")
     with server.client() as http:
         task = http.post("/v1/tasks", json={"question": QUESTION, "examples": EXAMPLES}).json()
-    table = task["report"]["by_worked_examples"]
-    assert list(table) == ["0", "1", "2"]
+    report = task["report"]
+    # w = 0 is far from perfect here: 1 and 2 worked examples per label were read and compared too.
+    assert list(report["by_worked_examples"]) == ["0", "1", "2"]
     chosen = task["worked_examples_per_label"]
-    best = max(row["answered"]["accuracy"] for row in table.values())
-    assert table[str(chosen)]["answered"]["accuracy"] == best
-    assert all(table[str(w)]["answered"]["accuracy"] < best for w in range(chosen))
+    assert chosen == report["chosen"]["worked_examples_per_label"]
+    assert chosen == 0 or report["nested"]["adopted"]
     criteria = task["worked_question"]["criteria"]
     for label, description in QUESTION["criteria"].items():
         states = [e["state"] for e in EXAMPLES if e["label"] == label][:chosen]
@@ -194,7 +196,7 @@ def test_a_task_fitted_for_another_model_is_refused_by_name(serve_openjev, fake,
     tasks = tmp_path / "tasks"
     server = start(serve_openjev, fake, qwen_tokenizer_dir, tasks, OPENJEV_TASK_WORKED_EXAMPLES="0")
     with server.client() as http:
-        task = http.post("/v1/tasks", json={"question": QUESTION, "examples": EXAMPLES[:3]}).json()
+        task = http.post("/v1/tasks", json={"question": QUESTION, "examples": EXAMPLES[:4]}).json()
     server.process.terminate()
     server.process.wait(timeout=15)
     path = tasks / f"{task['id']}.json"

@@ -66,38 +66,6 @@ def test_fit_refuses_mismatched_input() -> None:
         tc.fit([[0.5, 0.5]], [0, 1])
 
 
-def test_folds_keep_pairs_together_and_cover_every_example_once() -> None:
-    groups = ["a", "a", None, "b", "b", None, "c", "c"]
-    cut = tc.folds(8, 3, groups)
-    assert sorted(i for fold in cut for i in fold) == list(range(8))
-    for pair in ((0, 1), (3, 4), (6, 7)):
-        assert sum(pair[0] in fold and pair[1] in fold for fold in cut) == 1
-    assert len(tc.folds(2, 5)) == 2  # never more folds than units
-    assert tc.folds(4, 2) == [[0, 2], [1, 3]]
-
-
-def test_out_of_fold_calibration_beats_a_biased_readout_on_held_out_examples() -> None:
-    # The readout favours label 0 by a constant; gold follows the unbiased distribution.
-    rng = np.random.default_rng(7)
-    distributions, gold = [], []
-    for _ in range(120):
-        logits = rng.normal(0, 1.0, 3)
-        truth = np.exp(logits) / np.exp(logits).sum()
-        gold.append(int(rng.choice(3, p=truth)))
-        biased = np.exp(logits + np.array([2.0, 0.0, 0.0]))
-        distributions.append(list(biased / biased.sum()))
-    groups = [None] * len(gold)
-    before = tc.quality(distributions, gold, groups)
-    after = tc.quality(tc.out_of_fold(distributions, gold, tc.folds(len(gold), 5)), gold, groups)
-    assert after["accuracy"] > before["accuracy"]
-    assert after["brier"] < before["brier"]
-    assert before["pairs"] is None
-
-
-def test_one_fold_leaves_the_readout_as_it_is() -> None:
-    assert tc.out_of_fold([[0.7, 0.3]], [1], [[0]]) == [[0.7, 0.3]]
-
-
 def test_calibrated_answers_are_rebuilt_from_the_calibrated_distribution() -> None:
     calibration = tc.LabelCalibration((0.0, math.log(4.0)), 1.0)
     choice = {"type": "choice", "choice": "a", "probabilities": {"a": 0.6, "b": 0.4}, "confidence": 0.2}

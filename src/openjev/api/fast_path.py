@@ -39,6 +39,7 @@ from openjev.api.middleware import DECISIONS_PATH, OPENROUTER_PATH, SYSTEM_ONE_P
 from openjev.api.multipart import split_body
 from openjev.api.parsing import JSON_INLINE_BYTES, Parsed, is_media_type, issue_entries, parse_body
 from openjev.api.routes import IMAGE_PARTS, answer_request, asks_long_context
+from openjev.api.task_fits import background_flag
 from openjev.api.tasks import TASKS_PATH, fit_response
 from openjev.errors import OpenJevError
 from openjev.request.decision_schema import DecisionRequest
@@ -79,7 +80,8 @@ class SystemOneFastPath:
                 parts = scope.get(IMAGE_PARTS)
                 return await answer_request(request, size, receive, self.service, runtime, parts, long_context)
             if path == TASKS_PATH:
-                return await fit_response(request, size, receive, self.service, runtime)
+                background = background_flag(scope["query_string"])
+                return await fit_response(request, size, receive, self.service, runtime, background)
             if path == DECISIONS_PATH:
                 return await answer_decisions(request, size, receive, self.service, runtime, long_context)
             return await answer_openrouter(request, size, receive, self.service, runtime, long_context)

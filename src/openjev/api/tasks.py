@@ -9,7 +9,8 @@
   (question, examples, served model) was fitted before under the answer settings in force (under
   others it is fitted again and replaces the first). Each example is asked through
   `routes.evaluate_request`, the path of every `/v1/systemone` request (the same admission, budgets
-  and errors), with no task applied; a client that leaves stops the fit, and nothing is kept.
+  and errors), with no task applied. The fit runs as a job (`api/task_fits.py`: `?background=true`
+  answers 202 with it; progress, cancel, resume, identical fits shared).
 - `GET /v1/tasks?limit=&after=` lists them a page at a time, in id order: `{"tasks": [summary, ...],
   "has_more", "first_id", "last_id"}`, a summary being the id, model, created, question type, labels,
   examples, the chosen worked-example count and held-out accuracy; the next page is `after=<last_id>`.
@@ -19,7 +20,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -27,14 +27,15 @@ from fastapi.responses import JSONResponse, Response
 from starlette.types import Receive
 
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HttpError, clipped
-from openjev.api.routes import AUTHORIZED, ClientDisconnected, RuntimeDep, ServiceDep, evaluate_request
+from openjev.api.routes import AUTHORIZED, RuntimeDep, ServiceDep
 from openjev.api.strict_json import StrictJSONRoute
-from openjev.errors import Issue, RequestRejected
-from openjev.request.schema import ErrorResponse, SystemOneRequest
+from openjev.api.task_fits import answer_fit, full, start_fit, too_large
+from openjev.api.task_fits import router as fits_router
+from openjev.errors import RequestRejected
+from openjev.request.schema import ErrorResponse
 from openjev.service import Runtime, Service
-from openjev.tasks.fitting import fit_task
 from openjev.tasks.schema import TaskRequest, canonical_examples, check_task
-from openjev.tasks.store import StoreFull, Task, TaskStore, TaskTooLarge, task_id
+from openjev.tasks.store import Task, TaskStore, task_id
 
 TASKS_PATH = "/v1/tasks"
 #: Tasks a page of `GET /v1/tasks` lists by default and at most.
@@ -43,6 +44,7 @@ MAX_PAGE = 1000
 #: Characters of an unknown id its 404 repeats.
 SHOWN_ID = 64
 router = APIRouter(route_class=StrictJSONRoute)
+router.include_router(fits_router)
 NOT_FOUND = {404: {"model": ErrorResponse, "description": "No task with this id (`not_found`)."}}
 FIT_RESPONSES = {
     201: {"description": "The task, fitted now (its document without the examples)."},
@@ -79,56 +81,24 @@ def _known(store: TaskStore, identifier: str) -> Task:
     return task
 
 
-def _too_large(size: int, limit: int) -> HttpError:
-    return HttpError(413, "request_too_large", f"the task is {size} bytes, over OPENJEV_TASK_MAX_BYTES={limit}")
-
-
-def _full(limit: int) -> HttpError:
-    message = f"{limit} tasks are kept (OPENJEV_TASK_MAX_TASKS); delete one first"
-    return HttpError(409, "conflict", message)
-
-
-async def _kept(service: Service, document: dict[str, Any]) -> Task:
-    """The fitted document kept (its file written on a worker thread); the 409/413/422 that refuse it."""
-    store = service.tasks
-    try:
-        return await asyncio.to_thread(store.put, {**document, "answer_settings": service.answer_settings})
-    except StoreFull:
-        raise _full(store.max_tasks) from None
-    except TaskTooLarge as error:
-        raise _too_large(error.args[0], store.max_bytes) from None
-    except ValueError as error:
-        message = f"the fit gave a task that cannot serve: {clipped(str(error))}"
-        raise RequestRejected([Issue(("examples",), message)]) from None
-
-
-async def fit_response(body: TaskRequest, size: int, receive: Receive, service: Service, runtime: Runtime) -> Response:
+async def fit_response(
+    body: TaskRequest, size: int, receive: Receive, service: Service, runtime: Runtime, background: bool = False
+) -> Response:
     """`POST /v1/tasks` for a valid body of `size` bytes (module doc)."""
     settings, store = service.settings, service.tasks
     if size > settings.task_max_bytes:
-        raise _too_large(size, settings.task_max_bytes)
+        raise too_large(size, settings.task_max_bytes)
     issues = check_task(body, settings)
     if issues:
         raise RequestRejected(issues)
-    model = runtime.served_model_name
-    identifier = task_id(body.question, canonical_examples(body), model)
+    identifier = task_id(body.question, canonical_examples(body), runtime.served_model_name)
     existing = store.get(identifier)
     if existing is not None and existing.answer_settings == service.answer_settings:
         return JSONResponse(existing.public, status_code=200)
     if not store.room_for(identifier):
-        raise _full(store.max_tasks)
-
-    async def answer(asked: SystemOneRequest) -> dict[str, dict[str, Any]]:
-        answered = await evaluate_request(asked, len(asked.model_dump_json()), receive, service, runtime, tasks=False)
-        if answered is None:
-            raise ClientDisconnected
-        return answered.evaluation.answers
-
-    try:
-        document = await fit_task(body, settings, model, answer)
-    except ClientDisconnected:
-        return Response(status_code=499)
-    return JSONResponse((await _kept(service, document)).public, status_code=201)
+        raise full(store.max_tasks)
+    job = start_fit(body, identifier, service, runtime)
+    return await answer_fit(job, receive, background, settings.retry_after)
 
 
 @router.post(
@@ -138,10 +108,12 @@ async def fit_response(body: TaskRequest, size: int, receive: Receive, service: 
     dependencies=AUTHORIZED,
     summary="Learn a question from labelled states",
 )
-async def create_task(body: TaskRequest, request: Request, service: ServiceDep, runtime: RuntimeDep) -> Response:
+async def create_task(
+    body: TaskRequest, request: Request, service: ServiceDep, runtime: RuntimeDep, background: bool = False
+) -> Response:
     # Bodies that are JSON are answered by `fast_path.py`; this route answers only what that hands on.
     size = int(request.headers.get("content-length") or 0)
-    return await fit_response(body, size, request.receive, service, runtime)
+    return await fit_response(body, size, request.receive, service, runtime, background)
 
 
 @router.get(TASKS_PATH, responses=AUTH_RESPONSES, dependencies=AUTHORIZED, summary="List the tasks, a page at a time")

@@ -16,10 +16,8 @@ method with a backtracking line search, a kept ≥ 1/`MAX_TEMPERATURE`. The pena
 Gaussian prior centred on the identity (a = 1, u = 0): with one example per label it keeps the fit
 near the raw readout, with twenty the data outweigh it. Then T = 1/a and b = u/a.
 
-Cross-validation: `folds` cuts the examples into k folds that keep each contrastive pair (a group
-id) together; `out_of_fold` fits on k-1 folds and applies the fit to the fold left out, so every
-example's calibrated distribution comes from a fit that never saw it. `quality` scores distributions
-against gold labels: accuracy (Wilson interval), pair accuracy, Brier and ECE (`openjev.quality`).
+`quality` scores distributions against gold labels: accuracy (Wilson interval), pair accuracy,
+Brier and ECE (`openjev.quality`). Cross-validation and adoption are `adoption.py`'s.
 """
 
 from __future__ import annotations
@@ -116,37 +114,6 @@ def fit(distributions: Sequence[Sequence[float]], gold: Sequence[int], iteration
         theta, loss, gradient, hessian = candidate, new_loss, new_gradient, new_hessian
     a = float(theta[0])
     return LabelCalibration(tuple(float(u) / a for u in theta[1:]), 1 / a)
-
-
-def folds(count: int, k: int, groups: Sequence[str | None] | None = None) -> list[list[int]]:
-    """Example indices cut into min(k, units) folds, a unit being a group (a contrastive pair's id)
-    or an ungrouped example; units in order of first appearance are dealt to the folds in turn."""
-    units: dict[object, list[int]] = {}
-    for index in range(count):
-        group = groups[index] if groups is not None else None
-        units.setdefault(("group", group) if group is not None else ("item", index), []).append(index)
-    k = max(1, min(k, len(units)))
-    cut: list[list[int]] = [[] for _ in range(k)]
-    for position, members in enumerate(units.values()):
-        cut[position % k].extend(members)
-    return [sorted(fold) for fold in cut]
-
-
-def out_of_fold(
-    distributions: Sequence[Sequence[float]], gold: Sequence[int], cut: Sequence[Sequence[int]]
-) -> list[list[float]]:
-    """Each example's distribution calibrated by the fit on every other fold (identity when there is
-    only one fold: nothing is left to fit on)."""
-    result = [list(distribution) for distribution in distributions]
-    if len(cut) < 2:
-        return result
-    for held_out in cut:
-        kept = set(held_out)
-        train = [index for index in range(len(distributions)) if index not in kept]
-        calibration = fit([distributions[i] for i in train], [gold[i] for i in train])
-        for index in held_out:
-            result[index] = calibration.apply(distributions[index])
-    return result
 
 
 def quality(

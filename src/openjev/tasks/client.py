@@ -1,16 +1,13 @@
 """`openjev tasks fit`: what the command prints of a fitted task (`report_lines`).
 
-The command posts the task body to `POST {url}/v1/tasks`, or, without a URL, to the embedded default
-started for the run (`batch/local_server.py`, as `openjev eval` does): one code path for both, with
-429/503/529 backed off as `batch/client.py` does for every request.
+The command (`batch/task_fit.py`) posts the task body as a job to `{url}/v1/tasks`, or, without a
+URL, to the embedded default started for the run (`batch/local_server.py`, as `openjev eval` does),
+and follows its progress.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-#: A fit asks every example several questions; on a CPU that takes minutes.
-FIT_TIMEOUT = 3600.0
 
 
 def _row(name: str, quality: dict[str, Any]) -> str:
@@ -31,9 +28,17 @@ def report_lines(task: dict[str, Any]) -> list[str]:
         f"{report['examples']} examples {report['label_counts']}, {report['folds']}-fold cross-validation",
     ]
     for count, row in report["by_worked_examples"].items():
-        adopted = "adopted" if row["calibration_adopted"] else "not adopted"
-        lines += [f"{count} worked example(s) per label (calibration {adopted}):"]
-        lines += [_row("before", row["before"]), _row("after", row["after"])]
+        lines += [f"{count} worked example(s) per label, cross-validated once:"]
+        lines += [_row("plain", row["before"]), _row("calib.", row["after"])]
+    nested = report["nested"]
+    low, high = nested["difference"]["ci95"]
+    lines += [
+        f"adopted by nested cross-validation ({nested['outer_folds']} outer folds): "
+        f"{'yes' if nested['adopted'] else 'no, the plain readout answers'}",
+        _row("plain", nested["plain"]),
+        _row("chosen", nested["chosen"]),
+        f"  chosen minus plain {nested['difference']['accuracy']:+.1%} [{low:+.1%}, {high:+.1%}]",
+    ]
     calibration = task["calibration"]
     biases = ", ".join(
         f"{label} {bias:+.2f}" for label, bias in zip(task["labels"], calibration["biases"], strict=True)

@@ -1,19 +1,23 @@
-"""Fitting a task: its question read over its labelled states, worked examples chosen, calibration fitted.
+"""Fitting a task: its question read over its labelled states, then what it answers with adopted.
 
-1. The examples are cut into k folds (OPENJEV_TASK_FOLDS, fewer with fewer examples; a contrastive
-   pair stays in one fold: `calibration.folds`).
-2. Each example's state is asked, in one request through the same path as any request's (`answer`),
-   the question with w = 0, 1, …, W worked examples per label (OPENJEV_TASK_WORKED_EXAMPLES = W, at
-   most OPENJEV_MAX_EXAMPLES_PER_OPTION) taken from the *other* folds (`examples.pick`; a state
-   over OPENJEV_MAX_EXAMPLE_BYTES is never one), as questions `w0`, `w1`, …: one shared prefix,
-   W + 1 readouts. So every readout is held out: its state is never among its own examples.
-3. For each w: the readouts scored as they are (`before`), and calibrated out of fold (`after`,
-   `calibration.out_of_fold`): accuracy with its Wilson interval, pair accuracy, Brier, ECE.
-   The calibration is adopted for that w when its held-out Brier score is no worse than before.
-4. The chosen w is the one with the best held-out accuracy (as it will be answered: calibrated if
-   adopted); a larger w must beat every smaller one outright, so showing examples never lowers the
-   accuracy measured. The task asks its question with the first w examples of each label (in the
-   order posted) and, if adopted, the calibration fitted on every example's readout at that w.
+1. A fit needs two labels at least and `adoption.MIN_PER_LABEL` examples of each label it brings, or it
+   cannot be cross-validated: a RequestRejected naming `examples` says which (`check_examples`).
+2. The examples are cut into k stratified folds (OPENJEV_TASK_FOLDS, fewer with fewer examples or
+   pairs; a contrastive pair stays in one fold: `adoption.cut`).
+3. Each example's state is read with the plain question first (w = 0), through the same path as any
+   request's (`answer`), raw: no task applies to a fit's readouts. Only when w = 0 leaves something
+   to gain (held-out accuracy below 1) is each state read again with w = 1, …, W worked examples per
+   label (OPENJEV_TASK_WORKED_EXAMPLES = W, at most OPENJEV_MAX_EXAMPLES_PER_OPTION) taken from the
+   *other* folds (`examples.pick`; a state over OPENJEV_MAX_EXAMPLE_BYTES is never one), as questions
+   `w1`, `w2`, …: one shared prefix, W readouts. So every readout is held out. Readouts go at most
+   `concurrency` at once (what the server's slots hold), a readout refused as overloaded waits and is
+   asked again, and each is kept in `kept` (by its request) as it arrives, so a fit that is stopped
+   and asked again reads only what it lacks.
+4. What the task answers with is decided by nested cross-validation against the plain readout
+   (`adoption.nested`): a worked-example count or a calibration is adopted only when the procedure
+   that chooses it, scored on outer folds it never saw, is no less accurate than plain and its Brier
+   no worse. `report.by_worked_examples` scores each count before and after calibration, cross-validated
+   once (what was chosen among); `report.nested` is what decided.
 
 The result is the task's document (`store.FORMAT`). A state that cannot be asked (over the
 token budget, say) is a RequestRejected naming `examples.<i>.state`; nothing is kept.
@@ -22,45 +26,91 @@ token budget, say) is a RequestRejected naming `examples.<i>.state`; nothing is 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from openjev.config import Settings
-from openjev.errors import Issue, RequestRejected
-from openjev.tasks.calibration import (
-    LabelCalibration,
-    answer_probabilities,
-    fit,
-    folds,
-    out_of_fold,
-    quality,
+from openjev.errors import Issue, Overloaded, RequestRejected
+from openjev.tasks.adoption import (
+    MIN_PER_LABEL,
+    PLAIN,
+    Candidate,
+    at_cap,
+    choose,
+    cross_validated,
+    cut,
+    nested,
+    unit_ids,
 )
+from openjev.tasks.calibration import LabelCalibration, answer_probabilities, fit, quality
 from openjev.tasks.examples import pick, showable, worked_question
-from openjev.tasks.schema import (
-    TaskRequest,
-    canonical_examples,
-    label_index,
-    label_names,
-    question_request,
-)
+from openjev.tasks.schema import TaskRequest, canonical_examples, label_index, label_names, question_request
 from openjev.tasks.store import FORMAT, question_json, task_id
 
-#: Given a request, its answers by question id (the path any request takes).
+log = logging.getLogger(__name__)
+#: Given a request, its answers by question id (the path any request takes, with no task applied).
 Answer = Callable[[Any], Awaitable[dict[str, dict[str, Any]]]]
-#: Example states asked at once while fitting.
-CONCURRENT_READOUTS = 4
+#: Told (readouts done, readouts to do) as each arrives.
+Progress = Callable[[int, int], None]
+#: How long an overloaded server is waited for before a readout is asked again.
+OVERLOAD_WAIT = 0.5
 
 
-async def _readouts(
-    task: TaskRequest, gold: list[int], cut: list[list[int]], counts: int, shown: list[bool], answer: Answer
-) -> list:
-    """Per example, its distributions at w = 0..counts-1 worked examples per label (module doc, step 2);
-    `shown`: which states may be worked examples."""
-    fold_of = {index: number for number, fold in enumerate(cut) for index in fold}
+def check_examples(gold: list[int], labels: list[str]) -> list[Issue]:
+    """Why these labels cannot be cross-validated, if they cannot (module doc, step 1)."""
+    counts = {labels[index]: gold.count(index) for index in sorted(set(gold))}
+    if len(counts) < 2:
+        return [Issue(("examples",), f"every example is labelled {next(iter(counts))!r}: a fit needs two labels")]
+    few = {label: count for label, count in counts.items() if count < MIN_PER_LABEL}
+    if few:
+        return [
+            Issue(
+                ("examples",),
+                f"too few examples to cross-validate: {few}; each label a task brings needs {MIN_PER_LABEL}",
+            )
+        ]
+    return []
+
+
+def _key(request: Any) -> str:
+    return hashlib.sha256(request.model_dump_json(exclude_none=True).encode()).hexdigest()
+
+
+class _Reader:
+    """Readouts through `answer`, `concurrency` at once, waiting out overload, kept as they arrive."""
+
+    def __init__(self, answer: Answer, concurrency: int, kept: MutableMapping[str, Any], progress: Progress | None):
+        self.answer, self.kept, self.progress = answer, kept, progress
+        self.gate = asyncio.Semaphore(max(1, concurrency))
+        self.done = self.total = 0
+
+    async def read(self, index: int, request: Any, names: list[str]) -> list[list[float]]:
+        key = _key(request)
+        if key not in self.kept:
+            async with self.gate:
+                while True:
+                    try:
+                        answers = await self.answer(request)
+                        break
+                    except Overloaded:
+                        await asyncio.sleep(OVERLOAD_WAIT)
+                    except RequestRejected as error:
+                        raise RequestRejected([Issue(("examples", index, "state"), error.message)]) from error
+            self.kept[key] = [answer_probabilities(answers[name]) for name in names]
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+        return self.kept[key]
+
+
+async def _readouts(task: TaskRequest, gold: list[int], cut_: list[list[int]], counts: range, shown, reader: _Reader):
+    """Per example, its distributions at each w in `counts` (module doc, step 3)."""
+    fold_of = {index: number for number, fold in enumerate(cut_) for index in fold}
     labels = len(label_names(task.question))
     states = [example.state for example in task.examples]
-    gate = asyncio.Semaphore(CONCURRENT_READOUTS)
 
     async def one(index: int) -> list[list[float]]:
         allowed = [other for other in range(len(states)) if fold_of[other] != fold_of[index]]
@@ -68,62 +118,84 @@ async def _readouts(
             f"w{w}": worked_question(
                 task.question, [[states[j] for j in chosen] for chosen in pick(gold, allowed, labels, w, shown)]
             )
-            for w in range(counts)
+            for w in counts
         }
         request = question_request(task.question, states[index]).model_copy(update={"questions": questions})
-        async with gate:
-            try:
-                answers = await answer(request)
-            except RequestRejected as error:
-                raise RequestRejected([Issue(("examples", index, "state"), error.message)]) from error
-        return [answer_probabilities(answers[f"w{w}"]) for w in range(counts)]
+        return await reader.read(index, request, list(questions))
 
+    reader.total += len(states)
+    if reader.progress is not None:
+        reader.progress(reader.done, reader.total)
     return list(await asyncio.gather(*(one(index) for index in range(len(states)))))
 
 
-def _choose(table: dict[int, dict[str, Any]]) -> int:
-    """The w with the best held-out accuracy as answered; a larger w must beat every smaller one."""
-    chosen = 0
-    for w, row in table.items():
-        if row["answered"]["accuracy"] > table[chosen]["answered"]["accuracy"]:
-            chosen = w
-    return chosen
-
-
-def _score(
-    per_example: list[list[list[float]]], gold: list[int], groups: list[str | None], cut: list[list[int]]
-) -> dict[int, dict[str, Any]]:
+def _table(readouts, gold: list[int], groups, folds: list[list[int]]) -> dict[int, dict[str, Any]]:
+    """Each worked-example count scored before and after calibration, cross-validated once."""
     table: dict[int, dict[str, Any]] = {}
-    for w in range(len(per_example[0])):
-        raw = [readouts[w] for readouts in per_example]
-        before = quality(raw, gold, groups)
-        after = quality(out_of_fold(raw, gold, cut), gold, groups)
-        adopted = len(cut) > 1 and after["brier"] <= before["brier"]
-        table[w] = {"before": before, "after": after, "calibration_adopted": adopted}
-        table[w]["answered"] = after if adopted else before
+    order = sorted(index for fold in folds for index in fold)
+    for w in range(len(readouts[0])):
+        row = {}
+        for name, calibrated in (("before", False), ("after", True)):
+            answered = cross_validated(readouts, gold, Candidate(w, calibrated), folds)
+            row[name] = quality([answered[i] for i in order], gold, groups)
+        table[w] = row
     return table
 
 
-async def fit_task(task: TaskRequest, settings: Settings, model: str, answer: Answer) -> dict[str, Any]:
+async def read_and_choose(
+    task: TaskRequest, gold: list[int], folds: list[list[int]], settings: Settings, reader: _Reader
+) -> tuple[list[list[list[float]]], dict[str, Any], Candidate]:
+    """The readouts (module doc, step 3), the nested report and the candidate the task answers with."""
+    shown = showable([example.state for example in task.examples], settings.max_example_bytes)
+    most = min(settings.task_worked_examples, settings.max_examples_per_option)
+    readouts = await _readouts(task, gold, folds, range(1), shown, reader)
+    if most > 0 and quality([r[0] for r in readouts], gold, [None] * len(gold))["accuracy"] < 1:
+        worked = await _readouts(task, gold, folds, range(1, most + 1), shown, reader)
+        readouts = [plain + more for plain, more in zip(readouts, worked, strict=True)]
+    candidates = [Candidate(w, calibrated) for w in range(len(readouts[0])) for calibrated in (False, True)]
+    groups = [example.pair for example in task.examples]
+    report = await asyncio.to_thread(nested, readouts, gold, groups, folds, candidates, settings.task_folds)
+    chosen = choose(readouts, gold, folds, candidates) if report["adopted"] else PLAIN
+    return readouts, report, chosen
+
+
+def _shown_with(task: TaskRequest, gold: list[int], per_label: int, most_bytes: int):
+    """The task's question with the first `per_label` showable examples of each label in its criteria."""
+    states = [example.state for example in task.examples]
+    picked = pick(gold, range(len(gold)), len(label_names(task.question)), per_label, showable(states, most_bytes))
+    return worked_question(task.question, [[states[j] for j in indices] for indices in picked])
+
+
+async def fit_task(
+    task: TaskRequest,
+    settings: Settings,
+    model: str,
+    answer: Answer,
+    *,
+    concurrency: int = 1,
+    kept: MutableMapping[str, Any] | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
     """The task's document (module doc); `model`: the served model it is fitted for."""
+    labels = label_names(task.question)
     found = [label_index(task.question, example.label) for example in task.examples]
     gold = [index for index in found if index is not None]
     if len(gold) != len(found):
         raise ValueError("fit_task: every label must be the question's (check_task first)")
+    issues = check_examples(gold, labels)
+    if issues:
+        raise RequestRejected(issues)
     groups = [example.pair for example in task.examples]
-    cut = folds(len(gold), settings.task_folds, groups)
-    shown = showable([example.state for example in task.examples], settings.max_example_bytes)
-    counts = min(settings.task_worked_examples, settings.max_examples_per_option) + 1
-    per_example = await _readouts(task, gold, cut, counts, shown, answer)
-    table = _score(per_example, gold, groups, cut)
-    chosen = _choose(table)
-    labels = label_names(task.question)
-    fitted = fit([readouts[chosen] for readouts in per_example], gold)
-    applied = fitted if table[chosen]["calibration_adopted"] else LabelCalibration.identity(len(labels))
-    states = [example.state for example in task.examples]
-    picked = pick(gold, range(len(gold)), len(labels), chosen, shown)
-    worked = worked_question(task.question, [[states[j] for j in indices] for indices in picked])
+    folds = cut(gold, unit_ids(groups), settings.task_folds)
+    reader = _Reader(answer, concurrency, {} if kept is None else kept, progress)
+    readouts, report, chosen = await read_and_choose(task, gold, folds, settings, reader)
+    fitted = fit([r[chosen.worked] for r in readouts], gold)
+    if at_cap(fitted):
+        log.warning("a task's calibration ran its temperature to the cap: its readouts barely tell the labels apart")
+    applied = fitted if chosen.calibrated else LabelCalibration.identity(len(labels))
+    worked = _shown_with(task, gold, chosen.worked, settings.max_example_bytes)
     examples = canonical_examples(task)
+    answered = report["chosen"] if report["adopted"] else report["plain"]
     return {
         "format": FORMAT,
         "id": task_id(task.question, examples, model),
@@ -132,15 +204,24 @@ async def fit_task(task: TaskRequest, settings: Settings, model: str, answer: An
         "labels": labels,
         "question": question_json(task.question),
         "worked_question": question_json(worked),
-        "worked_examples_per_label": chosen,
+        "worked_examples_per_label": chosen.worked,
         "calibration": {"biases": list(applied.biases), "temperature": applied.temperature},
         "report": {
             "examples": len(gold),
             "label_counts": {label: gold.count(index) for index, label in enumerate(labels)},
-            "folds": len(cut),
-            "fitted_calibration": {"biases": list(fitted.biases), "temperature": fitted.temperature},
-            "by_worked_examples": {str(w): row for w, row in table.items()},
-            "chosen": table[chosen],
+            "folds": len(folds),
+            "fitted_calibration": {
+                "biases": list(fitted.biases),
+                "temperature": fitted.temperature,
+                "temperature_at_cap": at_cap(fitted),
+            },
+            "by_worked_examples": {str(w): row for w, row in _table(readouts, gold, groups, folds).items()},
+            "nested": report,
+            "chosen": {
+                "worked_examples_per_label": chosen.worked,
+                "calibration_adopted": chosen.calibrated,
+                "answered": answered,
+            },
         },
         "examples": examples,
     }

@@ -1,0 +1,174 @@
+"""Fits as jobs (`tasks/jobs.py`): `POST /v1/tasks` runs its fit as one, and `/v1/tasks/fits/{id}` shows it.
+
+- `POST /v1/tasks?background=true` answers 202 at once with the job (`Location`: its URL); without
+  it the call waits for the job as before (201 with the task, or the fit's own error). Identical
+  fits posted while one runs share its job; a task fitted before answers 200 either way.
+- `GET /v1/tasks/fits/{id}`: status (`running`, `done`, `failed`, `cancelled`), progress (readouts
+  done and planned), events, and when finished the task (`done`) or the error response it ended in
+  (`failed`: `error.status` and `error.body`, a 422 naming the field, say).
+- `DELETE /v1/tasks/fits/{id}`: cancel; its readouts are kept, so posting the fit again resumes it.
+- A waiting client that leaves cancels the job unless another client waits on it or it was posted
+  in the background.
+
+A fit's readouts go through `routes.evaluate_request` with no task applied, as many at once as the
+server's preparation and evaluation slots hold, waiting out 529 rather than failing on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import weakref
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import TypeAdapter, ValidationError
+from starlette.datastructures import QueryParams
+from starlette.types import Receive
+
+from openjev.api.errors import AUTH_RESPONSES, HttpError, clipped, error_response
+from openjev.api.routes import AUTHORIZED, ClientDisconnected, ServiceDep, evaluate_request, run_while_connected
+from openjev.errors import Issue, OpenJevError, RequestRejected
+from openjev.request.schema import SystemOneRequest
+from openjev.service import Runtime, Service
+from openjev.tasks.fitting import fit_task
+from openjev.tasks.jobs import FitJob, FitJobs
+from openjev.tasks.schema import TaskRequest
+from openjev.tasks.store import StoreFull, Task, TaskTooLarge
+
+FITS_PATH = "/v1/tasks/fits"
+router = APIRouter()
+
+
+#: Each service's fit jobs (one service per app; the fast path and the routes both reach it).
+_JOBS: weakref.WeakKeyDictionary[Service, FitJobs] = weakref.WeakKeyDictionary()
+
+
+def fit_jobs(service: Service) -> FitJobs:
+    jobs = _JOBS.get(service)
+    if jobs is None:
+        jobs = _JOBS[service] = FitJobs(service.tasks.directory)
+    return jobs
+
+
+def background_flag(query_string: bytes) -> bool:
+    """`?background=` as FastAPI reads a bool (true/false, 1/0, yes/no, on/off); anything else a 400 naming it."""
+    value = QueryParams(query_string).get("background")
+    if value is None:
+        return False
+    try:
+        return TypeAdapter(bool).validate_python(value)
+    except ValidationError:
+        raise HttpError(
+            400, "invalid_request", f"query parameter background must be true or false, not {clipped(value)!r}"
+        ) from None
+
+
+def too_large(size: int, limit: int) -> HttpError:
+    return HttpError(413, "request_too_large", f"the task is {size} bytes, over OPENJEV_TASK_MAX_BYTES={limit}")
+
+
+def full(limit: int) -> HttpError:
+    message = f"{limit} tasks are kept (OPENJEV_TASK_MAX_TASKS); delete one first"
+    return HttpError(409, "conflict", message)
+
+
+async def kept(service: Service, document: dict[str, Any]) -> Task:
+    """The fitted document kept (its file written on a worker thread); the 409/413/422 that refuse it."""
+    store = service.tasks
+    try:
+        return await asyncio.to_thread(store.put, {**document, "answer_settings": service.answer_settings})
+    except StoreFull:
+        raise full(store.max_tasks) from None
+    except TaskTooLarge as error:
+        raise too_large(error.args[0], store.max_bytes) from None
+    except ValueError as error:
+        message = f"the fit gave a task that cannot serve: {clipped(str(error))}"
+        raise RequestRejected([Issue(("examples",), message)]) from None
+
+
+async def _never_disconnects() -> dict[str, Any]:
+    await asyncio.Event().wait()
+    raise AssertionError("unreachable")
+
+
+def start_fit(body: TaskRequest, identifier: str, service: Service, runtime: Runtime) -> FitJob:
+    """The job fitting `body` as `identifier`, started now or shared with the one running."""
+    settings = service.settings
+
+    async def answer(asked: SystemOneRequest) -> dict[str, dict[str, Any]]:
+        size = len(asked.model_dump_json())
+        answered = await evaluate_request(asked, size, _never_disconnects, service, runtime, tasks=False)
+        assert answered is not None  # nothing disconnects a job's own readouts
+        return answered.evaluation.answers
+
+    concurrency = min(settings.max_concurrent_preparations, settings.max_concurrent_requests)
+
+    async def run(readouts, progress) -> dict[str, Any]:
+        document = await fit_task(
+            body, settings, runtime.served_model_name, answer, concurrency=concurrency, kept=readouts, progress=progress
+        )
+        return (await kept(service, document)).public
+
+    return fit_jobs(service).start(identifier, run)
+
+
+def public_document(document: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in document.items() if key != "examples"}
+
+
+def view(job: FitJob, retry_after: int) -> dict[str, Any]:
+    shown = job.view()
+    if job.status == "done" and job.document is not None:
+        shown["task"] = public_document(job.document)
+    if job.status == "failed" and isinstance(job.error, OpenJevError):
+        response = error_response(job.error, retry_after)
+        shown["error"] = {"status": response.status_code, "body": json.loads(bytes(response.body))}
+    elif job.status == "failed":
+        shown["error"] = {"status": 500, "body": {"error": {"type": "internal_error", "message": "the fit failed"}}}
+    return shown
+
+
+async def answer_fit(job: FitJob, receive: Receive, background: bool, retry_after: int) -> Response:
+    """202 with the job (`background`), or the job's outcome once it ends (module doc)."""
+    location = {"Location": f"{FITS_PATH}/{job.id}"}
+    if background:
+        job.detached = True
+        return JSONResponse(view(job, retry_after), status_code=202, headers=location)
+    job.waiters += 1
+    try:
+        assert job.task is not None
+        await run_while_connected(receive, asyncio.shield(job.task))
+    except ClientDisconnected:
+        if job.waiters == 1 and not job.detached:
+            job.task.cancel()
+        return Response(status_code=499)
+    finally:
+        job.waiters -= 1
+    if job.status == "done" and job.document is not None:
+        return JSONResponse(public_document(job.document), status_code=201)
+    if isinstance(job.error, OpenJevError):
+        raise job.error
+    raise HttpError(500, "internal_error", f"the fit ended {job.status}")
+
+
+def _known(request: Request, service: Service, identifier: str) -> FitJob:
+    job = fit_jobs(service).get(identifier)
+    if job is None:
+        raise HttpError(404, "not_found", f"no fit {identifier[:80]!r} here")
+    return job
+
+
+@router.get(FITS_PATH + "/{job_id}", responses=AUTH_RESPONSES, dependencies=AUTHORIZED, summary="A fit's progress")
+async def get_fit(job_id: str, request: Request, service: ServiceDep) -> dict[str, Any]:
+    return view(_known(request, service, job_id), service.settings.retry_after)
+
+
+@router.delete(FITS_PATH + "/{job_id}", responses=AUTH_RESPONSES, dependencies=AUTHORIZED, summary="Cancel a fit")
+async def cancel_fit(job_id: str, request: Request, service: ServiceDep) -> dict[str, Any]:
+    job = _known(request, service, job_id)
+    fit_jobs(service).cancel(job_id)
+    if job.task is not None:
+        await asyncio.gather(job.task, return_exceptions=True)
+    return view(job, service.settings.retry_after)

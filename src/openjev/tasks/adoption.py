@@ -1,0 +1,160 @@
+"""What a task adopts, decided by nested cross-validation against the plain readout.
+
+A candidate is a way of answering: w worked examples per label, calibrated or not (`Candidate`). The
+plain readout is (0, uncalibrated). `choose` picks among candidates by cross-validation on the
+examples it is given: the best held-out accuracy among those whose accuracy is no lower than plain's
+and whose Brier is no worse, the simplest first on a tie (fewer examples, then uncalibrated).
+
+Picking the best of several candidates on the same folds that score it flatters the pick, so
+`nested` scores the *procedure* instead: for each outer fold the choice is made on the other folds
+alone (inner folds cut from them), and the chosen candidate, calibrated on those folds, answers the
+outer fold. The procedure's outer accuracy and Brier, set against plain's on the same outer folds
+(with a paired bootstrap of the difference), decide adoption: adopted only when its accuracy is no
+lower and its Brier no worse; then `choose` on every example names what the task answers with.
+Otherwise the task answers with the plain readout. The reported held-out accuracy is the
+procedure's on the outer folds, never the best over candidates.
+
+Folds are scikit-learn's `StratifiedGroupKFold` (labels spread evenly, a contrastive pair kept whole).
+A readout at w > 0 shows examples from the other *outer* folds only (`fitting`), so an outer fold's
+readouts never see one of its own examples.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sklearn.model_selection import StratifiedGroupKFold
+
+from openjev.quality import metrics
+from openjev.tasks.calibration import MAX_TEMPERATURE, LabelCalibration, fit, quality
+
+#: Per example, per w, its distribution over the labels.
+Readouts = Sequence[Sequence[Sequence[float]]]
+#: Examples per label below which a fit cannot be cross-validated (two folds, each holding one).
+MIN_PER_LABEL = 2
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Candidate:
+    worked: int
+    calibrated: bool
+
+
+PLAIN = Candidate(0, False)
+
+
+def unit_ids(groups: Sequence[str | None]) -> list[str]:
+    """A group per example: its contrastive pair's id, or its own when it has none."""
+    return [f"pair:{group}" if group is not None else f"item:{index}" for index, group in enumerate(groups)]
+
+
+def cut(gold: Sequence[int], units: Sequence[str], k: int) -> list[list[int]]:
+    """Example indices cut into stratified folds that keep a unit whole: k of them, fewer when there
+    are fewer units or no label has k examples (one fold, nothing held out, below two)."""
+    splits = min(k, len(set(units)), max(Counter(gold).values(), default=0))
+    if splits < 2:
+        return [list(range(len(gold)))]
+    splitter = StratifiedGroupKFold(n_splits=splits)
+    with warnings.catch_warnings():  # a label with fewer members than folds is fine: it is spread thin
+        warnings.simplefilter("ignore", UserWarning)
+        return [sorted(int(i) for i in test) for _, test in splitter.split(gold, gold, units)]
+
+
+def _answered(readouts: Readouts, gold: Sequence[int], candidate: Candidate, train: Sequence[int], test: Sequence[int]):
+    at_w = [readouts[i][candidate.worked] for i in test]
+    if not candidate.calibrated or not train:
+        return at_w
+    calibration = fit([readouts[i][candidate.worked] for i in train], [gold[i] for i in train])
+    return [calibration.apply(distribution) for distribution in at_w]
+
+
+def cross_validated(
+    readouts: Readouts, gold: Sequence[int], candidate: Candidate, folds: Sequence[Sequence[int]]
+) -> dict[int, list[float]]:
+    """Each example's distribution as `candidate` answers it, calibrated (if it is) on the other folds."""
+    members = [index for fold in folds for index in fold]
+    answered: dict[int, list[float]] = {}
+    for fold in folds:
+        train = [index for index in members if index not in set(fold)]
+        answered.update(zip(fold, _answered(readouts, gold, candidate, train, fold), strict=True))
+    return answered
+
+
+def _right(distributions: Sequence[Sequence[float]], gold: Sequence[int]) -> list[bool]:
+    """Whether each distribution's top label (the first of a tie) is the gold one."""
+    return [max(range(len(d)), key=lambda k, d=d: (d[k], -k)) == g for d, g in zip(distributions, gold, strict=True)]
+
+
+def _scores(answered: dict[int, list[float]], gold: Sequence[int]) -> tuple[float, float]:
+    indices = sorted(answered)
+    right = _right([answered[i] for i in indices], [gold[i] for i in indices])
+    brier = metrics.brier(
+        [{str(k): p for k, p in enumerate(answered[i])} for i in indices], [str(gold[i]) for i in indices]
+    )
+    return sum(right) / len(right), brier
+
+
+def choose(
+    readouts: Readouts, gold: Sequence[int], folds: Sequence[Sequence[int]], candidates: Sequence[Candidate]
+) -> Candidate:
+    """The candidate `folds`' cross-validation picks (module doc); plain with fewer than two folds."""
+    if len(folds) < 2:
+        return PLAIN
+    plain_accuracy, plain_brier = _scores(cross_validated(readouts, gold, PLAIN, folds), gold)
+    best, best_key = PLAIN, (plain_accuracy, -plain_brier)
+    for candidate in sorted(candidates):
+        accuracy, brier = _scores(cross_validated(readouts, gold, candidate, folds), gold)
+        if accuracy >= plain_accuracy and brier <= plain_brier and (accuracy, -brier) > best_key:
+            best, best_key = candidate, (accuracy, -brier)
+    return best
+
+
+def _inner_folds(outer: Sequence[Sequence[int]], held: int, gold: Sequence[int], units: Sequence[str], k: int):
+    train = [index for number, fold in enumerate(outer) if number != held for index in fold]
+    inner = cut([gold[i] for i in train], [units[i] for i in train], k)
+    return train, [[train[position] for position in fold] for fold in inner]
+
+
+def nested(
+    readouts: Readouts,
+    gold: Sequence[int],
+    groups: Sequence[str | None],
+    outer: Sequence[Sequence[int]],
+    candidates: Sequence[Candidate],
+    k: int,
+) -> dict[str, Any]:
+    """The choice procedure scored on the outer folds against plain, and whether it is adopted (module doc)."""
+    units = unit_ids(groups)
+    procedure: dict[int, list[float]] = {}
+    picks = []
+    for held, fold in enumerate(outer):
+        train, inner = _inner_folds(outer, held, gold, units, k)
+        pick = choose(readouts, gold, inner, candidates)
+        picks.append({"worked_examples_per_label": pick.worked, "calibrated": pick.calibrated})
+        procedure.update(zip(fold, _answered(readouts, gold, pick, train, fold), strict=True))
+    order = sorted(procedure)
+    plain = quality([readouts[i][0] for i in order], [gold[i] for i in order], [groups[i] for i in order])
+    chosen = quality([procedure[i] for i in order], [gold[i] for i in order], [groups[i] for i in order])
+    difference = metrics.paired_bootstrap(
+        _right([readouts[i][0] for i in order], [gold[i] for i in order]),
+        _right([procedure[i] for i in order], [gold[i] for i in order]),
+    )
+    adopted = chosen["accuracy"] >= plain["accuracy"] and chosen["brier"] <= plain["brier"]
+    return {
+        "compared": "plain readout vs the candidate chosen on inner folds, both scored on the outer folds",
+        "outer_folds": len(outer),
+        "plain": plain,
+        "chosen": chosen,
+        "difference": {"accuracy": difference.difference, "ci95": list(difference.ci95)},
+        "chosen_per_fold": picks,
+        "adopted": adopted and len(outer) > 1,
+    }
+
+
+def at_cap(calibration: LabelCalibration) -> bool:
+    """Whether the fit ran its temperature to the cap: the readouts carried (almost) nothing it could use."""
+    return calibration.temperature >= MAX_TEMPERATURE * 0.999
