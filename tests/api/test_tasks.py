@@ -146,7 +146,7 @@ def test_bad_input_is_a_422_naming_the_field_and_nothing_is_lost(
             assert response.status_code == 422, response.text
             return [issue["loc"] for issue in response.json()["detail"]]
 
-        wrong = [*EXAMPLES[:2], {"state": "s", "label": "Billing"}]
+        wrong = [*EXAMPLES[:2], {"state": "s", "label": "refunds"}]
         assert refused({"question": QUESTION, "examples": wrong}) == [["body", "examples", 2, "label"]]
         assert refused({"question": QUESTION, "examples": []}) == [["body", "examples"]]
         assert refused({"question": QUESTION, "examples": EXAMPLES + EXAMPLES[:1]}) == [["body", "examples"]]

@@ -29,22 +29,29 @@ from openjev.tasks.schema import TaskQuestion, label_names
 
 FORMAT = "openjev-task/1"
 ID_PATTERN = r"^task_[0-9a-f]{24}$"
-#: A bias past this many nats outweighs any readout (its floor is far above): a file with one is broken.
+#: A bias past this many nats of logit (b / T) outweighs any readout (its floor is far above): a file with
+#: one is broken. The bound is on b / T, the shift the answer sees, since a fitted T up to MAX_TEMPERATURE
+#: scales b with it.
 MAX_BIAS = 100.0
 MIN_TEMPERATURE = 1e-3
 #: Nesting of a task file: a request's own limit (`request/validation.py`) and the document's few levels.
 MAX_DEPTH = 264
 
 Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
-Bias = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-MAX_BIAS, le=MAX_BIAS)]
 Temperature = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=MIN_TEMPERATURE, le=MAX_TEMPERATURE)]
 
 
 class CalibrationFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    biases: list[Bias] = Field(..., min_length=2, max_length=256)
+    biases: list[Finite] = Field(..., min_length=2, max_length=256)
     temperature: Temperature
+
+    @model_validator(mode="after")
+    def _bounded_shift(self) -> CalibrationFile:
+        if any(abs(bias / self.temperature) > MAX_BIAS for bias in self.biases):
+            raise ValueError(f"a bias over its temperature is past {MAX_BIAS:g} nats")
+        return self
 
 
 class ExampleFile(BaseModel):
