@@ -24,6 +24,11 @@ INPUT_TOKENS = Counter("openjev_input_tokens", "Prompt tokens submitted to the b
 USAGE_INPUT_TOKENS = Counter(
     "openjev_usage_input_tokens", "Input tokens answers report in `usage`: what callers sent, once.", registry=REGISTRY
 )
+TOKENIZED_TOKENS = Counter(
+    "openjev_tokenized_tokens",
+    "Token ids the tokenizer made for prompt text not in the tokenize cache (a refused request's included).",
+    registry=REGISTRY,
+)
 CACHED_TOKENS = Counter(
     "openjev_cached_tokens", "Prompt tokens the backend reported as reused from its cache.", registry=REGISTRY
 )
