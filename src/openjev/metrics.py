@@ -19,6 +19,14 @@ REQUEST_SECONDS = Histogram(
     registry=REGISTRY,
 )
 IN_FLIGHT = Gauge("openjev_in_flight_requests", "Evaluations in progress.", registry=REGISTRY)
+BODY_BYTES_IN_FLIGHT = Gauge(
+    "openjev_body_bytes_in_flight",
+    "Request body bytes held in memory now, received and decoded (OPENJEV_MAX_BODY_BYTES_IN_FLIGHT bounds it).",
+    registry=REGISTRY,
+)
+BODY_BYTES_PEAK = Gauge(
+    "openjev_body_bytes_in_flight_peak", "The most request body bytes held at once since start.", registry=REGISTRY
+)
 QUESTIONS = Counter("openjev_questions", "Questions answered.", ["type"], registry=REGISTRY)
 INPUT_TOKENS = Counter("openjev_input_tokens", "Prompt tokens submitted to the backend.", registry=REGISTRY)
 USAGE_INPUT_TOKENS = Counter(

@@ -91,6 +91,7 @@ def create_app(
         read_timeout=settings.body_read_timeout,
         max_reads=settings.max_concurrent_body_reads,
         retry_after=settings.retry_after,
+        max_bytes_in_flight=settings.max_body_bytes_in_flight,
     )
     # Every route, flat (the routers are included without a prefix): what the application's router matches.
     # FastAPI keeps an included router as one route without `methods` (no 405's `Allow` from it), so the
