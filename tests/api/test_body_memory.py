@@ -10,10 +10,12 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
+from openjev.config import Settings
 from tests.conftest import eventually, zstd_compress
 from tests.robustness.conftest import rss_mib
 
@@ -111,3 +113,14 @@ def test_a_body_that_does_not_fit_now_gets_529_declared_or_decoded(server):
     assert eventually(lambda: gauge(server, "openjev_body_bytes_in_flight") == 0)
     again = httpx.post(f"{server.url}/v1/systemone", content=bomb, headers={"content-encoding": "zstd"}, timeout=60)
     assert again.status_code == 422, again.text
+
+
+def test_the_default_bound_the_docs_quote_is_the_codes() -> None:
+    default = Settings.model_fields["max_body_bytes_in_flight"].default
+    api = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    assert f"`OPENJEV_MAX_BODY_BYTES_IN_FLIGHT` ({default // MIB} MiB)" in api
+    settings_doc = (Path(__file__).resolve().parents[2] / "docs" / "settings.md").read_text()
+    image_cap = Settings.model_fields["max_image_body_bytes"].default
+    body_cap = Settings.model_fields["max_body_bytes"].default
+    assert f"{default // MIB} MiB holds {default // image_cap:,} bodies" in settings_doc
+    assert f"or {default // body_cap:,} at `OPENJEV_MAX_BODY_BYTES`" in settings_doc

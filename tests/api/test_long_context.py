@@ -183,7 +183,7 @@ def test_a_29k_input_with_190_choices_is_answered_counting_only_the_callers_text
 def test_a_request_far_over_its_budget_costs_about_its_budget_in_tokenizing(server):
     """100 choices with worked examples, thousands of tokens each (each within its call):
     refused naming the questions once their sum is certainly over 65,536, the tokenizer having made
-    about that many ids (it made all of them, both rotations included: about 1.6M)."""
+    about that many ids (it made all of them, both rotations included)."""
 
     def tokenized() -> float:
         metrics = httpx.get(f"{server.url}/metrics").text

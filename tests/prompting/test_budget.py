@@ -8,7 +8,13 @@ import pytest
 
 from openjev.config import Settings
 from openjev.errors import Overloaded, RequestRejected
-from openjev.prompting.budget import CONTEXT_LENGTH_EXCEEDED, LONG_CONTEXT_HEADER, STANDARD_INPUT_TOKENS, TokenBudget
+from openjev.prompting.budget import (
+    CONTEXT_LENGTH_EXCEEDED,
+    LONG_CONTEXT_HEADER,
+    REQUEST_FACTOR,
+    STANDARD_INPUT_TOKENS,
+    TokenBudget,
+)
 from openjev.prompting.encoding import PromptEncoder
 from openjev.prompting.tokenizer import ChatTokenizer
 
@@ -169,3 +175,15 @@ def test_openjevs_own_views_are_encoded_after_the_callers_and_never_charged(qwen
     with pytest.raises(Overloaded):
         budget.encode_within(encoder, [*prompts[:2], more], 0, [0] * 3, ["q", "q"], [True, False])
     assert encoder.tokenized < 20000 / 2
+
+
+def test_the_budget_figures_the_docs_quote_are_the_codes() -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    api, how = (docs / "api.md").read_text(), (docs / "how-it-works.md").read_text()
+    per_question, per_request = STANDARD_INPUT_TOKENS, REQUEST_FACTOR * STANDARD_INPUT_TOKENS
+    assert f"| {per_question:,} (`OPENJEV_MAX_INPUT_TOKENS`, TypeSafe's figure)" in api
+    assert f"| {per_request:,} (`OPENJEV_MAX_TOTAL_INPUT_TOKENS` where set; unset, twice the per-question" in api
+    assert f"(`REQUEST_FACTOR` = {REQUEST_FACTOR} times the per-question budget)" in api
+    assert f"openjev's capacity default, {REQUEST_FACTOR} x {per_question} per" in api.replace("\n", " ")
+    assert f"unset {'twice' if REQUEST_FACTOR == 2 else REQUEST_FACTOR} the per-question budget" in how
+    assert TokenBudget.of(Settings(), None).total_limit == per_request
