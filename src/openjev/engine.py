@@ -24,8 +24,8 @@
    content-free priors divided out, the temperature applied). `usage` bills what the caller sent,
    counted once (`usage.py`); every call's tokens are the evaluation's own counts, for the headers.
 4. The thinking tier (a request naming OPENJEV_THINK_MODEL): `thinking.py` escalates its least
-   confident questions within the same OPENJEV_REQUEST_TIMEOUT and slots, and a request budget of
-   their own, each read
+   confident questions within the same OPENJEV_REQUEST_TIMEOUT and slots, and what the request
+   budget leaves after the caller's text, each read
    again in every view of its first pass with the same priors; its generated ids count as output.
 """
 
@@ -153,7 +153,7 @@ class Engine:
         # openjev's own calls (other views, content-free readouts) count whole: a capacity matter (budget.py).
         own = [(qid, prefix + tokens) for (qid, tokens), view in zip(sent, asked, strict=True) if not view]
         own += [(branches[index].question_id, tokens) for index, tokens in content_free.readouts]
-        budget.check_first_pass(
+        tokens_left = budget.check_first_pass(
             prefix,
             [counted for counted, view in zip(sent, asked, strict=True) if view],
             own,
@@ -164,7 +164,7 @@ class Engine:
         key = self.images.affinity_key(shared_prefix_ids, self._template_header, shown[0])
         thinking = request.model == self.settings.think_model
         return PreparedRequest(
-            shared_prefix_ids, branches, content_free, budget.total_limit, key, thinking, shown[0], extra[0],
+            shared_prefix_ids, branches, content_free, tokens_left, key, thinking, shown[0], extra[0],
             long_context, len(known),
         )  # fmt: skip
 

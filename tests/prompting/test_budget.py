@@ -69,7 +69,8 @@ def test_a_long_input_with_many_choices_counts_the_callers_text_alone() -> None:
     asked = [(f"q{i}", 111) for i in range(190)]
     own = [(f"q{i}", 29390 + 111) for i in range(190)] + [(f"q{i}", 400) for i in range(190)]
     assert budget.first_pass_issues(29390, asked) == []
-    budget.check_first_pass(29390, asked, own, {})
+    # What is left for the thinking tier: the budget less the caller's text, never less openjev's calls.
+    assert budget.check_first_pass(29390, asked, own, {}) == 65536 - 29390 - 190 * 111
     # Questions of more text than the budget: refused, counting questions, never readouts.
     (issue,) = budget.first_pass_issues(29390, [*asked, *[(f"more{i}", 111) for i in range(136)]])
     assert issue.loc == ("questions",) and issue.ctx == {"limit": 65536, "tokens": 29390 + 326 * 111}

@@ -24,8 +24,8 @@ content-free readouts, the warm-up, the thinking tier) never counts against a ca
   model's context, within OPENJEV_MAX_LONG_CONTEXT_TOKENS), else the request is refused with a 529
   (`Overloaded`), never a 422. Their number follows the caller's questions (at most the views of each,
   and a content-free readout each), so the caller's budget bounds them too. The thinking tier's
-  escalations compute at most `total_limit` tokens of their own (`escalation_cost`); the rest keep
-  their first-pass answers.
+  escalations are made while their worst case (`escalation_cost`) fits what `total_limit` leaves after
+  the caller's text (`check_first_pass`); the rest keep their first-pass answers.
 
 Early refusal, as text arrives (`encode_within`). The caller's prompts are encoded first, in rounds
 whose size follows what is left of the budget (`encoding.py`); before every round the counts so far
@@ -177,13 +177,15 @@ class TokenBudget:
             issues.append(self._total_issue(prefix, [suffix for _, suffix in branches], ""))
         return issues
 
-    def check_first_pass(self, prefix: int, branches: Counts, own: Counts, generated: Mapping[str, int]) -> None:
-        """RequestRejected with every issue of `first_pass_issues` (`prefix`, `branches`, `generated`)
-        where there is one; else `check_own_calls(own)`."""
+    def check_first_pass(self, prefix: int, branches: Counts, own: Counts, generated: Mapping[str, int]) -> int:
+        """What `total_limit` leaves after the caller's text (the thinking tier's room); RequestRejected
+        with every issue of `first_pass_issues` (`prefix`, `branches`, `generated`) where there is one,
+        else `check_own_calls(own)`."""
         issues = self.first_pass_issues(prefix, branches, generated)
         if issues:
             raise RequestRejected(issues)
         self.check_own_calls(own)
+        return self.total_limit - self.first_pass_tokens(prefix, [suffix for _, suffix in branches])
 
     def check_own_calls(self, own: Counts) -> None:
         """Overloaded (529) where a call of openjev's own, (the first question id it reads for, its whole
