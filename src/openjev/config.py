@@ -121,6 +121,9 @@ class Settings(ImageSettings, TaskSettings):
         30.0, gt=0, description="Seconds a client gets to send its whole request body; 408 past it."
     )
     max_concurrent_body_reads: int = Field(32, ge=1, description="Bodies received at once; more get 529 unread.")
+    max_body_bytes_in_flight: int = Field(
+        512 * 1024 * 1024, ge=1024, description="Body bytes held at once, received and decoded; past it 529."
+    )
 
     # Admission and budgets.
     # Caps on every route over each contract's counts, by default at or above them (docs/clients.md).
@@ -343,6 +346,16 @@ class Settings(ImageSettings, TaskSettings):
                 f"OPENJEV_SGLANG_ARGS may not set {', '.join(taken)}: openjev sets it (see the README's settings)"
             )
         return value
+
+    @model_validator(mode="after")
+    def _one_body_of_each_cap_fits_in_flight(self) -> Settings:
+        largest = max(self.max_body_bytes, self.max_image_body_bytes)
+        if self.max_body_bytes_in_flight < largest:
+            raise ValueError(
+                f"OPENJEV_MAX_BODY_BYTES_IN_FLIGHT={self.max_body_bytes_in_flight} holds no body of the largest "
+                f"size a route takes ({largest} bytes): set it at least that high"
+            )
+        return self
 
     @model_validator(mode="after")
     def _data_parallel_needs_the_python_frontend(self) -> Settings:

@@ -6,9 +6,10 @@
    before: only its new messages, `conversation_memo.py`), tokenize the shared prefix once and each
    question view's suffix on its own (each distinct text once per process: `encoding.py`), with the
    views, texts, cues and label ids of `readouts.py`; fix the content-free readouts it will make
-   (`content_free.py`) and keep the token budgets (`budget.py`): every call within the branch
-   limit, what the first pass makes the backend compute (the prefix once) within the request's
-   total, tokenizing stopped early once a prompt is certainly over. Nothing is truncated. Image
+   (`content_free.py`) and keep the token budgets (`budget.py`) on the caller's text alone: each
+   question as sent within the per-question limit, the prefix once and every question within the
+   request's, tokenizing stopped at the first certain excess; openjev's own views and readouts are
+   a capacity matter (529), never the caller's. Nothing is truncated. Image
    assets (`image_marks.py`) become the model's vision spans where their placeholders stand, and
    every position they take counts.
 2. `evaluate` (backend I/O): one warm-up readout of the shared prefix, awaited so the backend's
@@ -28,7 +29,8 @@
    content-free priors divided out, the temperature applied). `usage` bills what the caller sent,
    counted once (`usage.py`); every call's tokens are the evaluation's own counts, for the headers.
 4. The thinking tier (a request naming OPENJEV_THINK_MODEL): `thinking.py` escalates its least
-   confident questions within the same OPENJEV_REQUEST_TIMEOUT, slots and token budget, each read
+   confident questions within the same OPENJEV_REQUEST_TIMEOUT and slots, and what the request
+   budget leaves after the caller's text, each read
    again in every view of its first pass with the same priors; its generated ids count as output.
 """
 
@@ -152,7 +154,8 @@ class Engine:
         # Per prompt: its images in pad order, and the positions they add beyond their pads.
         prompts, shown, extra = self.images.place(marks, prompts, safe)
         question_ids = [question_id for question_id, *_ in planned]
-        new_prefix_ids, *suffixes = budget.encode_within(self.encoder, prompts, len(known), extra, question_ids)
+        asked = [view == 0 for _, _, view, *_ in planned]
+        new_prefix_ids, *suffixes = budget.encode_within(self.encoder, prompts, len(known), extra, question_ids, asked)
         shared_prefix_ids = known + new_prefix_ids
         branches = [
             Branch(question_id, question, suffix_ids, ids, offset, images, more)
@@ -163,10 +166,15 @@ class Engine:
         # A question's own image is no content-free text: its prior is not read.
         wanted = [self.views.wants_content_free(branch.question) and not branch.images for branch in branches]
         content_free = self.content_free.plan(branches, wanted)
+        prefix = len(shared_prefix_ids) + extra[0]
+        sent = [(branch.question_id, len(branch.suffix_ids) + branch.image_tokens) for branch in branches]
+        # openjev's own calls (other views, content-free readouts) count whole: a capacity matter (budget.py).
+        own = [(qid, prefix + tokens) for (qid, tokens), view in zip(sent, asked, strict=True) if not view]
+        own += [(branches[index].question_id, tokens) for index, tokens in content_free.readouts]
         tokens_left = budget.check_first_pass(
-            len(shared_prefix_ids) + extra[0],
-            [(branch.question_id, len(branch.suffix_ids) + branch.image_tokens) for branch in branches],
-            [(branches[index].question_id, tokens) for index, tokens in content_free.readouts],
+            prefix,
+            [counted for counted, view in zip(sent, asked, strict=True) if view],
+            own,
             {b.question_id: self.boxes.max_tokens for b in branches if isinstance(b.question, BoxQuestion)},
         )
         if marks is None:

@@ -26,10 +26,23 @@ UNEXPECTED_ERRORS = Counter(
     registry=REGISTRY,
 )
 IN_FLIGHT = Gauge("openjev_in_flight_requests", "Evaluations in progress.", registry=REGISTRY)
+BODY_BYTES_IN_FLIGHT = Gauge(
+    "openjev_body_bytes_in_flight",
+    "Request body bytes held in memory now, received and decoded (OPENJEV_MAX_BODY_BYTES_IN_FLIGHT bounds it).",
+    registry=REGISTRY,
+)
+BODY_BYTES_PEAK = Gauge(
+    "openjev_body_bytes_in_flight_peak", "The most request body bytes held at once since start.", registry=REGISTRY
+)
 QUESTIONS = Counter("openjev_questions", "Questions answered.", ["type"], registry=REGISTRY)
 INPUT_TOKENS = Counter("openjev_input_tokens", "Prompt tokens submitted to the backend.", registry=REGISTRY)
 USAGE_INPUT_TOKENS = Counter(
     "openjev_usage_input_tokens", "Input tokens answers report in `usage`: what callers sent, once.", registry=REGISTRY
+)
+TOKENIZED_TOKENS = Counter(
+    "openjev_tokenized_tokens",
+    "Token ids the tokenizer made for prompt text not in the tokenize cache (a refused request's included).",
+    registry=REGISTRY,
 )
 CACHED_TOKENS = Counter(
     "openjev_cached_tokens", "Prompt tokens the backend reported as reused from its cache.", registry=REGISTRY

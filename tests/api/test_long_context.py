@@ -142,3 +142,70 @@ def test_the_sdk_sends_the_header_as_an_extra_and_so_does_openais(server, tokens
             == decision.usage.input_tokens + decision.usage.output_tokens
             == (decision.usage.input_tokens + 1)
         )
+
+
+def choices(count: int, options: int = 4, examples: list[str] | None = None) -> dict:
+    entry = {"what": "an option", "examples": examples} if examples else None
+    return {
+        f"c{i}": {
+            "type": "choice",
+            "instructions": f"Which word comes first in part {i}?",
+            "criteria": {f"w{i * options + k}": entry for k in range(options)},
+        }
+        for i in range(count)
+    }
+
+
+def test_a_29k_input_with_190_choices_is_answered_counting_only_the_callers_text(qwen_tokenizer_dir, tmp_path, tokens):
+    """openjev reads each choice in two rotations and, for choices, a content-free readout: its own
+    work, never the caller's (it made this request "need 71,735 tokens (... 380 question prompts)").
+    Default budgets; the fake's 400 calls of 29k ids each take minutes on a small CI machine, hence the
+    longer request timeout."""
+    from tests.conftest import launch_openjev, stop_openjev
+
+    state = words(6_100)
+    request = {"model": "jev-latest", "state": state, "questions": choices(190)}
+    with FakeSGLang(context_length=CONTEXT) as fake:
+        server = launch_openjev(
+            "--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir), "--request-timeout", "600", log_dir=tmp_path
+        )
+        try:
+            response = httpx.post(f"{server.url}/v1/systemone", json=request, timeout=600)
+        finally:
+            stop_openjev(server)
+    assert response.status_code == 200, response.text
+    assert len(response.json()["answers"]) == 190
+    usage = response.json()["usage"]
+    # The state once and each choice once, as sent: within the default 65,536, far below twice the state.
+    assert tokens(state) < usage["input_tokens"] < min(65_536, 2 * tokens(state))
+
+
+def test_a_request_far_over_its_budget_costs_about_its_budget_in_tokenizing(server):
+    """100 choices with worked examples, thousands of tokens each (each within its call):
+    refused naming the questions once their sum is certainly over 65,536, the tokenizer having made
+    about that many ids (it made all of them, both rotations included)."""
+
+    def tokenized() -> float:
+        metrics = httpx.get(f"{server.url}/metrics").text
+        return float(
+            next(line for line in metrics.splitlines() if line.startswith("openjev_tokenized_tokens_total")).split()[-1]
+        )
+
+    examples = [" ".join(f"e{k}x{j}" for j in range(100)) for k in range(8)]
+    questions = {
+        qid: {
+            **question,
+            "criteria": {
+                key: {"what": key, "examples": [f"{qid} {text}" for text in examples]} for key in question["criteria"]
+            },
+        }
+        for qid, question in choices(100, options=2).items()
+    }
+    before = tokenized()
+    request = {"model": "jev-latest", "state": "A short state.", "questions": questions}
+    response = httpx.post(f"{server.url}/v1/systemone", json=request, timeout=300)
+    assert response.status_code == 422, response.text
+    (issue,) = response.json()["detail"]
+    assert issue["loc"] == ["body", "questions"] and "at least" in issue["msg"] and issue["ctx"]["limit"] == 65_536
+    assert "OPENJEV_MAX_TOTAL_INPUT_TOKENS unset: openjev's capacity default" in issue["msg"]
+    assert 65_536 < tokenized() - before < 1.3 * 65_536

@@ -39,7 +39,8 @@ class PreparedRequest:
     branches: list[Branch]
     #: The content-free readouts of the branches (contextual calibration), fixed when the budget was checked.
     content_free: ContentFreePlan
-    #: The prompt tokens the request may still send after its first pass (`TokenBudget.check_first_pass`).
+    #: The prompt tokens its thinking-tier escalations may compute: what the request budget leaves after the
+    #: caller's text (`TokenBudget.check_first_pass`).
     tokens_left: int
     #: Names the conversation for rank affinity (`affinity.conversation_key`).
     affinity_key: int = 0

@@ -29,8 +29,8 @@ Then:
 3. Bounded. Both calls hold the engine's backend slots and run before the request's deadline
    (OPENJEV_REQUEST_TIMEOUT, counted from the start of its backend work). Every escalation is planned
    before any is sent (`Plan`) and made only while its worst-case prompt tokens beyond the shared
-   prefix (`TokenBudget.escalation_cost`, summed over its views) fit what the request's budget left
-   after the first pass; the rest keep their answers (`Escalation.over_budget`). A question whose
+   prefix (`TokenBudget.escalation_cost`, summed over its views) fit what the request's budget leaves
+   after the caller's text; the rest keep their answers (`Escalation.over_budget`). A question whose
    thinking fails or runs out of time keeps its first-pass answer, and what its calls generated and
    read still counts (`Spent`), a failed call's prompt in the backend's input tokens too; a cancelled
    request cancels both calls (each backend aborts its own work).

@@ -90,6 +90,7 @@ def create_app(
         read_timeout=settings.body_read_timeout,
         max_reads=settings.max_concurrent_body_reads,
         retry_after=settings.retry_after,
+        max_bytes_in_flight=settings.max_body_bytes_in_flight,
     )
     app.add_middleware(Door, routes=app.router.routes, retry_after=settings.retry_after)
     api_key = settings.api_key.get_secret_value() if settings.api_key is not None else None

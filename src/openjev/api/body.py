@@ -12,12 +12,18 @@ Contract, for every request that carries a body (`Door` let through only those a
 - at most `max_reads` bodies arrive at once (529 past it, before a byte is read), each within
   `read_timeout` seconds (408 past it); an answer given before the whole body arrived closes the
   connection, so a slow or unwanted body is never drained.
-Bodies in transit hold at most `max_reads` x the larger cap. Decoding is bounded by work, not output:
-the input is fed STEP_INPUT bytes at a time (linear in the body, whatever its framing), each call
-writes at most STEP_OUTPUT bytes, and the GIL is held only between calls. It runs on the event loop
-only for an input of at most INLINE_INPUT_BYTES whose output stays within INLINE_BYTES; anything else
-(a 1.6 KB zstd bomb decodes to 40 MiB) is decoded on a worker thread. A body that arrives as more
-than INLINE_BYTES is joined from its pieces on a worker thread too.
+- the body bytes held at once, all requests together, stay within `max_bytes_in_flight`
+  (OPENJEV_MAX_BODY_BYTES_IN_FLIGHT, `HeldBytes`): each piece as it arrives, the joined body, the
+  decoded body (its room reserved before decoding, so decoding stops where the room ends), held until
+  the route has answered. A body that would pass the bound is refused with 529 and Retry-After (before
+  a byte is read when its Content-Length says so), the connection closed; /metrics shows the bytes
+  held (`openjev_body_bytes_in_flight`) and their peak.
+Bodies in transit hold at most `max_reads` x the larger cap, and all bodies `max_bytes_in_flight`.
+Decoding is bounded by work, not output: the input is fed STEP_INPUT bytes at a time (linear in the
+body, whatever its framing), each call writes at most STEP_OUTPUT bytes, and the GIL is held only
+between calls. It runs on the event loop only for an input of at most INLINE_INPUT_BYTES whose output
+stays within INLINE_BYTES; anything else (a 1.6 KB zstd bomb decodes to 40 MiB) is decoded on a worker
+thread. A body that arrives as more than INLINE_BYTES is joined from its pieces on a worker thread too.
 Downstream sees the decoded body, no Content-Encoding and a matching Content-Length; after the body,
 `receive` is the server's own, so the endpoint can still notice a client disconnect.
 """
@@ -33,6 +39,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from openjev.api.errors import HttpError, error_response
 from openjev.errors import OpenJevError
+from openjev.metrics import BODY_BYTES_IN_FLIGHT, BODY_BYTES_PEAK
 
 
 def _too_large(limit: int, what: str) -> HttpError:
@@ -210,6 +217,37 @@ def parse_encodings(header: str | None) -> list[str]:
     return codings
 
 
+class HeldBytes:
+    """Body bytes held in memory, every request together, within `bound`; `take` refuses (529) what
+    would pass it. The event loop is the only caller, so no lock."""
+
+    def __init__(self, bound: int) -> None:
+        self.bound = bound
+        self.held = 0
+        self.peak = 0
+
+    def room(self) -> int:
+        return max(0, self.bound - self.held)
+
+    def take(self, size: int) -> None:
+        if size > self.room():
+            raise HttpError(
+                529,
+                "overloaded",
+                f"request bodies hold {self.held} bytes and this one needs {size} more "
+                f"(OPENJEV_MAX_BODY_BYTES_IN_FLIGHT={self.bound}); retry shortly",
+            )
+        self.held += size
+        BODY_BYTES_IN_FLIGHT.set(self.held)
+        if self.held > self.peak:
+            self.peak = self.held
+            BODY_BYTES_PEAK.set(self.peak)
+
+    def give(self, size: int) -> None:
+        self.held -= size
+        BODY_BYTES_IN_FLIGHT.set(self.held)
+
+
 class BodyDecoder:
     def __init__(
         self,
@@ -221,6 +259,7 @@ class BodyDecoder:
         retry_after: int,
         max_image_body_bytes: int | None = None,
         image_paths: frozenset[str] = frozenset(),
+        max_bytes_in_flight: int = 1 << 62,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
@@ -230,32 +269,58 @@ class BodyDecoder:
         self.retry_after = retry_after
         self.image_paths = image_paths
         self.reading = 0
+        self.bytes = HeldBytes(max_bytes_in_flight)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in {"POST", "PUT", "PATCH"}:
             await self.app(scope, receive, send)
             return
-        received = False
+        received, held = False, 0
         try:
             data = await self._receive(scope, receive)
-            received = True
+            received, held = True, len(data)
             headers = Headers(scope=scope)
-            body = await decode_off_loop(
+            body = await self._decode(
                 data, parse_encodings(headers.get("content-encoding")), self._limit(scope, headers)
             )
+            held = len(body)
         except OpenJevError as error:
+            self.bytes.give(held)
             response = error_response(error, self.retry_after)
             if not received:
                 # The rest of the body is not wanted: close rather than drain it for a keep-alive.
                 response.headers["Connection"] = "close"
             await response(scope, receive, send)
             return
+        del data
         headers = [
             (name, value) for name, value in scope["headers"] if name not in (b"content-encoding", b"content-length")
         ]
         headers.append((b"content-length", str(len(body)).encode()))
         whole = {"type": "http.request", "body": body, "more_body": False}
-        await self.app({**scope, "headers": headers}, replay(whole, receive), send)
+        del body
+        try:
+            await self.app({**scope, "headers": headers}, replay(whole, receive), send)
+        finally:
+            self.bytes.give(held)
+
+    async def _decode(self, data: bytes, encodings: list[str], limit: int) -> bytes:
+        """`decode_off_loop` within the room left for body bytes: that room (up to `limit`) is taken
+        before decoding and the decoder stops at it; past it, 529 where the body's cap allows more.
+        After, the body held is the decoded one: the room not used and the encoded bytes are given back."""
+        if not encodings:
+            return data
+        reserved = min(limit, self.bytes.room())
+        self.bytes.take(reserved)
+        try:
+            body = await decode_off_loop(data, encodings, reserved)
+        except HttpError as error:
+            self.bytes.give(reserved)
+            if error.status == 413 and reserved < limit:
+                self.bytes.take(limit)  # raises: the body's cap allows more than the room left
+            raise
+        self.bytes.give(reserved - len(body) + len(data))
+        return body
 
     def _limit(self, scope: Scope, headers: Headers) -> int:
         """The body cap, from the head alone: the image body's on a route whose body may carry images
@@ -272,6 +337,8 @@ class BodyDecoder:
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise _too_large(limit, "size declared in Content-Length")
         parse_encodings(headers.get("content-encoding"))
+        if declared is not None and declared.isdigit() and int(declared) > self.bytes.room():
+            self.bytes.take(int(declared))  # raises: it cannot fit now
         if self.reading >= self.max_reads:
             raise HttpError(
                 529,
@@ -282,7 +349,7 @@ class BodyDecoder:
         self.reading += 1
         try:
             async with asyncio.timeout(self.read_timeout):
-                return await self._read_all(receive, limit)
+                return await self._read_all(receive, limit, self.bytes)
         except TimeoutError:
             raise HttpError(
                 408,
@@ -293,18 +360,33 @@ class BodyDecoder:
             self.reading -= 1
 
     @staticmethod
-    async def _read_all(receive: Receive, limit: int) -> bytes:
+    async def _read_all(receive: Receive, limit: int, held: HeldBytes) -> bytes:
         """The body's pieces, joined once: on a worker thread past INLINE_BYTES (a 9 MB upload's copy
-        would hold the loop for milliseconds; `bytes.join` makes it without the GIL)."""
+        would hold the loop for milliseconds; `bytes.join` makes it without the GIL). Each piece is
+        taken from `held` as it arrives, the join's copy before it is made; what is held after is the
+        body's size (else nothing: a refused body gives back all it took)."""
         pieces: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise _undecodable("the client disconnected while sending the body")
-            pieces.append(message.get("body", b""))
-            size += len(pieces[-1])
-            if size > limit:
-                raise _too_large(limit, "sent")
-            if not message.get("more_body", False):
-                return b"".join(pieces) if size <= INLINE_BYTES else await asyncio.to_thread(b"".join, pieces)
+        try:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise _undecodable("the client disconnected while sending the body")
+                piece = message.get("body", b"")
+                held.take(len(piece))
+                pieces.append(piece)
+                size += len(piece)
+                if size > limit:
+                    raise _too_large(limit, "sent")
+                if not message.get("more_body", False):
+                    break
+            if size <= INLINE_BYTES:
+                return b"".join(pieces)
+            held.take(size)
+            try:
+                return await asyncio.to_thread(b"".join, pieces)
+            finally:
+                held.give(size)  # the pieces, freed on return
+        except BaseException:
+            held.give(size)
+            raise

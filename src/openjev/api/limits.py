@@ -24,8 +24,8 @@ from openjev.request import decision_limits as openai
 
 #: How every answering route counts a request against its budget (`prompting/budget.py`).
 COUNTED = (
-    "per question: the input, one question and its output token in one call; per request: the input once, "
-    "each readout's own tokens, each content-free readout and each thinking call"
+    "the caller's text alone: per question, the input, the question as sent and its output token in one call; "
+    "per request, the input once and each question once (openjev's own views and readouts are never counted)"
 )
 
 

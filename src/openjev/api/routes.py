@@ -282,6 +282,7 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
         "max_concurrent_preparations": settings.max_concurrent_preparations,
         "max_concurrent_branches": settings.max_concurrent_branches,
         "max_concurrent_body_reads": settings.max_concurrent_body_reads,
+        "max_body_bytes_in_flight": settings.max_body_bytes_in_flight,
         "body_read_timeout_seconds": settings.body_read_timeout,
         "request_timeout_seconds": settings.request_timeout,
         "backend_context_length": service.backend.context_length,

@@ -1,43 +1,48 @@
-"""The token budgets every request keeps, counted as the backend computes, as pure functions over counts.
+"""The token budgets every request keeps, counted on the caller's text alone, as pure functions over counts.
 
 Nothing is truncated: a prompt over a limit is a 422 (`context_length_exceeded`) whose message says
 "maximum context length" with the limit and the count, in OpenAI's words.
 
-- Per backend call: prompt + its output tokens (1; a box's generation: its grammar's most) <=
-  `branch_limit`. Without TypeSafe's long-context header (`TypeSafe-Danger-Zone-Long-Context: true`)
-  that is OPENJEV_MAX_INPUT_TOKENS (TypeSafe's 32,768 for the state plus one question), within the
-  backend's context; with it, the model's context, within OPENJEV_MAX_LONG_CONTEXT_TOKENS where the
-  operator sets one, and never less than without it. A question branch's prompt is prefix + suffix,
-  its content-free readout's the content-free prefix + suffix; a state that leaves no room for any
-  question (prefix + 2 over the limit) is named as the state, a question over it by its id (once,
-  however many views it is read in).
-- Per request: what the backend computes counts against `total_limit`: the shared prefix once (the
-  warm-up computes it, every branch reuses it from the prefix cache), each branch's own suffix, every
-  content-free readout it must make (`content_free_tokens`, whole: its prefix is not the request's)
-  and, in the thinking tier, each escalation's own tokens. The limit is OPENJEV_MAX_TOTAL_INPUT_TOKENS
-  where the operator sets it, else `REQUEST_FACTOR` times `branch_limit` (65,536 without the header:
-  a full-length state and as much again of question text). Over it, the state is named when it
-  alone, with one token per call, is over; else the questions. The first pass is checked before
-  anything is sent (`check_first_pass`, which refuses it with every issue of `first_pass_issues` and
-  else says what it leaves); an escalation is made only while its worst case fits what the first
-  pass left (`escalation_cost`).
+What the caller is charged for is what the caller sent: the state once and each question as sent (its
+first view). openjev's own work (a choice's other rotations, a score's reversed rubric, the
+content-free readouts, the warm-up, the thinking tier) never counts against a caller's budget.
 
-Early refusal. Tokenizing stops as soon as a prompt is certainly over (`encode_limits`,
-`encode_within`), so text far over a budget costs one encoding round; the 422 then gives the count
-reached ("at least"). With n branches of at least one token each, a prefix of p tokens makes the
-request compute at least p + n tokens, so p > total_limit - n is over whatever the suffixes are; a
-suffix over branch_limit - 2 is over whatever the prefix is (the prefix has at least one token, the
-call one output token).
+- Per question (TypeSafe's rule: "32k tokens for the state plus the longest question"): the prefix,
+  the question's suffix as sent and its output tokens (1; a box's generation: its grammar's most) <=
+  `branch_limit`. Without TypeSafe's long-context header (`TypeSafe-Danger-Zone-Long-Context: true`)
+  that is OPENJEV_MAX_INPUT_TOKENS (32,768), within the backend's context; with it, the model's
+  context, within OPENJEV_MAX_LONG_CONTEXT_TOKENS where the operator sets one, and never less than
+  without it. A state that leaves no room for any question (prefix + 2 over the limit) is named as the
+  state, a question over it by its id.
+- Per request: the prefix once plus each question's suffix as sent <= `total_limit`. TypeSafe states
+  no such figure; it is openjev's own capacity choice, an operator setting: OPENJEV_MAX_TOTAL_INPUT_TOKENS
+  where set, else `REQUEST_FACTOR` times `branch_limit` (65,536 without the header: a full-length state
+  and as much again of question text). Its 422 names the setting and counts the input once and the
+  questions. Over it, the state is named when it alone, with one token per question, is over; else the
+  questions.
+- openjev's own calls (`check_own_calls`) are a capacity matter: each within `own_call_limit` (the
+  model's context, within OPENJEV_MAX_LONG_CONTEXT_TOKENS), else the request is refused with a 529
+  (`Overloaded`), never a 422. Their number follows the caller's questions (at most the views of each,
+  and a content-free readout each), so the caller's budget bounds them too. The thinking tier's
+  escalations are made while their worst case (`escalation_cost`) fits what `total_limit` leaves after
+  the caller's text (`check_first_pass`); the rest keep their first-pass answers.
+
+Early refusal, as text arrives (`encode_within`). The caller's prompts are encoded first, in rounds
+whose size follows what is left of the budget (`encoding.py`); before every round the counts so far
+(lower bounds) are checked, and the first certain excess stops the encoding: the prefix over the
+per-question limit, prefix + a suffix + 1 over it, or prefix + all suffixes over the request's. So a
+request over budget costs about its budget in tokenizing, however much it sent, and the 422 says the
+count reached ("at least"). openjev's own views are encoded after, only for a request within budget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from openjev.config import Settings
-from openjev.errors import Issue, RequestRejected
-from openjev.prompting.encoding import PromptEncoder, PromptTooLong
+from openjev.errors import Issue, Overloaded, RequestRejected
+from openjev.prompting.encoding import PromptEncoder
 from openjev.prompting.tokenizer import Segment
 
 TOTAL_LIMIT_NAME = "OPENJEV_MAX_TOTAL_INPUT_TOKENS"
@@ -45,7 +50,8 @@ TOTAL_LIMIT_NAME = "OPENJEV_MAX_TOTAL_INPUT_TOKENS"
 LONG_CONTEXT_HEADER = "TypeSafe-Danger-Zone-Long-Context"
 #: TypeSafe's budget per question (the state plus one question), OPENJEV_MAX_INPUT_TOKENS's default.
 STANDARD_INPUT_TOKENS = 32768
-#: Without OPENJEV_MAX_TOTAL_INPUT_TOKENS a request computes at most this many times `branch_limit`.
+#: Without OPENJEV_MAX_TOTAL_INPUT_TOKENS a request's own text holds at most this many times
+#: `branch_limit`: openjev's capacity choice (module doc), not TypeSafe's.
 REQUEST_FACTOR = 2
 #: The type of every budget issue: OpenAI's code for a context overflow, which clients act on.
 CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
@@ -70,37 +76,36 @@ def call_limit(settings: Settings, context_length: int | None, long_context: boo
 
 @dataclass(frozen=True, slots=True)
 class TokenBudget:
-    #: The most prompt tokens one backend call may hold, counting its one output token.
+    #: The most tokens one call of a question as sent may hold, counting its output tokens.
     branch_limit: int
     #: The setting (or the backend's context) that sets `branch_limit`, as the 422s name it.
     branch_limit_name: str
-    #: The most prompt tokens one request may make the backend compute, all its calls together.
+    #: The most tokens of the caller's text one request may hold: the prefix once, each question once.
     total_limit: int
     #: What sets `total_limit`, as the 422s name it.
     total_limit_name: str = TOTAL_LIMIT_NAME
+    #: The most one call of openjev's own may hold (module doc); None: `branch_limit`.
+    own_limit: int | None = None
 
     @classmethod
     def of(cls, settings: Settings, context_length: int | None, long_context: bool = False) -> TokenBudget:
         """The budget of a request with or without the long-context header (module doc)."""
         limit, name = call_limit(settings, context_length, long_context)
+        own = max(limit, call_limit(settings, context_length, long_context=True)[0])
         total = settings.max_total_input_tokens
         if total is not None:
-            return cls(limit, name, total, f"{TOTAL_LIMIT_NAME}={total}")
-        return cls(
-            limit, name, REQUEST_FACTOR * limit, f"{REQUEST_FACTOR} x {limit} per question; {TOTAL_LIMIT_NAME} unset"
-        )
+            return cls(limit, name, total, f"{TOTAL_LIMIT_NAME}={total}", own)
+        default = f"{TOTAL_LIMIT_NAME} unset: openjev's capacity default, {REQUEST_FACTOR} x {limit} per question"
+        return cls(limit, name, REQUEST_FACTOR * limit, default, own)
+
+    @property
+    def own_call_limit(self) -> int:
+        return self.branch_limit if self.own_limit is None else self.own_limit
 
     @property
     def reachable(self) -> dict[str, int]:
         """What `/v1/limits` says of this budget: the most one call and one request may hold."""
         return {"per_question": min(self.branch_limit, self.total_limit), "per_request": self.total_limit}
-
-    def encode_limits(self, branch_count: int, known: int = 0) -> list[int]:
-        """Per prompt (the prefix first, then each branch's suffix), a length past which the request is
-        over a limit whatever the other lengths (module doc); `known`: prefix tokens already known, not
-        encoded again."""
-        suffix_limit = self.branch_limit - 2
-        return [max(0, min(suffix_limit, self.total_limit - branch_count) - known), *[suffix_limit] * branch_count]
 
     def encode_within(
         self,
@@ -109,85 +114,95 @@ class TokenBudget:
         known: int,
         extra: Sequence[int],
         question_ids: Sequence[str],
+        asked: Sequence[bool],
     ) -> list[list[int]]:
         """Each prompt's ids (the prefix first, then each branch's suffix, whose question is
-        `question_ids[i]`), encoding stopped and the request refused (`early_issue`) once one is
-        certainly over: `known` prefix tokens are known already, and `extra` says, per prompt, the
+        `question_ids[i]` and which is the question as sent where `asked[i]`): the questions as sent
+        first, encoding stopped once the caller's text is certainly over a limit (module doc), then
+        openjev's own views. `known` prefix tokens are known already, and `extra` says, per prompt, the
         positions it takes beyond its ids (its images)."""
-        caps = self.encode_limits(len(question_ids), known)
-        try:
-            return encoder.encode_many(prompts, [max(0, cap - more) for cap, more in zip(caps, extra, strict=True)])
-        except PromptTooLong as over:
-            tokens = over.tokens + extra[over.index] + (known if over.index == 0 else 0)
-            raise RequestRejected([self.early_issue(over.index, tokens, question_ids)]) from None
+        mine = [0, *(1 + i for i, sent in enumerate(asked) if sent)]
+        own = [1 + i for i, sent in enumerate(asked) if not sent]
+        watch = self._watch(mine, known, extra, question_ids)
+        ids = dict(zip(mine, encoder.encode_many([prompts[i] for i in mine], watch), strict=True))
+        prefix = len(ids[0]) + known + extra[0]
 
-    def early_issue(self, index: int, tokens: int, question_ids: Sequence[str]) -> Issue:
-        """The issue for prompt `index` (0: the prefix, i: the suffix of branch i - 1, whose question is
-        `question_ids[i - 1]`) found at `tokens` tokens, over its `encode_limits` entry."""
-        if index == 0 and tokens > self.branch_limit - 2:
-            return self.state_issue(tokens, "at least ")
-        if index == 0:
-            count = len(question_ids)
-            return self.total_issue(tokens + count, f"the input {tokens} + {count} question prompts", ("state",))
-        return self.question_issue(question_ids[index - 1], tokens + 2, f"its question text alone {tokens}")
+        def own_watch(counts: Sequence[int]) -> int:
+            for index, tokens in zip(own, counts, strict=True):
+                self.check_own_calls([(question_ids[index - 1], prefix + tokens + extra[index])])
+            return self.own_call_limit
+
+        if own:
+            ids.update(zip(own, encoder.encode_many([prompts[i] for i in own], own_watch), strict=True))
+        return [ids[index] for index in range(len(prompts))]
+
+    def _watch(
+        self, indices: Sequence[int], known: int, extra: Sequence[int], question_ids: Sequence[str]
+    ) -> Callable[[Sequence[int]], int]:
+        """What `encode_many` calls before each round with the counts so far of the prompts `indices`
+        (the prefix first): the request refused at the first certain excess, else the tokens left."""
+
+        def watch(counts: Sequence[int]) -> int:
+            prefix = counts[0] + known + extra[0]
+            suffixes = [(index, tokens + extra[index]) for index, tokens in zip(indices[1:], counts[1:], strict=True)]
+            if prefix + 2 > self.branch_limit:
+                raise RequestRejected([self.state_issue(prefix, "at least ")])
+            for index, tokens in suffixes:
+                if prefix + tokens + 1 > self.branch_limit:
+                    parts = f"the input {prefix} + question {tokens} + 1 output"
+                    raise RequestRejected([self.question_issue(question_ids[index - 1], prefix + tokens + 1, parts)])
+            total = prefix + sum(tokens for _, tokens in suffixes)
+            if total > self.total_limit:
+                raise RequestRejected([self._total_issue(prefix, [t for _, t in suffixes], "at least ")])
+            return self.total_limit - total
+
+        return watch
 
     def first_pass_issues(
-        self,
-        prefix: int,
-        branches: Counts,
-        content_free: Counts = (),
-        generated: Mapping[str, int] | None = None,
+        self, prefix: int, branches: Counts, generated: Mapping[str, int] | None = None
     ) -> list[Issue]:
-        """Every limit a first pass breaks: `branches` are (question id, suffix tokens); `content_free`, the
-        content-free readouts it must make, each (the first question id reading it, prompt tokens): one
-        is a backend call of its own, within `branch_limit` like a branch (its prefix, the content-free
-        state's, may be longer than a short state's); `generated`: the most ids a question's call
-        generates where that is more than one (a box's generation)."""
+        """Every limit the caller's text breaks: `branches` are (question id, suffix tokens) of each
+        question as sent; `generated`: the most ids a question's call generates where that is more than
+        one (a box's generation)."""
         if prefix + 2 > self.branch_limit:
             return [self.state_issue(prefix)]
         issues = []
-        refused: set[str] = set()
         for question_id, suffix in branches:
             output = (generated or {}).get(question_id, 1)
             needed = prefix + suffix + output
-            if needed > self.branch_limit and question_id not in refused:
-                refused.add(question_id)
+            if needed > self.branch_limit:
                 parts = f"the input {prefix} + question {suffix} + {output} output"
                 issues.append(self.question_issue(question_id, needed, parts, bound=""))
-        for question_id, tokens in content_free:
-            if tokens + 1 > self.branch_limit and question_id not in refused:
-                refused.add(question_id)
-                parts = f"its content-free readout {tokens} + 1 output"
-                issues.append(self.question_issue(question_id, tokens + 1, parts, bound=""))
-        content_free_tokens = sum(tokens for _, tokens in content_free)
-        total = self.first_pass_tokens(prefix, [suffix for _, suffix in branches], content_free_tokens)
-        if total > self.total_limit:
-            parts = f"the input {prefix} once + {len(branches)} question prompts"
-            if content_free:
-                plural = "s" if len(content_free) != 1 else ""
-                parts += f" + {len(content_free)} content-free readout{plural} of {content_free_tokens}"
-            # The input is the problem when it is over with one token per call; else the questions are.
-            loc = ("state",) if prefix + len(branches) > self.total_limit else ("questions",)
-            issues.append(self.total_issue(total, parts, loc, bound=""))
+        if self.first_pass_tokens(prefix, [suffix for _, suffix in branches]) > self.total_limit:
+            issues.append(self._total_issue(prefix, [suffix for _, suffix in branches], ""))
         return issues
 
-    def check_first_pass(
-        self, prefix: int, branches: Counts, content_free: Counts, generated: Mapping[str, int]
-    ) -> int:
-        """The prompt tokens the request may still make the backend compute after its first pass (the
-        thinking tier's); RequestRejected with every issue of `first_pass_issues` (same arguments) where
-        there is one."""
-        issues = self.first_pass_issues(prefix, branches, content_free, generated)
+    def check_first_pass(self, prefix: int, branches: Counts, own: Counts, generated: Mapping[str, int]) -> int:
+        """What `total_limit` leaves after the caller's text (the thinking tier's room); RequestRejected
+        with every issue of `first_pass_issues` (`prefix`, `branches`, `generated`) where there is one,
+        else `check_own_calls(own)`."""
+        issues = self.first_pass_issues(prefix, branches, generated)
         if issues:
             raise RequestRejected(issues)
-        sent = self.first_pass_tokens(prefix, [suffix for _, suffix in branches], sum(t for _, t in content_free))
-        return self.total_limit - sent
+        self.check_own_calls(own)
+        return self.total_limit - self.first_pass_tokens(prefix, [suffix for _, suffix in branches])
+
+    def check_own_calls(self, own: Counts) -> None:
+        """Overloaded (529) where a call of openjev's own, (the first question id it reads for, its whole
+        prompt's tokens), with its output token is over `own_call_limit`: a capacity matter, the
+        caller's text being within its budget."""
+        for question_id, tokens in own:
+            if tokens + 1 > self.own_call_limit:
+                raise Overloaded(
+                    f"openjev's own readout for question {question_id!r} (another view or its content-free "
+                    f"readout) needs {tokens + 1} tokens, over this server's {self.own_call_limit} per call; "
+                    "the request is within its token budget"
+                )
 
     @staticmethod
-    def first_pass_tokens(prefix: int, suffixes: Sequence[int], content_free_tokens: int = 0) -> int:
-        """Prompt tokens a first pass makes the backend compute: the prefix once, each branch's suffix,
-        the content-free readouts."""
-        return prefix + sum(suffixes) + content_free_tokens
+    def first_pass_tokens(prefix: int, suffixes: Sequence[int]) -> int:
+        """Tokens of the caller's text a request holds: the prefix once, each question's suffix as sent."""
+        return prefix + sum(suffixes)
 
     @staticmethod
     def escalation_cost(own: int, generated: int, tail: int) -> int:
@@ -208,7 +223,14 @@ class TokenBudget:
             f"the input alone needs {bound}{prefix} tokens, leaving no room for a question", prefix, "the input",
         )  # fmt: skip
 
-    def total_issue(self, total: int, parts: str, loc: tuple[str, ...], bound: str = "at least ") -> Issue:
+    def _total_issue(self, prefix: int, suffixes: Sequence[int], bound: str) -> Issue:
+        """The request's text over `total_limit`: the input named when it is over with one token per
+        question, else the questions."""
+        count = len(suffixes)
+        total = self.first_pass_tokens(prefix, suffixes)
+        loc = ("state",) if prefix + count > self.total_limit else ("questions",)
+        plural = "s" if count != 1 else ""
+        parts = f"the input {prefix} once + {count} question{plural} of {bound}{sum(suffixes)}"
         reduce = "the input" if loc == ("state",) else "the questions"
         return self._issue(
             loc, self.total_limit, f"per request ({self.total_limit_name})",

@@ -22,9 +22,13 @@ Why cutting is exact:
 Both properties are checked on the loaded tokenizer at start-up; where one fails, that cut is not made.
 Caller text that spells special tokens (quoted segments) is cached apart, with the quoting encoder.
 
-Bounded work: new text is encoded in rounds of growing size (`FIRST_ROUND_CHARS`, doubling), and
-`encode_many(prompts, limits)` stops as soon as one prompt is known to exceed its limit
-(`PromptTooLong`), so a megabyte of text far over any budget costs one round, not its whole encoding.
+Bounded work: new text is encoded in rounds of growing size (`FIRST_ROUND_CHARS`, doubling). With a
+`watch` (`encode_many(prompts, watch)`), each round is preceded by a call with every prompt's count so
+far (a lower bound while text is left): the watch raises to stop the encoding, or says how many more
+tokens the prompts may take, and the round holds no more text than that many tokens at the
+characters per token seen so far (`CHARS_PER_TOKEN` before any; at least one `CHUNK_CHARS`). So text
+far over a budget costs about the budget in tokenizing, not its whole encoding. `tokenized` counts the
+ids the tokenizer made (also `openjev_tokenized_tokens` in /metrics).
 """
 
 from __future__ import annotations
@@ -35,9 +39,9 @@ import sys
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
 
+from openjev.metrics import TOKENIZED_TOKENS
 from openjev.prompting.fast_bpe import SELF_CHECK_TEXTS
 from openjev.prompting.tokenizer import ChatTokenizer, Segment
 
@@ -46,6 +50,8 @@ CHUNK_CHARS = 8192
 #: Characters of new text encoded before the first check against the limits; each later round doubles.
 #: A full-size prompt (32k tokens of prose, about 130k characters) takes two rounds.
 FIRST_ROUND_CHARS = 8 * CHUNK_CHARS
+#: Characters per token assumed for the first round's size under a watch (English prose: about 4).
+CHARS_PER_TOKEN = 4
 # Places where Qwen's pre-tokenizer must split (module docstring, 2): after a newline that precedes a
 # non-whitespace character; before a space that follows one.
 _CHUNK_BOUNDARY = re.compile(r"(?<=\n)(?=\S)|(?<=\S)(?= )")
@@ -53,12 +59,8 @@ _CHUNK_BOUNDARY = re.compile(r"(?<=\n)(?=\S)|(?<=\S)(?= )")
 Piece = tuple[str, bool]
 
 
-@dataclass(frozen=True, slots=True)
-class PromptTooLong(Exception):
-    """Prompt `index` has at least `tokens` tokens, over its limit; encoding stopped there."""
-
-    index: int
-    tokens: int
+#: Called with each prompt's token count so far; raises to stop, or returns the tokens still allowed.
+Watch = Callable[[Sequence[int]], int]
 
 
 def compact(ids: Sequence[int]) -> array[int]:
@@ -110,18 +112,22 @@ class PromptEncoder:
     def __init__(self, chat: ChatTokenizer, cache_bytes: int) -> None:
         self.chat = chat
         self.cache = TokenCache(cache_bytes)
+        #: Ids the tokenizer has made for new text, every preparation thread together.
+        self.tokenized = 0
+        self._count_lock = threading.Lock()
         self._special_ids = {token: chat.tokenizer.token_to_id(token) for token in chat.special_tokens}
         self._special = chat.special_pattern
         self.cuts_at_special_tokens = self._special is not None
         self.cuts_at_special_tokens = self.cuts_at_special_tokens and self._check(self._cut_at_special_tokens)
         self.cuts_long_text = self._check(lambda text: self._chunks(text, 16))
 
-    def encode_many(self, prompts: Sequence[Sequence[Segment]], limits: Sequence[int] | None = None) -> list[list[int]]:
+    def encode_many(self, prompts: Sequence[Sequence[Segment]], watch: Watch | None = None) -> list[list[int]]:
         """Token ids of each prompt (segments as for `ChatTokenizer.encode_segments`).
 
-        With `limits` (one per prompt): raises `PromptTooLong` once some prompt is known to be longer
-        than its limit while text is still to be encoded. When all text is encoded the ids are returned,
-        whatever their lengths: the caller's budget check then has exact counts."""
+        With `watch`: called before every round of new text with each prompt's count so far; what it
+        raises stops the encoding (nothing half-encoded is cached), what it returns bounds the round
+        (module doc). When all text is encoded the ids are returned, whatever their lengths: the
+        caller's budget check then has exact counts."""
         layouts = [list(self._layout(segments)) for segments in prompts]
         found: dict[Piece, Sequence[int]] = {}
         #: Pieces to encode now, with the list their ids go into (also their `found` entry).
@@ -134,21 +140,15 @@ class PromptEncoder:
                         found[item] = fresh[item] = []
                     else:
                         found[item] = cached
-        for round_done in self._encode_pieces(list(fresh), list(fresh.values())):
-            if limits is not None and not round_done:
-                self._stop_if_over(layouts, found, limits)
+        room = None if watch is None else lambda: watch(self._counts(layouts, found))
+        self._encode_pieces(list(fresh), list(fresh.values()), room)
         for piece, ids in fresh.items():
             self.cache.put(piece, compact(ids))
         return [self._assemble(layout, found) for layout in layouts]
 
     @staticmethod
-    def _stop_if_over(
-        layouts: list[list[Piece | int]], found: dict[Piece, Sequence[int]], limits: Sequence[int]
-    ) -> None:
-        for index, (layout, limit) in enumerate(zip(layouts, limits, strict=True)):
-            tokens = sum(1 if isinstance(item, int) else len(found[item]) for item in layout)
-            if tokens > limit:
-                raise PromptTooLong(index, tokens)
+    def _counts(layouts: list[list[Piece | int]], found: dict[Piece, Sequence[int]]) -> list[int]:
+        return [sum(1 if isinstance(item, int) else len(found[item]) for item in layout) for layout in layouts]
 
     @staticmethod
     def _assemble(layout: list[Piece | int], found: dict[Piece, Sequence[int]]) -> list[int]:
@@ -197,16 +197,21 @@ class PromptEncoder:
         chunks.append(text[start:])
         return chunks
 
-    def _encode_pieces(self, pieces: list[Piece], results: list[list[int]]) -> Iterator[bool]:
+    def _encode_pieces(self, pieces: list[Piece], results: list[list[int]], room: Callable[[], int] | None) -> None:
         """Extend each piece's `results` entry with its ids, round by round; each round's chunks are
-        encoded with one `encode_batch` per encoder. Yields after every round whether all are done."""
+        encoded with one `encode_batch` per encoder. `room`: called before each round, the tokens it
+        may hold (module doc)."""
         jobs = [
             (index, chunk)
             for index, (text, _) in enumerate(pieces)
             for chunk in (self._chunks(text) if self.cuts_long_text and len(text) > CHUNK_CHARS else [text])
         ]
-        round_chars, start = FIRST_ROUND_CHARS, 0
+        planned, start, chars_done, tokens_done = FIRST_ROUND_CHARS, 0, 0, 0
         while start < len(jobs):
+            round_chars = planned
+            if room is not None:
+                per_token = chars_done / tokens_done if tokens_done else CHARS_PER_TOKEN
+                round_chars = min(planned, max(CHUNK_CHARS, int(room() * per_token)))
             end, chars = start, 0
             while end < len(jobs) and (end == start or chars + len(jobs[end][1]) <= round_chars):
                 chars += len(jobs[end][1])
@@ -216,8 +221,15 @@ class PromptEncoder:
                 encoded = self.chat.encode_batch([chunk for _, chunk in batch], quoted=quoted) if batch else []
                 for (index, _), ids in zip(batch, encoded, strict=True):
                     results[index].extend(ids)
-            start, round_chars = end, round_chars * 2
-            yield start == len(jobs)
+                    tokens_done += len(ids)
+                    self._count(len(ids))
+            chars_done += chars
+            start, planned = end, planned * 2
+
+    def _count(self, tokens: int) -> None:
+        with self._count_lock:
+            self.tokenized += tokens
+        TOKENIZED_TOKENS.inc(tokens)
 
     def _check(self, cut: object) -> bool:
         """Whether a cut keeps the ids of the whole text on this tokenizer, on a few tricky texts."""
