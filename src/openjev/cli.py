@@ -270,12 +270,12 @@ def eval_file(
     out.mkdir(parents=True, exist_ok=True)
     target, started, facts = target_of(options), now(), {}
     records = answer_rows_of(
-        rows, options, out / "answers.jsonl", file, lambda url: facts.update(server_facts(url, target.api_key))
+        rows, options, out / "answers.jsonl", file, lambda url: facts.update(server_facts(url, target.api_key)), facts
     )
     asked = read_question(options["question"]) if options["question"] is not None else None
     server = options["url"] or "the embedded default"
     try:
-        run = {**facts, **run_metadata(file, asked, rows, started)}
+        run = {**run_metadata(file, asked, rows, started), **facts}
         summary = evaluate(rows, records, out, f"openjev eval of {file.name} on {server}", run)
     except ValueError as error:
         typer.echo(f"openjev: {error}", err=True)

@@ -186,7 +186,7 @@ class Settings(ImageSettings, TaskSettings):
         'or `json` (`{"answer": "`).',
     )
     option_shifts: int = Field(
-        2,
+        1,
         ge=1,
         le=255,
         description="Choice questions of at most 26 options: read in up to this many cyclic rotations, combined "

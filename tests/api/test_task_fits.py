@@ -4,21 +4,13 @@ never refused by their own readouts on an idle server, and run as jobs (progress
 from __future__ import annotations
 
 import httpx
-import pytest
 
-from tests.api.test_tasks import EXAMPLES, QUESTION, letter_biased, start
+from tests.api import test_tasks
+from tests.api.test_tasks import EXAMPLES, QUESTION, start
 from tests.conftest import eventually
-from tests.fake_sglang import FakeSGLang
 
-
-@pytest.fixture
-def fake() -> FakeSGLang:
-    server = FakeSGLang()
-    server.logprobs = letter_biased
-    server.start()
-    yield server
-    server.stop()
-    assert server.violations == []
+#: The fake SGLang these fits read: test_tasks.py's, letter-biased.
+fake = test_tasks.fake
 
 
 def refusal(response: httpx.Response) -> str:

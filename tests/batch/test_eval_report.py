@@ -102,7 +102,7 @@ def test_eval_reports_each_question_apart_with_its_labels_confusion_metadata_and
     assert (run["served_model"], run["openjev_version"]) == (health["model"], health["version"])
     assert run["answer_settings"] == limits["answer_settings"] and run["server_url"] == url
     assert run["file"] == "gold.jsonl" and run["file_sha256"] == hashlib.sha256(gold_file.read_bytes()).hexdigest()
-    assert run["rows"] == {"rows": 30, "answered": 30, "errors": 0} and "retries" in run
+    assert run["rows"] == {"rows": 30, "answered": 30, "errors": 0} and run["retries"] == "0 retries"
     assert f"served model: {health['model']}" in done.stdout and run["file_sha256"] in done.stdout
     page = (out / "report.html").read_text()
     for name in ("reliability", "confusion"):

@@ -42,7 +42,7 @@ def file_sha256(path: Path) -> str:
 
 def run_metadata(file: Path, question: Mapping[str, Any] | None, rows: list[Row], started: str) -> dict[str, Any]:
     """What the run asked: the file (name and sha256), the `--question` if given, the tasks its questions
-    name (`x_task`), when it started; `retries` stays None until the client counts them."""
+    name (`x_task`), when it started; `retries` stays None until the client has counted them."""
     tasks = sorted({str(row.question["x_task"]) for row in rows if row.question.get("x_task")})
     return {
         "file": file.name,

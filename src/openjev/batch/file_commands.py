@@ -83,7 +83,10 @@ def answer_rows_of(
     answers: Path,
     file: Path,
     on_served: Callable[[str], None] = lambda url: None,
+    counted: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     from openjev.batch.runner import run_rows
 
-    return run_rows(rows, target_of(options), answers, source=file, restart=options["restart"], on_served=on_served)
+    return run_rows(
+        rows, target_of(options), answers, source=file, restart=options["restart"], on_served=on_served, counted=counted
+    )

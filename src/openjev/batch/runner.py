@@ -38,9 +38,10 @@ def run_rows(
     source: Path,
     restart: bool,
     on_served: Callable[[str], None] = lambda url: None,
+    counted: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Every row asked into `answers` (module doc); the records by row id. `on_served` gets the server's
-    URL before the first row is asked."""
+    URL before the first row is asked; `counted`, where given, gets this run's `retries` (their text)."""
     try:
         opened = open_answers(answers, run_header(source, rows), restart=restart)
     except ResumeRefused as error:
@@ -56,6 +57,8 @@ def run_rows(
     except (ServerUnreachable, ServerFailed) as error:
         typer.echo(f"openjev: {error}\n{_kept(rows, answers)}", err=True)
         raise typer.Exit(1) from None
+    if counted is not None:
+        counted["retries"] = progress.retry_text()
     missing = [row for row in rows if "answer" not in records.get(row.id, {})]
     typer.echo(
         f"{len(rows) - len(missing)} of {len(rows)} rows answered into {answers}; {progress.retry_text()}", err=True
