@@ -74,8 +74,8 @@ def test_one_uncalibrated_rotation_reads_the_letter_bias(chat):
     assert answers["q"]["choice"] == "w" and calls == 2
 
 
-def test_by_default_each_rotation_is_divided_by_its_content_free_readout(chat):
-    answers, calls = ask(Engine(Settings(), chat, LetterBiasedModel(chat)), {"q": CHOICE})
+def test_each_rotation_is_divided_by_its_content_free_readout(chat):
+    answers, calls = ask(Engine(Settings(option_shifts=2), chat, LetterBiasedModel(chat)), {"q": CHOICE})
     # The first rotation, calibrated, is unsure (top 0.4): the second is read too, each with its own
     # content-free readout, and both give the content.
     assert calls == 1 + 2 + 2
@@ -84,7 +84,8 @@ def test_by_default_each_rotation_is_divided_by_its_content_free_readout(chat):
 
 
 def test_a_sure_first_rotation_is_read_alone(chat):
-    answers, calls = ask(Engine(Settings(rotation_skip_above=0.3), chat, LetterBiasedModel(chat)), {"q": CHOICE})
+    engine = Engine(Settings(option_shifts=2, rotation_skip_above=0.3), chat, LetterBiasedModel(chat))
+    answers, calls = ask(engine, {"q": CHOICE})
     assert calls == 1 + 1 + 1  # the warm-up, the first rotation and its content-free readout
     assert list(answers["q"]["probabilities"].values()) == pytest.approx(TRUTH)
 

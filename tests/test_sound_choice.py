@@ -27,11 +27,12 @@ from tests.fake_sglang.content_only import content_only_logprobs
 #: The default, then each variant a setting selects (docs/settings.md).
 VARIANTS = {
     "default": {},
-    "log average": {"rotation_average": "log"},
-    "every rotation read": {"rotation_skip_above": 1.0},
-    "never a second rotation": {"rotation_skip_above": 0.0},
-    "one readout": {"option_shifts": 1},
+    "two rotations, gated": {"option_shifts": 2},
+    "log average": {"option_shifts": 2, "rotation_average": "log"},
+    "every rotation read": {"option_shifts": 2, "rotation_skip_above": 1.0},
+    "never a second rotation": {"option_shifts": 2, "rotation_skip_above": 0.0},
     "uncalibrated": {"contextual_calibration": "score"},
+    "uncalibrated rotations": {"option_shifts": 2, "contextual_calibration": "score"},
     "four rotations, log": {"option_shifts": 4, "rotation_average": "log", "rotation_skip_above": 1.0},
 }
 
@@ -98,7 +99,7 @@ def test_the_served_choice_is_the_contents_best_in_any_order(engines, variant, q
 
 
 def test_a_sure_first_readout_is_one_readout_once_its_content_free_readout_is_cached(engines):
-    engine = engines["default"]
+    engine = engines["two rotations, gated"]
     model = engine.backend
     assert isinstance(model, ContentOnlyModel)
 

@@ -181,7 +181,7 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
         limits = client.get("/v1/limits").json()
         assert limits["calibration_file"] == "support-calibration.json"
         assert limits["answer_settings"] == {
-            "answer_cue": "plain", "option_shifts": 2, "rotation_average": "probability", "rotation_skip_above": 0.5,
+            "answer_cue": "plain", "option_shifts": 1, "rotation_average": "probability", "rotation_skip_above": 0.5,
             "option_keys": False, "temperature": 1.0,
             "score_temperature": 0.5, "confidence": "typesafe",
             "calibration_sha256": hashlib.sha256(calibration.read_bytes()).hexdigest(),
