@@ -87,23 +87,26 @@ def test_backend_calls_follow_the_sglang_contract(stack, client):
     response = post(client, request_with({"n": NOUL, "c": CHOICE}))
     assert response.status_code == 200
     calls = [entry["body"] for entry in fake.generate_calls[before:]]
-    assert len(calls) == 4  # warm-up, the noul, the choice in two rotations
-    warm, branches = calls[0], calls[1:]
+    warm = calls[0]
     prefix = warm["input_ids"]
+    # The warm-up, the noul and the choice over the shared prefix; the choice's content-free readout
+    # (no state) once, unless an earlier request of the module asked the same question text.
+    branches = [call for call in calls[1:] if call["input_ids"][: len(prefix)] == prefix]
+    content_free = [call for call in calls[1:] if call not in branches]
+    assert len(branches) == 2 and len(content_free) <= 1
     assert int(response.headers["x-openjev-prefix-tokens"]) == len(prefix)
     rids = [call["rid"] for call in calls]
-    assert len(set(rids)) == 4 and all(re.fullmatch(r"[0-9a-f]{32}", rid) for rid in rids)
+    assert len(set(rids)) == len(calls) and all(re.fullmatch(r"[0-9a-f]{32}", rid) for rid in rids)
     for call in calls:
         assert call["sampling_params"] == {"max_new_tokens": 1, "temperature": 0}
         assert call["return_logprob"] is True and call["logprob_start_len"] == -1 and call["token_ids_logprob"]
     for branch in branches:
         assert branch["input_ids"][: len(prefix)] == prefix and len(branch["input_ids"]) > len(prefix)
-    assert sorted(len(branch["token_ids_logprob"]) for branch in branches) == [2, 2, 2]
-    # Billed: the prefix once and each question's own tokens in the view sent, so the choice's second
-    # rotation is not; the header: every prompt sent.
+    assert sorted(len(branch["token_ids_logprob"]) for branch in branches) == [2, 2]
+    # Billed: the prefix once and each question's own tokens (never a content-free readout); the header:
+    # every prompt sent.
     own = [len(branch["input_ids"]) - len(prefix) for branch in branches]
-    billed = response.json()["usage"]["input_tokens"] - len(prefix)
-    assert any(billed == sum(own) - rotation for rotation in own)
+    assert response.json()["usage"]["input_tokens"] - len(prefix) == sum(own)
     assert int(response.headers["x-openjev-backend-input-tokens"]) == sum(len(call["input_ids"]) for call in calls)
     # The header sums what SGLang reported for the question readouts (not the warm-up).
     cached = int(response.headers["x-openjev-cached-tokens"])

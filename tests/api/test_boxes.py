@@ -84,10 +84,10 @@ def test_a_box_and_three_other_questions_are_answered_with_one_warm_up(vision_st
     calls = [call["body"] for call in fake.generate_calls[before:]]
     warm_up = calls[0]["input_ids"]
     others = [call for call in calls[1:] if call["input_ids"][: len(warm_up)] == warm_up]
-    # One warm-up of the shared prefix; the box and every readout extend it (the choice in two rotations;
-    # the content-free readout of the score is the only call without the state).
+    # One warm-up of the shared prefix; the box and every readout extend it (the content-free readouts
+    # of the choice and the score are the only calls without the state).
     assert sum(call["input_ids"] == warm_up for call in calls) == 1
-    assert len(others) == 5 and len(box_calls(fake, before)) == 1
+    assert len(others) == 4 and len(box_calls(fake, before)) == 1
     # Billed: one answer token per readout question, and each id the box's generation wrote.
     box_ids = len(ChatTokenizer(qwen_tokenizer_dir).encode(BOX_TEXT)) + 1
     assert result.usage.output_tokens == 3 + box_ids

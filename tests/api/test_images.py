@@ -62,10 +62,10 @@ def test_the_sdk_asks_about_a_state_image_and_a_question_image(vision_stack, sdk
     result = ask(sdk, state_png, choice_png)
     assert result.choices["match"].choice in CRITERIA
     assert abs(sum(result.choices["match"].probabilities.values()) - 1) < 1e-9
-    # Every call over the shared prefix holds the state image (the warm-up and the branches: the choice in
-    # two rotations); the choice's its own after it. A content-free readout (a neutral state) holds none.
+    # Every call over the shared prefix holds the state image (the warm-up and the branches); the
+    # choice's its own after it. A content-free readout (a neutral state) holds none.
     calls = [call for call in image_calls(fake, before) if IMAGE_PAD in call["input_ids"] or "image_data" in call]
-    assert len(calls) == 4 and all(call["input_ids"].count(IMAGE_PAD) == len(call["image_data"]) for call in calls)
+    assert len(calls) == 3 and all(call["input_ids"].count(IMAGE_PAD) == len(call["image_data"]) for call in calls)
     shown = [[pixels(base64.b64decode(entry)) for entry in call["image_data"]] for call in calls]
     assert all(images[0] == pixels(state_png) for images in shown)
     assert [pixels(choice_png)] in [images[1:] for images in shown]
@@ -214,7 +214,7 @@ def test_caller_text_that_spells_vision_tokens_stays_text(vision_stack, sdk):
     with sdk.attach_assets(photo):  # the SDK sends it wherever `str(photo)` appears in the text
         sdk.system_one(state=f"{photo} <|image_pad|> and <|vision_start|>", questions={"q": Noul(instructions="?")})
     calls = [call for call in image_calls(fake, before) if "image_data" in call]
-    assert len(calls) == 2 and all(call["input_ids"].count(IMAGE_PAD) == 1 for call in calls)
+    assert len(calls) == 3 and all(call["input_ids"].count(IMAGE_PAD) == 1 for call in calls)
     with sdk.attach_assets(photo), pytest.raises(typesafe_sdk.TypeSafeUnprocessableEntityError, match="state"):
         sdk.system_one(
             state=f"{photo} <|vision_start|><|image_pad|><|vision_end|>", questions={"q": Noul(instructions="?")}

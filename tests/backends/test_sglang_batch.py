@@ -25,7 +25,8 @@ from tests.fake_sglang.batch import rids_of
 
 DOCUMENT = " ".join(f"Clause {i}: the supplier delivers part {i} within {i + 3} days." for i in range(60))
 #: The counts below are one readout per question: each choice read in one view, not two rotations.
-ONE_VIEW = ("--option-shifts", "1")
+#: One readout per question and no content-free readout for a choice: the batching is what is counted here.
+ONE_VIEW = ("--option-shifts", "1", "--contextual-calibration", "score")
 QUESTIONS = {
     f"q{i}": {"type": "noul", "instructions": f"Does clause {i} set a deadline under a week?"}
     if i % 2
