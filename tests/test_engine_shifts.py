@@ -64,7 +64,8 @@ def ask(engine: Engine, questions: dict) -> tuple[dict, int]:
 CHOICE = {"type": "choice", "criteria": {"w": "wrong", "c": "close", "o": "other", "r": "right"}}
 
 
-UNCALIBRATED = "score"  # OPENJEV_CONTEXTUAL_CALIBRATION without choice
+UNCALIBRATED = "score"  # OPENJEV_CONTEXTUAL_CALIBRATION without choice (the default)
+CALIBRATED = "choice,score"
 TRUTH = [value / sum(CONTENT.values()) for value in CONTENT.values()]
 
 
@@ -75,7 +76,8 @@ def test_one_uncalibrated_rotation_reads_the_letter_bias(chat):
 
 
 def test_each_rotation_is_divided_by_its_content_free_readout(chat):
-    answers, calls = ask(Engine(Settings(option_shifts=2), chat, LetterBiasedModel(chat)), {"q": CHOICE})
+    settings = Settings(option_shifts=2, contextual_calibration=CALIBRATED)
+    answers, calls = ask(Engine(settings, chat, LetterBiasedModel(chat)), {"q": CHOICE})
     # The first rotation, calibrated, is unsure (top 0.4): the second is read too, each with its own
     # content-free readout, and both give the content.
     assert calls == 1 + 2 + 2
@@ -84,7 +86,8 @@ def test_each_rotation_is_divided_by_its_content_free_readout(chat):
 
 
 def test_a_sure_first_rotation_is_read_alone(chat):
-    engine = Engine(Settings(option_shifts=2, rotation_skip_above=0.3), chat, LetterBiasedModel(chat))
+    settings = Settings(option_shifts=2, rotation_skip_above=0.3, contextual_calibration=CALIBRATED)
+    engine = Engine(settings, chat, LetterBiasedModel(chat))
     answers, calls = ask(engine, {"q": CHOICE})
     assert calls == 1 + 1 + 1  # the warm-up, the first rotation and its content-free readout
     assert list(answers["q"]["probabilities"].values()) == pytest.approx(TRUTH)

@@ -27,12 +27,16 @@ from tests.fake_sglang.content_only import content_only_logprobs
 #: The default, then each variant a setting selects (docs/settings.md).
 VARIANTS = {
     "default": {},
-    "two rotations, gated": {"option_shifts": 2},
-    "log average": {"option_shifts": 2, "rotation_average": "log"},
-    "every rotation read": {"option_shifts": 2, "rotation_skip_above": 1.0},
-    "never a second rotation": {"option_shifts": 2, "rotation_skip_above": 0.0},
-    "uncalibrated": {"contextual_calibration": "score"},
-    "uncalibrated rotations": {"option_shifts": 2, "contextual_calibration": "score"},
+    "calibrated": {"contextual_calibration": "choice,score"},
+    "two rotations, gated": {"option_shifts": 2, "contextual_calibration": "choice,score"},
+    "log average": {"option_shifts": 2, "rotation_average": "log", "contextual_calibration": "choice,score"},
+    "every rotation read": {"option_shifts": 2, "rotation_skip_above": 1.0, "contextual_calibration": "choice,score"},
+    "never a second rotation": {
+        "option_shifts": 2,
+        "rotation_skip_above": 0.0,
+        "contextual_calibration": "choice,score",
+    },
+    "uncalibrated rotations": {"option_shifts": 2},
     "four rotations, log": {"option_shifts": 4, "rotation_average": "log", "rotation_skip_above": 1.0},
 }
 

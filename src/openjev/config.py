@@ -230,7 +230,7 @@ class Settings(ImageSettings, TaskSettings):
         "space (one more backend call per score question).",
     )
     contextual_calibration: str = Field(
-        "choice,score",
+        "score",
         description="Question types (comma-separated: noul, choice, score) whose readout is divided by a "
         "content-free readout of the same question (state `N/A`), each view by its own, cached per question "
         "text; empty: none.",

@@ -65,11 +65,10 @@ def _eventually_ready(client: TestClient, attempts: int = 200) -> bool:
 
 def test_example_is_answered_with_one_backend_call_per_readout_plus_warm_up(ready_client) -> None:
     client, backend = ready_client
-    # The choice's first rotation is sure (top probability 0.92 > OPENJEV_ROTATION_SKIP_ABOVE): its second
-    # is not read. The choice's and the score's content-free readouts (OPENJEV_CONTEXTUAL_CALIBRATION=
-    # choice,score) are read once per question text, the first time it is seen.
+    # The warm-up and one readout per question; the score's content-free readout
+    # (OPENJEV_CONTEXTUAL_CALIBRATION=score) is read once per question text, the first time it is seen.
     first = client.post("/v1/systemone", json=support_ticket())
-    assert first.status_code == 200 and first.headers["x-openjev-backend-output-tokens"] == "6" == str(
+    assert first.status_code == 200 and first.headers["x-openjev-backend-output-tokens"] == "5" == str(
         len(backend.calls)
     )
     assert first.json()["usage"]["output_tokens"] == 3  # billed: one answer per question
@@ -186,7 +185,7 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
             "score_temperature": 0.5, "confidence": "typesafe",
             "calibration_sha256": hashlib.sha256(calibration.read_bytes()).hexdigest(),
             "answer_cue_noul": "plain", "answer_cue_choice": "plain", "answer_cue_score": "plain",
-            "score_labels": "letters", "score_reverse": False, "contextual_calibration": "choice,score",
+            "score_labels": "letters", "score_reverse": False, "contextual_calibration": "score",
             "worked_examples": "block",
             "think_margin": 0.5, "think_max_share": 0.2, "think_window": 1000, "think_budget_tokens": None,
         }  # fmt: skip
