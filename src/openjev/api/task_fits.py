@@ -30,7 +30,7 @@ from starlette.types import Receive
 from openjev.api.errors import AUTH_RESPONSES, HttpError, clipped, error_response
 from openjev.api.routes import AUTHORIZED, ClientDisconnected, ServiceDep, evaluate_request, run_while_connected
 from openjev.errors import Issue, OpenJevError, RequestRejected
-from openjev.request.schema import SystemOneRequest
+from openjev.request.schema import ErrorResponse, SystemOneRequest
 from openjev.service import Runtime, Service
 from openjev.tasks.fitting import fit_task
 from openjev.tasks.jobs import FitJob, FitJobs
@@ -160,12 +160,18 @@ def _known(request: Request, service: Service, identifier: str) -> FitJob:
     return job
 
 
-@router.get(FITS_PATH + "/{job_id}", responses=AUTH_RESPONSES, dependencies=AUTHORIZED, summary="A fit's progress")
+#: What a fit's routes answer besides the job: the key's refusals, and a job this server does not hold.
+FIT_JOB_RESPONSES = AUTH_RESPONSES | {
+    404: {"model": ErrorResponse, "description": "No fit job with this id here (`not_found`)."}
+}
+
+
+@router.get(FITS_PATH + "/{job_id}", responses=FIT_JOB_RESPONSES, dependencies=AUTHORIZED, summary="A fit's progress")
 async def get_fit(job_id: str, request: Request, service: ServiceDep) -> dict[str, Any]:
     return view(_known(request, service, job_id), service.settings.retry_after)
 
 
-@router.delete(FITS_PATH + "/{job_id}", responses=AUTH_RESPONSES, dependencies=AUTHORIZED, summary="Cancel a fit")
+@router.delete(FITS_PATH + "/{job_id}", responses=FIT_JOB_RESPONSES, dependencies=AUTHORIZED, summary="Cancel a fit")
 async def cancel_fit(job_id: str, request: Request, service: ServiceDep) -> dict[str, Any]:
     job = _known(request, service, job_id)
     fit_jobs(service).cancel(job_id)

@@ -52,6 +52,11 @@ FIT_RESPONSES = {
         "description": "The same content was fitted before: that task, not fitted again.",
         "content": {"application/json": {"schema": {"type": "object"}}},
     },
+    202: {
+        "description": "Posted with `?background=true`: the fit's job (id, status, progress, events), "
+        "followed at its `Location`.",
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    },
     409: {"model": ErrorResponse, "description": "OPENJEV_TASK_MAX_TASKS tasks are kept already (`conflict`)."},
     413: {"model": ErrorResponse, "description": "The task is over OPENJEV_TASK_MAX_BYTES (`request_too_large`)."},
     **ERROR_RESPONSES,
