@@ -189,9 +189,9 @@ def check_abort_frees_sglang(server: RunningOpenJev) -> None:
 
 
 THINK_ALL = {"OPENJEV_THINK_MARGIN": "1000", "OPENJEV_THINK_MAX_SHARE": "1", "OPENJEV_THINK_BUDGET_TOKENS": "8"}
-#: The first pass's readouts: the noul, and the choice in two rotations (OPENJEV_OPTION_SHIFTS=2); each
-#: view thinks (8 tokens at most) and is read again.
-VIEWS = 3
+#: The first pass's readouts: the noul and the choice, one view each (OPENJEV_OPTION_SHIFTS=1); each view
+#: thinks (8 tokens at most) and is read again.
+VIEWS = 2
 
 
 def check_thinking(server: RunningOpenJev) -> None:
