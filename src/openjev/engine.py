@@ -43,7 +43,7 @@ from functools import partial
 
 from openjev.affinity import Pin, RankRouter, pinned
 from openjev.answering.box_reading import BoxReader, BoxReading
-from openjev.answering.content_free import ContentFreePriors
+from openjev.answering.content_free import ContentFreePlan, ContentFreePriors
 from openjev.answering.evaluation import Branch, Evaluation, PreparedRequest, Rewrites
 from openjev.answering.readouts import QuestionViews, Readout
 from openjev.answering.thinking import Limits, Thinker, escalation_calls, reading
@@ -166,17 +166,7 @@ class Engine:
         # A question's own image is no content-free text: its prior is not read.
         wanted = [self.views.wants_content_free(branch.question) and not branch.images for branch in branches]
         content_free = self.content_free.plan(branches, wanted)
-        prefix = len(shared_prefix_ids) + extra[0]
-        sent = [(branch.question_id, len(branch.suffix_ids) + branch.image_tokens) for branch in branches]
-        # openjev's own calls (other views, content-free readouts) count whole: a capacity matter (budget.py).
-        own = [(qid, prefix + tokens) for (qid, tokens), view in zip(sent, asked, strict=True) if not view]
-        own += [(branches[index].question_id, tokens) for index, tokens in content_free.readouts]
-        tokens_left = budget.check_first_pass(
-            prefix,
-            [counted for counted, view in zip(sent, asked, strict=True) if view],
-            own,
-            {b.question_id: self.boxes.max_tokens for b in branches if isinstance(b.question, BoxQuestion)},
-        )
+        tokens_left = self._first_pass_left(budget, len(shared_prefix_ids) + extra[0], branches, asked, content_free)
         if marks is None:
             self.memo.remember(framing, shared_prefix_ids)
         key = self.images.affinity_key(shared_prefix_ids, self._template_header, shown[0])
@@ -185,6 +175,22 @@ class Engine:
             shared_prefix_ids, branches, content_free, tokens_left, key, thinking, shown[0], extra[0], long_context,
             len(known), rewrites,
         )  # fmt: skip
+
+    def _first_pass_left(
+        self, budget: TokenBudget, prefix: int, branches: list[Branch], asked: list[bool], content_free: ContentFreePlan
+    ) -> int:
+        """The request budget left after the first pass: the caller's questions (`asked`: the view the
+        caller sent) are counted; openjev's own calls (other views, content-free readouts) count whole,
+        a capacity matter (budget.py)."""
+        sent = [(branch.question_id, len(branch.suffix_ids) + branch.image_tokens) for branch in branches]
+        own = [(qid, prefix + tokens) for (qid, tokens), view in zip(sent, asked, strict=True) if not view]
+        own += [(branches[index].question_id, tokens) for index, tokens in content_free.readouts]
+        return budget.check_first_pass(
+            prefix,
+            [counted for counted, view in zip(sent, asked, strict=True) if view],
+            own,
+            {b.question_id: self.boxes.max_tokens for b in branches if isinstance(b.question, BoxQuestion)},
+        )
 
     # -- 2. evaluate ------------------------------------------------------------------------------
 

@@ -89,8 +89,7 @@ def test_backend_calls_follow_the_sglang_contract(stack, client):
     calls = [entry["body"] for entry in fake.generate_calls[before:]]
     warm = calls[0]
     prefix = warm["input_ids"]
-    # The warm-up, the noul and the choice over the shared prefix; the choice's content-free readout
-    # (no state) once, unless an earlier request of the module asked the same question text.
+    # The warm-up, the noul and the choice over the shared prefix; a content-free readout (no state) at most.
     branches = [call for call in calls[1:] if call["input_ids"][: len(prefix)] == prefix]
     content_free = [call for call in calls[1:] if call not in branches]
     assert len(branches) == 2 and len(content_free) <= 1
@@ -103,8 +102,7 @@ def test_backend_calls_follow_the_sglang_contract(stack, client):
     for branch in branches:
         assert branch["input_ids"][: len(prefix)] == prefix and len(branch["input_ids"]) > len(prefix)
     assert sorted(len(branch["token_ids_logprob"]) for branch in branches) == [2, 2]
-    # Billed: the prefix once and each question's own tokens (never a content-free readout); the header:
-    # every prompt sent.
+    # Billed: the prefix once and each question's own tokens; the header: every prompt sent.
     own = [len(branch["input_ids"]) - len(prefix) for branch in branches]
     assert response.json()["usage"]["input_tokens"] - len(prefix) == sum(own)
     assert int(response.headers["x-openjev-backend-input-tokens"]) == sum(len(call["input_ids"]) for call in calls)
