@@ -38,6 +38,8 @@ from openjev.tasks.schema import TaskRequest
 from openjev.tasks.store import StoreFull, Task, TaskTooLarge
 
 FITS_PATH = "/v1/tasks/fits"
+#: Characters of an unknown task or fit id its 404 repeats.
+SHOWN_ID = 64
 router = APIRouter()
 
 
@@ -156,7 +158,7 @@ async def answer_fit(job: FitJob, receive: Receive, background: bool, retry_afte
 def _known(request: Request, service: Service, identifier: str) -> FitJob:
     job = fit_jobs(service).get(identifier)
     if job is None:
-        raise HttpError(404, "not_found", f"no fit {identifier[:80]!r} here")
+        raise HttpError(404, "not_found", f"no fit {clipped(identifier, SHOWN_ID)!r} here")
     return job
 
 

@@ -29,7 +29,7 @@ from starlette.types import Receive
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HttpError, clipped
 from openjev.api.routes import AUTHORIZED, RuntimeDep, ServiceDep
 from openjev.api.strict_json import StrictJSONRoute
-from openjev.api.task_fits import answer_fit, full, start_fit, too_large
+from openjev.api.task_fits import SHOWN_ID, answer_fit, full, start_fit, too_large
 from openjev.api.task_fits import router as fits_router
 from openjev.errors import RequestRejected
 from openjev.request.schema import ErrorResponse
@@ -41,8 +41,6 @@ TASKS_PATH = "/v1/tasks"
 #: Tasks a page of `GET /v1/tasks` lists by default and at most.
 PAGE = 100
 MAX_PAGE = 1000
-#: Characters of an unknown id its 404 repeats.
-SHOWN_ID = 64
 router = APIRouter(route_class=StrictJSONRoute)
 router.include_router(fits_router)
 NOT_FOUND = {404: {"model": ErrorResponse, "description": "No task with this id (`not_found`)."}}
