@@ -5,6 +5,7 @@ memory within a few times it; a body that does not fit gets 529 with Retry-After
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import json
 import threading
@@ -15,6 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from openjev.api.body import BodyDecoder
+from openjev.api.errors import HttpError
 from openjev.config import Settings
 from tests.conftest import eventually, zstd_compress
 from tests.robustness.conftest import rss_mib
@@ -113,6 +116,27 @@ def test_a_body_that_does_not_fit_now_gets_529_declared_or_decoded(server):
     assert eventually(lambda: gauge(server, "openjev_body_bytes_in_flight") == 0)
     again = httpx.post(f"{server.url}/v1/systemone", content=bomb, headers={"content-encoding": "zstd"}, timeout=60)
     assert again.status_code == 422, again.text
+
+
+def test_a_body_stopped_by_the_room_is_529_even_when_room_comes_back_while_it_decodes() -> None:
+    """Decoding stops where the room ends; other bodies given back meanwhile do not turn that into a 413
+    (the body is within its cap) nor leave its bytes counted as held."""
+    decoder = BodyDecoder(
+        None, max_body_bytes=CAP, read_timeout=5, max_reads=4, retry_after=1, max_bytes_in_flight=BOUND
+    )
+    other = BOUND - 2 * MIB
+    decoder.bytes.take(other)  # another body's bytes: 2 MiB of room left for this one's 7 MiB
+
+    async def decode_while_the_other_finishes() -> HttpError:
+        decoding = asyncio.create_task(decoder._decode(zstd_compress(request_bytes(7 * MIB)), ["zstd"], CAP))
+        await asyncio.sleep(0)  # the decoding is on its worker thread now
+        decoder.bytes.give(other)
+        with pytest.raises(HttpError) as refused:
+            await decoding
+        return refused.value
+
+    refused = asyncio.run(decode_while_the_other_finishes())
+    assert refused.status == 529 and decoder.bytes.held == 0
 
 
 def test_the_default_bound_the_docs_quote_is_the_codes() -> None:

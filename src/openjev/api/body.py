@@ -229,14 +229,18 @@ class HeldBytes:
     def room(self) -> int:
         return max(0, self.bound - self.held)
 
+    def refusal(self, size: int) -> HttpError:
+        """The 529 for a body that needs `size` bytes more than there is room for."""
+        return HttpError(
+            529,
+            "overloaded",
+            f"request bodies hold {self.held} bytes and this one needs {size} more "
+            f"(OPENJEV_MAX_BODY_BYTES_IN_FLIGHT={self.bound}); retry shortly",
+        )
+
     def take(self, size: int) -> None:
         if size > self.room():
-            raise HttpError(
-                529,
-                "overloaded",
-                f"request bodies hold {self.held} bytes and this one needs {size} more "
-                f"(OPENJEV_MAX_BODY_BYTES_IN_FLIGHT={self.bound}); retry shortly",
-            )
+            raise self.refusal(size)
         self.held += size
         BODY_BYTES_IN_FLIGHT.set(self.held)
         if self.held > self.peak:
@@ -317,7 +321,9 @@ class BodyDecoder:
         except HttpError as error:
             self.bytes.give(reserved)
             if error.status == 413 and reserved < limit:
-                self.bytes.take(limit)  # raises: the body's cap allows more than the room left
+                # Stopped by the room, not by the cap: overload, whatever room other bodies gave back
+                # while this one decoded (taking `limit` now could succeed and would never be given).
+                raise self.bytes.refusal(limit) from None
             raise
         self.bytes.give(reserved - len(body) + len(data))
         return body

@@ -18,23 +18,27 @@ pytestmark = pytest.mark.embedded
 TEAMS = {"billing": "Payments, charges and refunds", "technical": "Software bugs and outages"}
 ROWS = [
     {
+        "id": "1",
         "state": "I was charged twice this month.",
         "question": {"type": "choice", "criteria": TEAMS},
         "gold": "billing",
         "pair": "a",
     },
     {
+        "id": "2",
         "state": "The app crashes on start.",
         "question": {"type": "choice", "criteria": TEAMS},
         "gold": "technical",
         "pair": "a",
     },
     {
+        "id": "3",
         "state": "Please refund me.",
         "question": {"type": "noul", "instructions": "Is a refund asked for?"},
         "gold": "yes",
     },
     {
+        "id": "4",
         "state": "The site is down for everyone.",
         "question": {"type": "score", "instructions": "How urgent?", "criteria": ["Routine", "Urgent", "Emergency"]},
         "gold": 2,
@@ -61,10 +65,14 @@ def test_eval_on_the_embedded_default_writes_figures_that_match_its_answers(tmp_
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    answers = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+    # The file's first line names the run; the answers follow it, one record per row.
+    (header, *lines) = (out / "answers.jsonl").read_text().splitlines()
+    assert "openjev_answers" in json.loads(header)
+    answers = [json.loads(line) for line in lines]
     assert sorted(record["id"] for record in answers) == ["1", "2", "3", "4"]
     report = json.loads((out / "report.json").read_text())
-    choice = [record["answer"]["choice"] for record in answers if record["answer"]["type"] == "choice"]
+    by_id = {record["id"]: record for record in answers}
+    choice = [by_id[row_id]["answer"]["choice"] for row_id in ("1", "2")]
     right = sum(answer == row["gold"] for answer, row in zip(choice, ROWS[:2], strict=True))
     choice, noul, score = report["questions"][0], report["questions"][1], report["questions"][2]
     assert choice["accuracy"] == right / 2 and choice["pairs"]["pair_accuracy"] == (right == 2)
