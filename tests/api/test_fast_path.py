@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from openjev.api import create_app
 from openjev.api.parsing import Parsed, is_json_type, parse_body
-from openjev.api.strict_json import StrictJSONRequest, loads_if_same, loads_strict
+from openjev.api.strict_json import StrictJSONRequest, loads_if_same, loads_strict, lone_surrogate_at
 from openjev.examples import support_ticket
 from openjev.request.decision_schema import DecisionRequest
 from openjev.request.schema import SystemOneRequest
@@ -85,6 +85,36 @@ def test_every_boundary_integer_reads_the_same(value: int) -> None:
     for data in (f"[{value}]".encode(), f'{{"n": {value}, "s": "-12"}}'.encode()):
         same_value(data)
         assert loads_strict(data) == json.loads(data)
+
+
+#: Pieces of JSON string text around `\\u` escapes: runs of backslashes, high and low surrogates, pairs.
+ESCAPE_PIECES = [
+    "\\\\",
+    "\\u0041",
+    "\\ud800",
+    "\\uDBFF",
+    "\\udc00",
+    "\\uDFFF",
+    "\\ud83d\\ude00",
+    "u",
+    "d800",
+    "x",
+    "\\n",
+]
+
+
+@settings(max_examples=500)
+@given(st.lists(st.sampled_from(ESCAPE_PIECES), max_size=12))
+def test_a_lone_surrogate_is_found_where_the_decoded_text_holds_one(pieces) -> None:
+    data = ('{"s": "' + "".join(pieces) + '"}').encode()
+    decoded = json.loads(data)["s"]
+    lone = any(0xD800 <= ord(character) <= 0xDFFF for character in decoded)
+    position = lone_surrogate_at(data)
+    assert (position is not None) == lone
+    if lone:  # where the first one's escape starts: the text before it decodes without one
+        assert data[position : position + 2] == b"\\u"
+        before = json.loads(data[:position] + b'"}')["s"]
+        assert not any(0xD800 <= ord(character) <= 0xDFFF for character in before)
 
 
 def test_repeated_keys_keep_the_last_value_at_the_first_place() -> None:

@@ -40,3 +40,14 @@ def test_the_app_s_work_off_the_loop_runs_on_the_pool(qwen_tokenizer_dir: Path) 
     with TestClient(app) as client:
         (loop, _), (worker, name) = client.portal.call(loop_and_worker)
     assert worker == min(19, loop + workers.WORKER_NICENESS) and name.startswith("openjev-worker")
+
+
+def test_gil_bound_work_runs_on_one_thread_at_the_loop_s_priority() -> None:
+    """Work that holds the GIL is not lowered: the loop waits for the GIL it holds."""
+
+    async def loop_and_gil_bound() -> tuple[tuple[int, str], list[tuple[int, str]]]:
+        done = await asyncio.gather(*(workers.gil_bound(niceness) for _ in range(4)))
+        return niceness(), list(done)
+
+    loop, done = asyncio.run(loop_and_gil_bound())
+    assert set(done) == {(loop[0], done[0][1])} and done[0][1].startswith("openjev-gil-bound")

@@ -42,9 +42,9 @@ from tests.robustness.conftest import KEY, address, liveness_under, p99
 pytestmark = [pytest.mark.robustness, pytest.mark.timeout(600)]
 
 AUTH = {"authorization": f"Bearer {KEY}"}
-#: 50 ms before; large validations measured a 53 ms p99 on an idle machine since the merge of the body
-#: and token bounds (cause not yet found), so the bound has that margin.
-LIVENESS_P99 = 0.075
+#: Large validations measured a 53 ms p99 while JSON was parsed on threads niced below the loop (the
+#: loop waited for the GIL they held); on one thread at the loop's priority (`workers.gil_bound`), 32 ms.
+LIVENESS_P99 = 0.05
 #: Bytes an error body may take at most.
 ERROR_BODY_BYTES = 64 * 1024
 NOUL = {"type": "noul", "instructions": "Is anything broken?"}

@@ -41,6 +41,7 @@ from openjev.api.parsing import JSON_INLINE_BYTES, Parsed, is_media_type, issue_
 from openjev.api.routes import IMAGE_PARTS, answer_request, asks_long_context
 from openjev.api.task_fits import background_flag
 from openjev.api.tasks import TASKS_PATH, fit_response
+from openjev.api.workers import gil_bound
 from openjev.errors import OpenJevError
 from openjev.request.decision_schema import DecisionRequest
 from openjev.request.schema import SystemOneRequest
@@ -118,9 +119,9 @@ class SystemOneFastPath:
         if len(body) <= JSON_INLINE_BYTES:
             parsed = parse_body(body, content_type, MODELS[path], inline=True)
         else:
-            parsed = await asyncio.to_thread(parse_body, body, content_type, MODELS[path])
+            parsed = await gil_bound(functools.partial(parse_body, body, content_type, MODELS[path]))
         if parsed.error is not None:
-            parsed = Parsed(rejection=await asyncio.to_thread(issue_entries, parsed.error))
+            parsed = Parsed(rejection=await gil_bound(functools.partial(issue_entries, parsed.error)))
         if parsed.rejection is not None:
             response: Response = JSONResponse({"detail": parsed.rejection}, 422)
         elif parsed.request is None:

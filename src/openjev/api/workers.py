@@ -14,11 +14,16 @@ Linux only, where a thread's niceness is its own (setpriority(2)); elsewhere the
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
 
 #: Niceness the workers add to the loop thread's (Linux caps the sum at 19).
 WORKER_NICENESS = 10
@@ -35,3 +40,15 @@ def worker_pool() -> ThreadPoolExecutor:
     """The loop's default executor: asyncio's own sizing, the threads lowered on Linux."""
     initializer = lower_priority if sys.platform.startswith("linux") else None
     return ThreadPoolExecutor(thread_name_prefix="openjev-worker", initializer=initializer)
+
+
+#: Work that holds the GIL throughout (parsing and validating JSON, listing its issues) runs here: on
+#: one thread, because such work cannot run two at once anyway and the loop then waits for at most one
+#: piece of it; at the loop's own priority, because the loop is waiting for the GIL this thread holds,
+#: and a lowered thread holding it is descheduled behind every other busy thread (a priority inversion).
+GIL_BOUND = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openjev-gil-bound")
+
+
+async def gil_bound(work: Callable[[], T]) -> T:
+    """`work()` on the GIL_BOUND thread."""
+    return await asyncio.get_running_loop().run_in_executor(GIL_BOUND, work)
