@@ -107,3 +107,21 @@ def test_identical_fits_share_one_job(serve_openjev, fake, qwen_tokenizer_dir, t
         done = http.get(f"/v1/tasks/fits/{first['id']}").json()
         assert done["status"] == "done" and done["progress"]["readouts_done"] == len(EXAMPLES)
         assert len([line for line in server.log().splitlines() if "POST /v1/tasks" in line]) == 3
+
+
+def test_a_background_that_is_not_a_boolean_is_the_route_s_422_on_either_path(
+    serve_openjev, fake, qwen_tokenizer_dir, tmp_path
+):
+    server = start(serve_openjev, fake, qwen_tokenizer_dir, tmp_path / "tasks", OPENJEV_TASK_WORKED_EXAMPLES="0")
+    body = {"question": QUESTION, "examples": EXAMPLES}
+    with server.client() as http:
+        answers = [
+            http.post("/v1/tasks?background=maybe", json=body, headers={"content-type": content_type})
+            for content_type in ("application/json", "application/vnd.openjev+json")
+        ]
+        assert http.get("/v1/tasks").json()["tasks"] == []  # nothing was fitted
+    for answer in answers:
+        assert answer.status_code == 422, answer.text
+        (entry,) = answer.json()["detail"]
+        assert entry["loc"] == ["query", "background"] and entry["type"] == "bool_parsing"
+    assert answers[0].json() == answers[1].json()

@@ -81,7 +81,7 @@ class SystemOneFastPath:
                 parts = scope.get(IMAGE_PARTS)
                 return await answer_request(request, size, receive, self.service, runtime, parts, long_context)
             if path == TASKS_PATH:
-                background = background_flag(scope["query_string"])
+                background = background_flag(scope["query_string"]) is True
                 return await fit_response(request, size, receive, self.service, runtime, background)
             if path == DECISIONS_PATH:
                 return await answer_decisions(request, size, receive, self.service, runtime, long_context)
@@ -94,6 +94,9 @@ class SystemOneFastPath:
             await self.app(scope, receive, send)
             return
         path = scope["path"]
+        if path == TASKS_PATH and background_flag(scope["query_string"]) is None:
+            await self.app(scope, receive, send)  # FastAPI's own 422 names the query parameter
+            return
         message = await receive()
         body = message.get("body", b"")
         content_type = Headers(scope=scope).get("content-type")

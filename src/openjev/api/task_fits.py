@@ -54,17 +54,16 @@ def fit_jobs(service: Service) -> FitJobs:
     return jobs
 
 
-def background_flag(query_string: bytes) -> bool:
-    """`?background=` as FastAPI reads a bool (true/false, 1/0, yes/no, on/off); anything else a 400 naming it."""
+def background_flag(query_string: bytes) -> bool | None:
+    """`?background=` as FastAPI reads a bool (true/false, 1/0, yes/no, on/off; absent: false); None for
+    anything else, which the route's own 422 names (`loc` `["query", "background"]`)."""
     value = QueryParams(query_string).get("background")
     if value is None:
         return False
     try:
         return TypeAdapter(bool).validate_python(value)
     except ValidationError:
-        raise HttpError(
-            400, "invalid_request", f"query parameter background must be true or false, not {clipped(value)!r}"
-        ) from None
+        return None
 
 
 def too_large(size: int, limit: int) -> HttpError:
