@@ -5,10 +5,12 @@ refusals; never a 5xx."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import httpx
 
+from openjev.tasks.store import StoreFull, TaskStore
 from tests.conftest import RunningOpenJev, ServeOpenJev
 from tests.fake_sglang import FakeSGLang
 
@@ -178,3 +180,30 @@ def test_the_store_is_bounded_paged_and_its_refusals_are_small(
         assert [row["id"] for row in http.get("/v1/tasks").json()["tasks"]] == ids[:1]
     assert "1 task files past OPENJEV_TASK_MAX_TASKS=1 not read" in fewer.log()
     assert " 500 " not in server.log() + fewer.log()
+
+
+def test_fits_kept_at_once_never_pass_the_store_s_bound(serve_openjev, fake_sglang, qwen_tokenizer_dir, tmp_path):
+    """Eight tasks kept from eight threads at once into a store with room for three: three kept, five
+    refused, three files."""
+    server, task = first_task(serve_openjev, fake_sglang, qwen_tokenizer_dir, tmp_path / "fitted")
+    stop(server)
+    document = json.loads((tmp_path / "fitted" / f"{task['id']}.json").read_text())
+    store = TaskStore(tmp_path / "bounded", max_tasks=3, max_bytes=1 << 20)
+    start_together = threading.Barrier(8)
+    outcomes: list[str] = []
+
+    def keep(digit: str) -> None:
+        start_together.wait()
+        try:
+            store.put({**document, "id": "task_" + digit * 24})
+            outcomes.append("kept")
+        except StoreFull:
+            outcomes.append("full")
+
+    threads = [threading.Thread(target=keep, args=(digit,)) for digit in "01234567"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["full"] * 5 + ["kept"] * 3
+    assert len(store) == 3 and len(list((tmp_path / "bounded").glob("task_*.json"))) == 3

@@ -110,6 +110,9 @@ class TaskStore:
         self._ids: list[str] = []
         #: A task is kept on a worker thread (`api/tasks.py`): the indexes change under this lock.
         self._lock = threading.Lock()
+        #: One `put` at a time, from its room check to its index: two fits ending together each saw room
+        #: for one more task, and both were kept.
+        self._put_lock = threading.Lock()
         #: Posted question's hash -> the tasks asking it, oldest first.
         self._by_question: dict[str, list[Task]] = {}
         names = sorted(path.name for path in os.scandir(directory) if path.name.startswith("task_")) if (
@@ -173,11 +176,18 @@ class TaskStore:
     def put(self, document: dict[str, Any]) -> Task:
         """Keep a checked task document: StoreFull past OPENJEV_TASK_MAX_TASKS, TaskTooLarge past its bytes."""
         task = Task.parse(document)
-        if not self.room_for(task.id):
-            raise StoreFull
         data = encoded(document)
         if len(data) > self.max_bytes:
             raise TaskTooLarge(len(data))
+        with self._put_lock:
+            if not self.room_for(task.id):
+                raise StoreFull
+            self._write(task, data)
+            self._index(task)
+        return task
+
+    def _write(self, task: Task, data: bytes) -> None:
+        """The task's file, replaced whole (a reader never sees half of it)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=".task-", suffix=".tmp")
         try:
@@ -188,8 +198,6 @@ class TaskStore:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
             raise
-        self._index(task)
-        return task
 
     def delete(self, task_id: str) -> bool:
         """Remove the task and its file (ids are their files' names: `document.read_task`)."""
