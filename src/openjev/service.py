@@ -38,6 +38,7 @@ from openjev.engine import Engine
 from openjev.errors import ModelNotFound, NotReady, Overloaded
 from openjev.prompting.tokenizer import ChatTokenizer
 from openjev.prompting.tokenizer_source import resolve_tokenizer_dir
+from openjev.tasks.jobs import FitJobs
 from openjev.tasks.stage import TaskStage
 from openjev.tasks.store import TaskStore
 
@@ -150,6 +151,8 @@ class Service:
         #: Tasks (`POST /v1/tasks`), read from their directory now: a restart keeps them.
         directory = settings.tasks_dir or (settings.cache_dir or default_cache_dir()) / "tasks"
         self.tasks = TaskStore(directory, settings.task_max_tasks, settings.task_max_bytes)
+        #: Fits running or finished since start (`/v1/tasks/fits`), their readouts kept beside the tasks.
+        self.fit_jobs = FitJobs(directory)
 
     @property
     def current(self) -> Runtime | None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import weakref
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -33,7 +32,7 @@ from openjev.errors import Issue, OpenJevError, RequestRejected
 from openjev.request.schema import ErrorResponse, SystemOneRequest
 from openjev.service import Runtime, Service
 from openjev.tasks.fitting import fit_task
-from openjev.tasks.jobs import FitJob, FitJobs
+from openjev.tasks.jobs import FitJob
 from openjev.tasks.schema import TaskRequest
 from openjev.tasks.store import StoreFull, Task, TaskTooLarge
 
@@ -41,17 +40,6 @@ FITS_PATH = "/v1/tasks/fits"
 #: Characters of an unknown task or fit id its 404 repeats.
 SHOWN_ID = 64
 router = APIRouter()
-
-
-#: Each service's fit jobs (one service per app; the fast path and the routes both reach it).
-_JOBS: weakref.WeakKeyDictionary[Service, FitJobs] = weakref.WeakKeyDictionary()
-
-
-def fit_jobs(service: Service) -> FitJobs:
-    jobs = _JOBS.get(service)
-    if jobs is None:
-        jobs = _JOBS[service] = FitJobs(service.tasks.directory)
-    return jobs
 
 
 def background_flag(query_string: bytes) -> bool | None:
@@ -112,7 +100,7 @@ def start_fit(body: TaskRequest, identifier: str, service: Service, runtime: Run
         )
         return (await kept(service, document)).public
 
-    return fit_jobs(service).start(identifier, run)
+    return service.fit_jobs.start(identifier, run)
 
 
 def public_document(document: dict[str, Any]) -> dict[str, Any]:
@@ -155,7 +143,7 @@ async def answer_fit(job: FitJob, receive: Receive, background: bool, retry_afte
 
 
 def _known(request: Request, service: Service, identifier: str) -> FitJob:
-    job = fit_jobs(service).get(identifier)
+    job = service.fit_jobs.get(identifier)
     if job is None:
         raise HttpError(404, "not_found", f"no fit {clipped(identifier, SHOWN_ID)!r} here")
     return job
@@ -175,7 +163,7 @@ async def get_fit(job_id: str, request: Request, service: ServiceDep) -> dict[st
 @router.delete(FITS_PATH + "/{job_id}", responses=FIT_JOB_RESPONSES, dependencies=AUTHORIZED, summary="Cancel a fit")
 async def cancel_fit(job_id: str, request: Request, service: ServiceDep) -> dict[str, Any]:
     job = _known(request, service, job_id)
-    fit_jobs(service).cancel(job_id)
+    service.fit_jobs.cancel(job_id)
     if job.task is not None:
         await asyncio.gather(job.task, return_exceptions=True)
     return view(job, service.settings.retry_after)
