@@ -7,6 +7,7 @@ import gzip
 import json
 from pathlib import Path
 
+import httpx
 import pyarrow
 import pyarrow.parquet
 
@@ -140,3 +141,28 @@ def test_every_problem_of_a_file_is_listed_in_one_run_with_its_line(tmp_path: Pa
     refused = openjev_cli("classify", str(latin), "--url", NEVER_ASKED, "--out", str(tmp_path / "a.jsonl"))
     assert refused.returncode == 2 and f"{latin}:3: not UTF-8 (byte 0xe9)" in refused.stderr
     assert not (tmp_path / "o").exists() and not (tmp_path / "a.jsonl").exists()
+
+
+def test_a_task_the_server_matches_unnamed_makes_a_resume_ask_again(
+    tmp_path: Path, serve_openjev, fake_sglang, qwen_tokenizer_dir
+) -> None:
+    """A server that answers a question equal to a task's with that task (OPENJEV_TASK_MATCH_QUESTIONS)
+    answers otherwise once a task is fitted: the answers made before it do not stand."""
+    env = {"OPENJEV_TASK_MATCH_QUESTIONS": "true", "OPENJEV_TASK_FOLDS": "2", "OPENJEV_TASK_WORKED_EXAMPLES": "0"}
+    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env=env)
+    team = tmp_path / "team.json"
+    team.write_text(json.dumps(CHOICE))
+    rows, out = csv_of(tmp_path / "tickets.csv", STATES[:6]), tmp_path / "answers.jsonl"
+    command = ("classify", str(rows), "--question", str(team), "--url", server.url, "--out", str(out))
+    assert openjev_cli(*command).returncode == 0
+    asked = requests_with_status(server, 200)
+    assert openjev_cli(*command).returncode == 0
+    assert requests_with_status(server, 200) == asked  # nothing changed: every answer stands
+    labels = ["billing", "technical", "sales"] * 4
+    examples = [{"state": state, "label": label} for state, label in zip(STATES, labels, strict=True)]
+    fitted = httpx.post(f"{server.url}/v1/tasks", json={"question": CHOICE, "examples": examples}, timeout=120)
+    assert fitted.status_code == 201, fitted.text
+    asked = requests_with_status(server, 200)
+    again = openjev_cli(*command)
+    assert again.returncode == 0, again.stderr
+    assert requests_with_status(server, 200) - asked == 6

@@ -292,6 +292,13 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
         if (calibration := current and current.engine.calibration_source)
         else None,
         "answer_settings": service.answer_settings,
+        # Whether a question equal to a task's uses it unnamed, and which tasks are kept: what besides
+        # the answer settings can change an answer (`openjev eval` keys its resumes on it).
+        "tasks": {
+            "match_questions": settings.task_match_questions,
+            "kept": len(service.tasks),
+            "ids_sha256": service.tasks.ids_sha256(),
+        },
         "thinking": {
             "model": settings.think_model,
             "mode": current.engine.thinker.mode if current else None,

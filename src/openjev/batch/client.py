@@ -11,8 +11,9 @@ Contract:
   or `connection`).
 - Each row is one `POST /v1/systemone` with the row's state and its one question under the id `q`.
 - Before the first row, the server is identified as it reports itself: the served model of
-  `/health` and the answer settings of `/v1/limits` (None where it does not say), with the requested
-  model name. Its digest is `server` in every record; the answers file (`batch/answers_file.py`)
+  `/health`, the answer settings of `/v1/limits` and, where it answers a question equal to a task's
+  with that task unnamed (`tasks.match_questions`), the digest of the tasks it keeps (None where it
+  does not say), with the requested model name. Its digest is `server` in every record; the answers file (`batch/answers_file.py`)
   keeps an answer only where the row's digest and this one are the ones it was made with.
 - Every finished row is appended to the answers file as one JSON line the moment it finishes:
   `{"id", "line", "input", "server", "answer", "latency_s", "attempts"}` for a 200, `"error":
@@ -143,17 +144,30 @@ def request_for(row: Row, model: str) -> dict[str, Any]:
 
 
 async def server_identity(client: httpx.AsyncClient, model: str) -> dict[str, Any]:
-    """The requested model, the served model (`/health`) and the answer settings (`/v1/limits`), as the
-    server reports them; None for what it does not report. ServerUnreachable when it cannot be reached."""
-    identity: dict[str, Any] = {"model": model, "served_model": None, "answer_settings": None}
-    for path, key, name in (("/health", "model", "served_model"), ("/v1/limits", "answer_settings", "answer_settings")):
-        try:
-            response, _, _ = await send_with_retry(lambda path=path: client.get(path))
-        except httpx.TransportError as error:
-            raise ServerUnreachable(f"{client.base_url}: {error!r}") from error
-        with contextlib.suppress(ValueError, AttributeError):
-            identity[name] = response.json().get(key)
-    return identity
+    """The requested model, the served model (`/health`), the answer settings (`/v1/limits`) and, where
+    the server answers a question with a task it matches unnamed, the tasks it keeps; as the server
+    reports them, None for what it does not report. ServerUnreachable when it cannot be reached."""
+    health, limits = [await _json_of(client, path) for path in ("/health", "/v1/limits")]
+    tasks = limits.get("tasks") if isinstance(limits.get("tasks"), dict) else {}
+    return {
+        "model": model,
+        "served_model": health.get("model"),
+        "answer_settings": limits.get("answer_settings"),
+        "matched_tasks": tasks.get("ids_sha256") if tasks.get("match_questions") else None,
+    }
+
+
+async def _json_of(client: httpx.AsyncClient, path: str) -> dict[str, Any]:
+    """The JSON object at `path` ({} for an answer that is not one)."""
+    try:
+        response, _, _ = await send_with_retry(lambda: client.get(path))
+    except httpx.TransportError as error:
+        raise ServerUnreachable(f"{client.base_url}: {error!r}") from error
+    with contextlib.suppress(ValueError):
+        value = response.json()
+        if isinstance(value, dict):
+            return value
+    return {}
 
 
 async def answer_rows(

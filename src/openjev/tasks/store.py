@@ -167,6 +167,10 @@ class TaskStore:
         """Whether the task (new, or one kept already) may be kept."""
         return task_id in self._tasks or len(self._tasks) < self.max_tasks
 
+    def ids_sha256(self) -> str:
+        """A digest of the ids kept: it changes whenever a task is kept or deleted."""
+        return hashlib.sha256("\n".join(self._ids).encode()).hexdigest()
+
     def page(self, limit: int, after: str | None = None) -> tuple[list[Task], bool]:
         """Up to `limit` tasks in id order, past `after` (which need not exist any more), and whether more follow."""
         start = 0 if after is None else bisect.bisect_right(self._ids, after)
