@@ -13,8 +13,9 @@ Contract:
 - Before the first row, the server is identified as it reports itself: the served model of
   `/health`, the answer settings of `/v1/limits` and, where it answers a question equal to a task's
   with that task unnamed (`tasks.match_questions`), the digest of the tasks it keeps (None where it
-  does not say), with the requested model name. Its digest is `server` in every record; the answers file (`batch/answers_file.py`)
-  keeps an answer only where the row's digest and this one are the ones it was made with.
+  does not say), with the requested model name. Its digest is `server` in every record; the answers
+  file (`batch/answers_file.py`) keeps an answer only where the row's digest and this one are the ones
+  it was made with.
 - Every finished row is appended to the answers file as one JSON line the moment it finishes:
   `{"id", "line", "input", "server", "answer", "latency_s", "attempts"}` for a 200, `"error":
   {"status", "body"}` in place of `answer` for anything else.
