@@ -21,13 +21,12 @@ not JSON, an empty body, or a small invalid one whose few issues FastAPI lists w
 - An invalid body with more than `errors.MAX_LISTED_ISSUES` issues has its entries built here (the
   first ones listed, the rest counted: `errors.listed`); pydantic lists every issue at about 8 us
   each, so past MAX_ENUMERATED_ISSUES only their count is given.
-`fast_path` runs this on the event loop for a body of at most JSON_INLINE_BYTES, on a worker thread
-for a larger one, so the loop's share stays a few milliseconds whatever the body holds.
+`fast_path` runs this on the event loop for a body of at most JSON_INLINE_BYTES, on the GIL-bound
+thread (`workers.gil_bound`) for a larger one, so the loop's share stays a few milliseconds whatever the body holds.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -38,6 +37,7 @@ from pydantic import BaseModel, ValidationError
 
 from openjev.api.errors import MAX_LISTED_ISSUES, listed, validation_entry
 from openjev.api.strict_json import loads_if_same, loads_strict, lone_surrogate_at
+from openjev.api.workers import gil_bound
 
 #: Bytes of JSON parsed and validated on the event loop at most: measured (median of 30, 2-core
 #: machine under load), a body this size costs the loop 0.05 ms as one text, 0.41 ms as a
@@ -49,8 +49,9 @@ T = TypeVar("T")
 
 async def by_size(body_bytes: int, work: Callable[[], T]) -> T:
     """`work()` (a walk of a request read from a body of `body_bytes` bytes) on the event loop for a body
-    of at most JSON_INLINE_BYTES, else on a worker thread: its cost grows with the body as parsing's does."""
-    return work() if body_bytes <= JSON_INLINE_BYTES else await asyncio.to_thread(work)
+    of at most JSON_INLINE_BYTES, else on the GIL-bound thread (`workers.gil_bound`), as parsing is: its
+    cost grows with the body as parsing's does, and it holds the GIL as parsing does."""
+    return work() if body_bytes <= JSON_INLINE_BYTES else await gil_bound(work)
 
 
 #: Values a JSON body may hold (module doc): a 4,096-message chat has about 12,000; the largest request
