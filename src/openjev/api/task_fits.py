@@ -10,7 +10,7 @@
 - A waiting client that leaves cancels the job unless another client waits on it or it was posted
   in the background.
 
-A fit's readouts go through `routes.evaluate_request` with no task applied, as many at once as the
+A fit's readouts go through `evaluating.evaluate_request` with no task applied, as many at once as the
 server's preparation and evaluation slots hold, waiting out 529 rather than failing on it.
 """
 
@@ -26,8 +26,9 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.datastructures import QueryParams
 from starlette.types import Receive
 
+from openjev.api.dependencies import AUTHORIZED, ServiceDep
 from openjev.api.errors import AUTH_RESPONSES, HttpError, clipped, error_response
-from openjev.api.routes import AUTHORIZED, ClientDisconnected, ServiceDep, evaluate_request, run_while_connected
+from openjev.api.evaluating import ClientDisconnected, evaluate_request, run_while_connected
 from openjev.errors import Issue, OpenJevError, RequestRejected
 from openjev.request.schema import ErrorResponse, SystemOneRequest
 from openjev.service import Runtime, Service

@@ -8,7 +8,7 @@
   the task's document without its examples: 201 when it was fitted now, 200 when the same content
   (question, examples, served model) was fitted before under the answer settings in force (under
   others it is fitted again and replaces the first). Each example is asked through
-  `routes.evaluate_request`, the path of every `/v1/systemone` request (the same admission, budgets
+  `evaluating.evaluate_request`, the path of every `/v1/systemone` request (the same admission, budgets
   and errors), with no task applied. The fit runs as a job (`api/task_fits.py`: `?background=true`
   answers 202 with it; progress, cancel, resume, identical fits shared).
 - `GET /v1/tasks?limit=&after=` lists them a page at a time, in id order: `{"tasks": [summary, ...],
@@ -26,8 +26,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.types import Receive
 
+from openjev.api.dependencies import AUTHORIZED, RuntimeDep, ServiceDep
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HttpError, clipped
-from openjev.api.routes import AUTHORIZED, RuntimeDep, ServiceDep
 from openjev.api.strict_json import StrictJSONRoute
 from openjev.api.task_fits import SHOWN_ID, answer_fit, full, start_fit, too_large
 from openjev.api.task_fits import router as fits_router
