@@ -31,7 +31,8 @@ from openjev.api.middleware import DECISIONS_PATH, OPENROUTER_PATH
 from openjev.api.parsing import by_size
 from openjev.api.strict_json import StrictJSONRoute
 from openjev.errors import RequestRejected
-from openjev.request.decision_schema import DecisionRequest, DecisionResponse, OpenAIError
+from openjev.request.decision_answers import DecisionResponse, OpenAIError
+from openjev.request.decision_schema import DecisionRequest
 from openjev.request.decisions import translate
 from openjev.request.openrouter import model_of_slug, with_image_assets
 from openjev.request.positional_images import ImagePlaces
