@@ -37,7 +37,8 @@ from pathlib import Path
 
 from openjev.backends.base import BackendError
 from openjev.backends.sglang import SGLangBackend, client_options
-from openjev.config import Frontend, Settings, served_model_name
+from openjev.config import Settings, served_model_name
+from openjev.options import Frontend
 from openjev.prompting.tokenizer_source import resolve_tokenizer_dir
 
 log = logging.getLogger("openjev.supervised")

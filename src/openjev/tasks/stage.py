@@ -19,8 +19,8 @@ from functools import partial
 from typing import Any
 
 from openjev.answering.evaluation import Rewrites
-from openjev.config import ConfidenceMode
 from openjev.errors import Issue, RequestRejected
+from openjev.options import ConfidenceMode
 from openjev.request.schema import BoxQuestion, SystemOneRequest
 from openjev.tasks.calibration import calibrated_answer
 from openjev.tasks.schema import label_names
