@@ -44,9 +44,10 @@ from functools import partial
 from openjev.affinity import Pin, RankRouter, pinned
 from openjev.answering.box_reading import BoxReader, BoxReading
 from openjev.answering.content_free import ContentFreePlan, ContentFreePriors
+from openjev.answering.escalation import escalation_calls
 from openjev.answering.evaluation import Branch, Evaluation, PreparedRequest, Rewrites
 from openjev.answering.readouts import QuestionViews, Readout
-from openjev.answering.thinking import Limits, Thinker, escalation_calls, reading
+from openjev.answering.thinking import Limits, Thinker, reading
 from openjev.answering.usage import billed
 from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall, new_rid
 from openjev.backends.slots import BackendSlots
