@@ -23,6 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     # Foundation: what every stage may use.
     (
         "errors",
+        "endpoints",
         "options",
         "settings",
         "config",

@@ -19,8 +19,6 @@ from openjev.settings.images import ImageSettings
 from openjev.settings.readout import ReadoutSettings
 from openjev.settings.tasks import TaskSettings
 
-#: The SDKs' default model name; always accepted as an alias of the served model.
-COMPAT_MODEL_ALIAS = "jev-latest"
 #: Public model id on SGLang when OPENJEV_SERVED_MODEL_NAME is unset; the NVFP4 repository is only the weight source.
 DEFAULT_SERVED_MODEL_NAME = "Qwen/Qwen3.6-35B-A3B"
 

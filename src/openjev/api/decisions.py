@@ -27,9 +27,9 @@ from openjev.answering.decisions import decision_payload, decision_usage
 from openjev.api.dependencies import AUTHORIZED, RuntimeDep, ServiceDep
 from openjev.api.errors import ERROR_RESPONSES
 from openjev.api.evaluating import answer_headers, answer_request, asks_long_context, evaluate_request, json_response
-from openjev.api.middleware import DECISIONS_PATH, OPENROUTER_PATH
 from openjev.api.parsing import by_size
 from openjev.api.strict_json import StrictJSONRoute
+from openjev.endpoints import DECISIONS_PATH, OPENROUTER_PATH
 from openjev.errors import RequestRejected
 from openjev.request.decision_answers import DecisionResponse, OpenAIError
 from openjev.request.decision_schema import DecisionRequest

@@ -36,12 +36,12 @@ from openjev.api.body import INLINE_BYTES, replay
 from openjev.api.decisions import answer_decisions, answer_openrouter
 from openjev.api.errors import handled_error_response
 from openjev.api.evaluating import IMAGE_PARTS, answer_request, asks_long_context
-from openjev.api.middleware import DECISIONS_PATH, OPENROUTER_PATH, SYSTEM_ONE_PATH
 from openjev.api.multipart import split_body
 from openjev.api.parsing import JSON_INLINE_BYTES, Parsed, is_media_type, issue_entries, parse_body
 from openjev.api.task_fits import background_flag
-from openjev.api.tasks import TASKS_PATH, fit_response
+from openjev.api.tasks import fit_response
 from openjev.api.workers import gil_bound
+from openjev.endpoints import DECISIONS_PATH, OPENROUTER_PATH, SYSTEM_ONE_PATH, TASKS_PATH
 from openjev.errors import OpenJevError
 from openjev.request.decision_schema import DecisionRequest
 from openjev.request.schema import SystemOneRequest

@@ -21,8 +21,8 @@ from openjev.api.docs import REFERENCE_PAGE, swagger_ui_page
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HEALTH_RESPONSES, retry_after_headers
 from openjev.api.evaluating import IMAGE_PARTS, answer_request, asks_long_context
 from openjev.api.limits import box_limits, image_limits, route_limits, token_limits
-from openjev.api.middleware import SYSTEM_ONE_PATH
 from openjev.api.strict_json import StrictJSONRoute
+from openjev.endpoints import SYSTEM_ONE_PATH
 from openjev.request.schema import SystemOneRequest, SystemOneResponse
 
 router = APIRouter(route_class=StrictJSONRoute)

@@ -29,6 +29,7 @@ from starlette.types import Receive
 from openjev.api.dependencies import AUTHORIZED, ServiceDep
 from openjev.api.errors import AUTH_RESPONSES, HttpError, clipped, error_response
 from openjev.api.evaluating import ClientDisconnected, evaluate_request, run_while_connected
+from openjev.endpoints import FITS_PATH
 from openjev.errors import Issue, OpenJevError, RequestRejected
 from openjev.request.schema import ErrorResponse, SystemOneRequest
 from openjev.service import Runtime, Service
@@ -37,7 +38,6 @@ from openjev.tasks.jobs import FitJob
 from openjev.tasks.schema import TaskRequest
 from openjev.tasks.store import StoreFull, Task, TaskTooLarge
 
-FITS_PATH = "/v1/tasks/fits"
 #: Characters of an unknown task or fit id its 404 repeats.
 SHOWN_ID = 64
 router = APIRouter()

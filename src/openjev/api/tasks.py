@@ -31,16 +31,13 @@ from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HttpError, clipp
 from openjev.api.strict_json import StrictJSONRoute
 from openjev.api.task_fits import SHOWN_ID, answer_fit, full, start_fit, too_large
 from openjev.api.task_fits import router as fits_router
+from openjev.endpoints import TASKS_MAX_PAGE, TASKS_PAGE, TASKS_PATH
 from openjev.errors import RequestRejected
 from openjev.request.schema import ErrorResponse
 from openjev.service import Runtime, Service
 from openjev.tasks.schema import TaskRequest, canonical_examples, check_task
 from openjev.tasks.store import Task, TaskStore, task_id
 
-TASKS_PATH = "/v1/tasks"
-#: Tasks a page of `GET /v1/tasks` lists by default and at most.
-PAGE = 100
-MAX_PAGE = 1000
 router = APIRouter(route_class=StrictJSONRoute)
 router.include_router(fits_router)
 NOT_FOUND = {404: {"model": ErrorResponse, "description": "No task with this id (`not_found`)."}}
@@ -122,7 +119,7 @@ async def create_task(
 @router.get(TASKS_PATH, responses=AUTH_RESPONSES, dependencies=AUTHORIZED, summary="List the tasks, a page at a time")
 async def list_tasks(
     service: ServiceDep,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Tasks on this page.")] = PAGE,
+    limit: Annotated[int, Query(ge=1, le=TASKS_MAX_PAGE, description="Tasks on this page.")] = TASKS_PAGE,
     after: Annotated[str | None, Query(max_length=256, description="The last id of the page before.")] = None,
 ) -> dict[str, Any]:
     tasks, more = service.tasks.page(limit, after)
