@@ -27,10 +27,10 @@ from starlette.datastructures import QueryParams
 from starlette.types import Receive
 
 from openjev.api.dependencies import AUTHORIZED, ServiceDep
-from openjev.api.errors import AUTH_RESPONSES, HttpError, clipped, error_response
+from openjev.api.errors import AUTH_RESPONSES, ENTRY_BYTES, HttpError, error_response
 from openjev.api.evaluating import ClientDisconnected, evaluate_request, run_while_connected
 from openjev.endpoints import FITS_PATH
-from openjev.errors import Issue, OpenJevError, RequestRejected
+from openjev.errors import Issue, OpenJevError, RequestRejected, clipped, shown_id
 from openjev.request.schema import ErrorResponse, SystemOneRequest
 from openjev.service import Runtime, Service
 from openjev.tasks.fitting import fit_task
@@ -39,7 +39,6 @@ from openjev.tasks.schema import TaskRequest
 from openjev.tasks.store import StoreFull, Task, TaskTooLarge
 
 #: Characters of an unknown task or fit id its 404 repeats.
-SHOWN_ID = 64
 router = APIRouter()
 
 
@@ -74,7 +73,7 @@ async def kept(service: Service, document: dict[str, Any]) -> Task:
     except TaskTooLarge as error:
         raise too_large(error.args[0], store.max_bytes) from None
     except ValueError as error:
-        message = f"the fit gave a task that cannot serve: {clipped(str(error))}"
+        message = f"the fit gave a task that cannot serve: {clipped(str(error), ENTRY_BYTES)}"
         raise RequestRejected([Issue(("examples",), message)]) from None
 
 
@@ -146,7 +145,7 @@ async def answer_fit(job: FitJob, receive: Receive, background: bool, retry_afte
 def _known(request: Request, service: Service, identifier: str) -> FitJob:
     job = service.fit_jobs.get(identifier)
     if job is None:
-        raise HttpError(404, "not_found", f"no fit {clipped(identifier, SHOWN_ID)!r} here")
+        raise HttpError(404, "not_found", f"no fit {shown_id(identifier)} here")
     return job
 
 

@@ -27,12 +27,12 @@ from fastapi.responses import JSONResponse, Response
 from starlette.types import Receive
 
 from openjev.api.dependencies import AUTHORIZED, RuntimeDep, ServiceDep
-from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HttpError, clipped
+from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HttpError
 from openjev.api.strict_json import StrictJSONRoute
-from openjev.api.task_fits import SHOWN_ID, answer_fit, full, start_fit, too_large
+from openjev.api.task_fits import answer_fit, full, start_fit, too_large
 from openjev.api.task_fits import router as fits_router
 from openjev.endpoints import TASKS_MAX_PAGE, TASKS_PAGE, TASKS_PATH
-from openjev.errors import RequestRejected
+from openjev.errors import RequestRejected, shown_id
 from openjev.request.schema import ErrorResponse
 from openjev.service import Runtime, Service
 from openjev.tasks.schema import TaskRequest, canonical_examples, check_task
@@ -77,7 +77,7 @@ def summary(task: Task) -> dict[str, Any]:
 def _known(store: TaskStore, identifier: str) -> Task:
     task = store.get(identifier)
     if task is None:
-        raise HttpError(404, "not_found", f"no task {clipped(identifier, SHOWN_ID)!r} here")
+        raise HttpError(404, "not_found", f"no task {shown_id(identifier)} here")
     return task
 
 
