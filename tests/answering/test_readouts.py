@@ -43,8 +43,8 @@ def test_log_space_combination_and_prior_division() -> None:
     content = [0.1, 0.2, 0.7]
     prior = [0.6, 0.3, 0.1]
     seen = [c * q for c, q in zip(content, prior, strict=True)]
-    assert debiased([seen, seen], [prior, prior]) == pytest.approx(content)
-    assert debiased([seen], [None]) == pytest.approx(seen)
+    assert debiased("score", [seen, seen], [prior, prior]) == pytest.approx(content)
+    assert debiased("score", [seen], [None]) == pytest.approx(seen)
 
 
 class PositionBiasedModel(PromptReadingModel):
