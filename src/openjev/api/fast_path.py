@@ -32,7 +32,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from openjev.api.body import INLINE_BYTES, replay
+from openjev.api.body import replay
+from openjev.api.body_decoding import INLINE_BYTES
 from openjev.api.decisions import answer_decisions, answer_openrouter
 from openjev.api.errors import handled_error_response
 from openjev.api.evaluating import IMAGE_PARTS, answer_request, asks_long_context
