@@ -61,7 +61,8 @@ from openjev.prompting.conversation_memo import ConversationMemo, Lookup
 from openjev.prompting.encoding import PromptEncoder
 from openjev.prompting.image_marks import PromptImages
 from openjev.prompting.prompt_ids import SharedIds
-from openjev.prompting.prompts import ANSWER_CUES, template_header_length
+from openjev.prompting.prompts import template_header_length
+from openjev.prompting.question_texts import ANSWER_CUES
 from openjev.prompting.tokenizer import ChatTokenizer, TemplateError
 from openjev.request.images import ImageInput
 from openjev.request.schema import BoxQuestion, SystemOneRequest

@@ -20,7 +20,8 @@ from openjev.answering.readouts import MAX_SHIFTED_OPTIONS, QuestionViews
 from openjev.backends.base import BackendError, LabelLogprobs, ReadoutCall
 from openjev.config import Settings
 from openjev.engine import Engine
-from openjev.prompting.prompts import ANSWER_CUES, frame_conversation
+from openjev.prompting.prompts import frame_conversation
+from openjev.prompting.question_texts import ANSWER_CUES
 from openjev.prompting.tokenizer import ChatTokenizer
 from openjev.request.schema import ChoiceQuestion, NoulQuestion
 from tests.conftest import ServeOpenJev

@@ -59,15 +59,8 @@ from openjev.options import AnswerCue, ScoreLabels
 from openjev.prompting.box_grammar import CUE as BOX_CUE
 from openjev.prompting.image_marks import ImageMarks
 from openjev.prompting.labels import LabelSet, build_label_set
-from openjev.prompting.prompts import (
-    ANSWER_CUES,
-    ConversationFrame,
-    box_text,
-    choice_text,
-    frame_conversation,
-    noul_text,
-    score_text,
-)
+from openjev.prompting.prompts import ConversationFrame, frame_conversation
+from openjev.prompting.question_texts import ANSWER_CUES, box_text, choice_text, noul_text, score_text
 from openjev.prompting.tokenizer import ChatTokenizer, Segment
 from openjev.request.schema import BoxQuestion, ChoiceQuestion, NoulQuestion, ScoreQuestion
 

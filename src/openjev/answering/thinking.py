@@ -52,7 +52,8 @@ from openjev.backends.base import Backend, BackendError, GenerationCall, Readout
 from openjev.backends.slots import BackendSlots
 from openjev.config import Settings
 from openjev.prompting.budget import TokenBudget
-from openjev.prompting.prompts import ANSWER_CUES, frame_conversation
+from openjev.prompting.prompts import frame_conversation
+from openjev.prompting.question_texts import ANSWER_CUES
 from openjev.prompting.tokenizer import ChatTokenizer
 
 log = logging.getLogger("openjev.answering.thinking")
