@@ -64,18 +64,20 @@ def macro_f1_of(gold: Sequence[str], predicted: Sequence[str]) -> Figure:
 
 def ece_of(confidences: Sequence[float], correct: Sequence[bool], bins: int = 10) -> Figure:
     """Expected calibration error over `bins` equal-mass bins of the confidence (`metrics.ece`):
-    items sorted stably by confidence, the first n mod bins groups one item larger,
-    ECE = Σ_b |Σ_{i∈b} correct_i - Σ_{i∈b} conf_i| / n."""
+    items sorted stably by confidence (ties in a resample by the items' order), the first n mod bins
+    groups one item larger, ECE = Σ_b |Σ_{i∈b} correct_i - Σ_{i∈b} conf_i| / n."""
     confidence = np.asarray(confidences, dtype=float)
-    right = np.asarray(correct, dtype=float)
+    order = np.argsort(confidence, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    # Each item's gap, in confidence order: a resample sorts its items' ranks (integers) and reads these.
+    gap = (np.asarray(correct, dtype=float) - confidence)[order]
 
     def figure(indices: np.ndarray) -> np.ndarray:
         n = indices.shape[1]
-        order = np.take_along_axis(indices, np.argsort(confidence[indices], axis=1, kind="stable"), axis=1)
         size, extra = divmod(n, bins)
         edges = np.cumsum([0] + [size + (b < extra) for b in range(bins)])[:-1]
-        edges = edges[edges < n]
-        gaps = np.add.reduceat(right[order] - confidence[order], edges, axis=1)
+        gaps = np.add.reduceat(gap[np.sort(rank[indices], axis=1)], edges[edges < n], axis=1)
         return np.abs(gaps).sum(axis=1) / n
 
     return figure
