@@ -83,7 +83,15 @@ def compare_runs(a: Path, b: Path, *, strict: bool = False) -> dict[str, Any]:
     same = [key for key in keyed_a if key in keyed_b]
     pairing = "id, state, question and gold" if strict else "id, state and gold"
     if not same:
-        raise NotAnEvalRun(f"{a} and {b} share no row with the same {pairing}")
+        older = [str(run) for run, records in ((a, records_a), (b, records_b)) if not _itemised(records)]
+        hint = (
+            f" ({', '.join(older)}: judged before rows were marked with item_sha256, so paired only with "
+            "the same question; the same `openjev eval` command run again on the same server marks them, "
+            "asking no row it has answered)"
+            if older and not strict
+            else ""
+        )
+        raise NotAnEvalRun(f"{a} and {b} share no row with the same {pairing}{hint}")
     paired_ids = {str(keyed_a[key]["id"]) for key in same}
     differ = sum(1 for key in records_a if key in records_b and key not in paired_ids)
     reports = [json.loads((directory / "report.json").read_text(encoding="utf-8")) for directory in (a, b)]
@@ -108,6 +116,10 @@ def compare_runs(a: Path, b: Path, *, strict: bool = False) -> dict[str, Any]:
         "draws": DRAWS,
         "seed": SEED,
     }
+
+
+def _itemised(records: Mapping[str, Mapping[str, Any]]) -> bool:
+    return all("item_sha256" in record for record in records.values())
 
 
 def _by_question(pairs_a: list[dict[str, Any]], pairs_b: list[dict[str, Any]]) -> dict[tuple[str, str], list[int]]:
