@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import SecretStr, ValidationError
 
+from openjev.batch.compare_command import compare_command
 from openjev.batch.default_group import DefaultCommandGroup
 from openjev.batch.file_commands import answer_rows_of, file_command_options, read_file_rows, target_of
 from openjev.config import Settings
@@ -264,9 +265,15 @@ def eval_file(
 
     Accuracy, precision, recall, F1, the confusion matrix, Brier, ECE and pairs, with plots."""
     from openjev.batch.evaluation import evaluate, now, run_metadata
+    from openjev.batch.outputs import OutputError, check_eval_out
     from openjev.batch.rows import read_question
     from openjev.batch.server_info import server_facts
 
+    try:
+        check_eval_out(out, [file, options["question"]])
+    except OutputError as error:
+        typer.echo(f"openjev: {error}", err=True)
+        raise typer.Exit(2) from None
     rows = read_file_rows(file, options, need_gold=True)
     out.mkdir(parents=True, exist_ok=True)
     target, started, facts = target_of(options), now(), {}
@@ -288,25 +295,7 @@ def eval_file(
         raise typer.Exit(1)
 
 
-@eval_app.command("compare")
-def eval_compare(
-    run_a: Annotated[Path, typer.Argument(help="The --out folder of one `openjev eval` run (A).")],
-    run_b: Annotated[Path, typer.Argument(help="The --out folder of another run on the same rows (B).")],
-    json_file: Annotated[Path | None, typer.Option("--json", help="Also write the comparison as JSON here.")] = None,
-) -> None:
-    """Run B against run A on the rows both answered: the paired difference, per question and overall.
-
-    Accuracy of each, B - A with a paired bootstrap 95% interval, and the 2x2 table of right and wrong."""
-    from openjev.batch.compare import NotAnEvalRun, compare_runs, comparison_text
-
-    try:
-        comparison = compare_runs(run_a, run_b)
-    except NotAnEvalRun as error:
-        typer.echo(f"openjev: {error}", err=True)
-        raise typer.Exit(2) from None
-    typer.echo(comparison_text(comparison), nl=False)
-    if json_file is not None:
-        json_file.write_text(json.dumps(comparison, indent=2, ensure_ascii=False))
+eval_app.command("compare")(compare_command)
 
 
 @app.command()
@@ -319,10 +308,10 @@ def classify(
     **options: Any,
 ) -> None:
     """Answer every row of a file, one JSON line per row as it finishes; exit 1 if any row got an error."""
-    from openjev.batch.outputs import OutputError, journal_path, write_table
+    from openjev.batch.outputs import OutputError, check_classify_out, write_table
 
     try:
-        journal = journal_path(out)
+        journal = check_classify_out(out, [file, options["question"]])
     except OutputError as error:
         typer.echo(f"openjev: {error}", err=True)
         raise typer.Exit(2) from None

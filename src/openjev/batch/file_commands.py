@@ -31,6 +31,11 @@ FILE_COMMAND_OPTIONS: dict[str, tuple[Any, Any, str]] = {
         "A score's gold: auto (level index from 0, or text), index, text, rating (from 1).",
     ),
     "restart": (bool, False, "Delete the answers file first instead of resuming it."),
+    "resume_edited": (
+        bool,
+        False,
+        "Resume although the file's content changed (the same file edited): answers of unchanged rows stand.",
+    ),
 }
 
 
@@ -85,8 +90,15 @@ def answer_rows_of(
     on_served: Callable[[str], None] = lambda url: None,
     counted: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    from openjev.batch.answers_file import ResumeRefused, rebind
     from openjev.batch.runner import run_rows
 
+    if options["resume_edited"] and not options["restart"]:
+        try:
+            rebind(answers, file)
+        except ResumeRefused as error:
+            typer.echo(f"openjev: {error}", err=True)
+            raise typer.Exit(2) from None
     return run_rows(
         rows, target_of(options), answers, source=file, restart=options["restart"], on_served=on_served, counted=counted
     )
