@@ -309,7 +309,7 @@ def eval_compare(
 
 
 @app.command()
-@file_command_options
+@file_command_options(gold=False)
 def classify(
     file: Annotated[Path, typer.Argument(help="Rows to answer: JSONL, JSON, CSV, TSV or Parquet (.gz too).")],
     out: Annotated[

@@ -13,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from openjev.batch.answers_file import Opened
-from openjev.batch.client import answer_rows
+from openjev.batch.asking import answer_rows
+from openjev.batch.client import Sending
 from openjev.batch.local_server import embedded_server
 from openjev.batch.progress import Progress
 from openjev.batch.rows import Row
@@ -32,6 +33,7 @@ class Target:
     api_key: str | None = None
     model: str = "jev-latest"
     concurrency: int = 4
+    sending: Sending = field(default_factory=Sending)
 
 
 @contextlib.contextmanager
@@ -65,5 +67,6 @@ def answer_file(
                 model=target.model,
                 concurrency=target.concurrency,
                 progress=progress,
+                sending=target.sending,
             )
         )
