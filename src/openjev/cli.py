@@ -266,6 +266,9 @@ def eval_file(
     from openjev.batch.rows import read_question
     from openjev.batch.server_info import server_facts
 
+    if out.exists() and not out.is_dir():
+        typer.echo(f"openjev: --out {out} is a file; eval writes a folder (answers.jsonl and the reports)", err=True)
+        raise typer.Exit(2)
     rows = read_file_rows(file, options, need_gold=True)
     out.mkdir(parents=True, exist_ok=True)
     target, started, facts = target_of(options), now(), {}

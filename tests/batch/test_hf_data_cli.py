@@ -82,3 +82,18 @@ def test_limit_sample_dry_run_stdin_and_concurrency(tmp_path: Path, openjev_on_f
     assert piped.returncode == 0 and len(answers_of(tmp_path / "s.jsonl")) == len(STATES), piped.stderr
     zero = openjev_cli("classify", str(path), "--url", url, "--concurrency", "0")
     assert zero.returncode == 2 and "--concurrency" in zero.stderr
+
+
+def test_help_lists_what_each_command_reads_and_eval_out_on_a_file_is_refused(tmp_path: Path) -> None:
+    wide = {"COLUMNS": "200"}
+    eval_help = openjev_cli("eval", "--help", env=wide).stdout
+    assert all(flag in eval_help for flag in ("compare", "--label-column", "--score-gold", "--dry-run", "--out"))
+    classify_help = openjev_cli("classify", "--help", env=wide).stdout
+    assert "--dry-run" in classify_help
+    assert not any(flag in classify_help for flag in ("--label-column", "--score-gold", "--label-names"))
+    taken = tmp_path / "report.txt"
+    taken.write_text("mine")
+    rows = write_rows(tmp_path / "in.jsonl", [{"state": "s", "question": CHOICE, "gold": "billing"}])
+    done = openjev_cli("eval", str(rows), "--out", str(taken), "--url", "http://127.0.0.1:9")
+    assert done.returncode == 2 and "is a file" in done.stderr and "Traceback" not in done.stderr
+    assert taken.read_text() == "mine"
