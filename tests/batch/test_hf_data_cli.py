@@ -64,6 +64,9 @@ def test_limit_sample_dry_run_stdin_and_concurrency(tmp_path: Path, openjev_on_f
     assert requests_with_status(openjev_on_fake, 200) == 0 and not (tmp_path / "dry.jsonl").exists()
     limited = openjev_cli("classify", str(path), "--url", url, "--limit", "3", "--out", str(tmp_path / "l.jsonl"))
     assert limited.returncode == 0 and sorted(r["line"] for r in answers_of(tmp_path / "l.jsonl").values()) == [1, 2, 3]
+    table = tmp_path / "l.csv"
+    named = openjev_cli("classify", str(path), "--url", url, "--limit", "2", "--out", str(table))
+    assert named.returncode == 0 and named.stderr.strip().splitlines()[-1].startswith(f"answers written to {table}")
     drawn = []
     for name, seed in (("a", "7"), ("b", "7"), ("c", "8")):
         out = tmp_path / f"{name}.jsonl"

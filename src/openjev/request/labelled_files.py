@@ -100,16 +100,18 @@ def _text_records(
     return (_jsonl if kind == ".jsonl" else _json)(text, problems)
 
 
-def read_labelled(path: Path, columns: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """The file's labelled states (`state`, `label`, `pair`), in order (module doc)."""
+def read_labelled(path: Path, columns: Mapping[str, str] | None = None) -> list[tuple[int, dict[str, Any]]]:
+    """The file's labelled states (`state`, `label` (else `gold`), `pair`), in order, each with its line
+    (module doc)."""
     problems = Problems(path)
-    rows = [_labelled(line, row, problems) for line, row in read_records(path, columns, problems)]
+    rows = [(line, _labelled(line, row, problems)) for line, row in read_records(path, columns, problems)]
     problems.raise_any()
     return rows
 
 
 def _labelled(line: int, row: dict[str, Any], problems: Problems) -> dict[str, Any]:
-    state, label, pair = row.get("state"), row.get("label"), row.get("pair")
+    state, pair = row.get("state"), row.get("pair")
+    label = row.get("label") if row.get("label") not in (None, "") else row.get("gold")
     if state in (None, "") or label in (None, ""):
         problems.add(line, "every row needs a state and a label")
     return {"state": state, "label": label, **({"pair": str(pair)} if pair not in (None, "") else {})}
