@@ -86,7 +86,10 @@ def test_a_dead_server_stops_a_200_row_run_in_seconds_naming_the_url(tmp_path: P
     rows, out = rows_file(tmp_path, 200), tmp_path / "a.jsonl"
     dead = ScriptedServer(lambda method, path: (500, {}, b"internal error"))
     sick = ScriptedServer(lambda method, path: (200, {}, b"{}") if path == "/health" else (500, {}, b"boom"))
+    failed = ScriptedServer(lambda method, path: (503, {"retry-after": "1"}, b'{"status": "failed", "ready": false}'))
     try:
+        done, took = classify(rows, failed.url, out)
+        assert done.returncode == 1 and took < 15 and "the server could not start" in done.stderr, done.stderr
         done, took = classify(rows, dead.url, out)
         assert done.returncode == 1 and took < 15, done.stderr
         assert f"GET {dead.url}/health answered 500" in done.stderr and dead.posts == 0
@@ -98,6 +101,7 @@ def test_a_dead_server_stops_a_200_row_run_in_seconds_naming_the_url(tmp_path: P
     finally:
         dead.stop()
         sick.stop()
+        failed.stop()
 
 
 def test_a_url_without_scheme_or_with_v1_is_told_at_once(tmp_path: Path, openjev_on_fake: RunningOpenJev) -> None:

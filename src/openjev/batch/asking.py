@@ -2,7 +2,8 @@
 
 Contract:
 - Before the first row, `GET /health` (once; only a server that says when to come back is waited
-  for): no answer, or a failure status, stops the run naming the URL; a 404 under a URL ending in
+  for, and not one whose status is `failed`): no answer, or a failure status, stops the run naming
+  the URL; a 404 under a URL ending in
   `/v1` says to drop it (openjev asks `/v1/systemone` under the URL itself). A server without
   `/health` (404 elsewhere) is asked on.
 - The server is identified as it reports itself: the served model of `/health`, the answer settings
@@ -47,8 +48,16 @@ async def checked_health(client: httpx.AsyncClient, policy: RetryPolicy) -> dict
     """`/health`'s JSON object ({} from a server without one); ServerUnreachable as the module doc says."""
     url = str(client.base_url).rstrip("/")
     once = RetryPolicy(0, policy.breaker, policy.pacer, policy.deadline_s)
+
+    async def probe() -> httpx.Response:
+        response = await client.get("/health")
+        if response.status_code == 503 and _object(response).get("status") == "failed":
+            # Its Retry-After is not a promise: a server that could not start will not start by waiting.
+            raise ServerUnreachable(f"GET {url}/health: the server could not start: {response.text[:200]}")
+        return response
+
     try:
-        response, _, _ = await send_with_retry(lambda: client.get("/health"), policy=once)
+        response, _, _ = await send_with_retry(probe, policy=once)
     except httpx.TransportError as error:
         raise ServerUnreachable(f"no server answers at {url} (GET {url}/health: {error!r})") from None
     if response.status_code == 404 and url.endswith("/v1"):
