@@ -1,7 +1,6 @@
 """The `openjev` command: serve the API, print its OpenAPI schema, smoke-test a deployment, fit tasks,
 evaluate a server on a labelled file (`eval`) and answer a file (`classify`)."""
 
-import asyncio
 import inspect
 import json
 import logging
@@ -167,7 +166,7 @@ def _question(value: str) -> Any:
 @tasks_app.command("fit")
 def tasks_fit(
     file: Annotated[
-        Path, typer.Argument(help="Labelled states: JSONL (state, label, pair) or CSV with those columns.")
+        Path, typer.Argument(help="Labelled states: JSONL, JSON, CSV, TSV or Parquet (state, label or gold, pair).")
     ],
     question: Annotated[str, typer.Option(help="The question (noul, choice or score) as JSON, or a JSON file.")],
     url: Annotated[
@@ -176,31 +175,15 @@ def tasks_fit(
     ] = None,
     api_key: Annotated[str | None, typer.Option(envvar="OPENJEV_API_KEY", help="Bearer key of --url.")] = None,
     json_file: Annotated[Path | None, typer.Option("--json", help="Also write the task as JSON here.")] = None,
+    state_column: Annotated[str, typer.Option(help="The file's column (or key) holding each state.")] = "state",
+    label_column: Annotated[str, typer.Option(help="The file's column holding the label (else gold).")] = "label",
+    pair_column: Annotated[str, typer.Option(help="The file's column naming contrastive pairs.")] = "pair",
 ) -> None:
     """Fit a task from a file of labelled states and print its held-out report; exit 1 if it is refused."""
-    from openjev.batch.client import ServerUnreachable
-    from openjev.batch.jobs import Target, served
-    from openjev.batch.local_server import ServerFailed
-    from openjev.batch.task_fit import fit
-    from openjev.request.labelled_files import LabelledFileError, read_labelled
-    from openjev.tasks.client import report_lines
+    from openjev.batch.fit_command import fit_file
 
-    try:
-        body = {"question": _question(question), "examples": read_labelled(file)}
-    except LabelledFileError as error:
-        raise typer.BadParameter(str(error), param_hint="FILE") from None
-    try:
-        with served(Target(url)) as base:
-            status, task = asyncio.run(fit(base, body, api_key))
-    except (ServerUnreachable, ServerFailed) as error:
-        typer.echo(f"openjev: {error}", err=True)
-        raise typer.Exit(1) from None
-    if status not in (200, 201):
-        typer.echo(f"openjev: the task was refused ({status}): {task}", err=True)
-        raise typer.Exit(1)
-    if json_file is not None:
-        json_file.write_text(json.dumps(task, indent=1, ensure_ascii=False))
-    typer.echo("\n".join(report_lines(task)))
+    columns = {"state": state_column, "label": label_column, "pair": pair_column}
+    fit_file(file, _question(question), columns, url, api_key, json_file)
 
 
 TaskUrl = Annotated[str, typer.Option(help="The running openjev whose tasks these are.")]
@@ -299,7 +282,7 @@ eval_app.command("compare")(compare_command)
 
 
 @app.command()
-@file_command_options
+@file_command_options(gold=False)
 def classify(
     file: Annotated[Path, typer.Argument(help="Rows to answer: JSONL, JSON, CSV, TSV or Parquet (.gz too).")],
     out: Annotated[
@@ -318,6 +301,8 @@ def classify(
     rows = read_file_rows(file, options, need_gold=False)
     records = answer_rows_of(rows, options, journal, file)
     write_table(out, rows, records)
+    if out != journal:
+        typer.echo(f"answers written to {out} (as they came: {journal})", err=True)
     if any("answer" not in records.get(row.id, {}) for row in rows):
         raise typer.Exit(1)
 

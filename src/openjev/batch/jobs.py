@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from openjev.batch.answers_file import Opened, compact
-from openjev.batch.client import answer_rows
+from openjev.batch.asking import answer_rows
+from openjev.batch.client import Sending
 from openjev.batch.local_server import embedded_server
 from openjev.batch.progress import Progress
 from openjev.batch.rows import Row
@@ -33,6 +34,7 @@ class Target:
     api_key: str | None = None
     model: str = "jev-latest"
     concurrency: int = 4
+    sending: Sending = field(default_factory=Sending)
 
 
 @contextlib.contextmanager
@@ -68,6 +70,7 @@ def answer_file(
                     model=target.model,
                     concurrency=target.concurrency,
                     progress=progress,
+                    sending=target.sending,
                 )
             )
     finally:
