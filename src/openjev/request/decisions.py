@@ -211,8 +211,10 @@ class _Translator:
         self.places[(*jev, "criteria")] = (*loc, "levels")
         for position in range(len(question.levels)):
             self.places[(*jev, "criteria", position)] = (*loc, "levels", position)
-        levels = [level.label if level.description is None else f"{level.label}: {level.description}"
-                  for level in question.levels]  # fmt: skip
+        levels = [
+            level.label if level.description is None else f"{level.label}: {level.description}"
+            for level in question.levels
+        ]
         labels = tuple(level.label for level in question.levels)
         return ScoreQuestion(type="score", instructions=instructions, criteria=levels), AskedQuestion(
             question.name, labels=labels
