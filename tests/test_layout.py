@@ -10,10 +10,10 @@ Neither `src/` nor `evals/` has an import cycle.
 
 The limits flag a file or function that does two jobs; they are not targets. `engine.py` stays under
 300 lines (the journey read top to bottom), and at most two files of `src/` sit within 10 lines of the
-file limit. `# fmt: skip` keeps a statement as written only where a table reads better aligned: rows
+file limit. A `fmt: skip` comment keeps a statement as written only where a table reads better aligned: rows
 of expected values or payloads side by side (a test's cases, an SGLang request body, a probe's
 settings), columns a reader compares down; a call or a literal merely packed under the line limit is
-formatted. Its count in `src/` and `tests/` is bounded.
+formatted. Their count in `src/` and `tests/` is bounded.
 """
 
 from __future__ import annotations
