@@ -16,8 +16,12 @@ from openjev.options import Frontend
 from tests.conftest import ServeOpenJev
 from tests.fake_sglang import FakeSGLang, payloads
 
-READOUT = {"sampling_params": {"max_new_tokens": 1, "temperature": 0}, "return_logprob": True,
-           "logprob_start_len": -1, "token_ids_logprob": [5]}  # fmt: skip
+READOUT = {
+    "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+    "return_logprob": True,
+    "logprob_start_len": -1,
+    "token_ids_logprob": [5],
+}
 QUESTIONS = {
     "urgent": {"type": "noul", "instructions": "Is this urgent?"},
     "team": {"type": "choice", "instructions": "Which team?", "criteria": {"billing": None, "shipping": None}},
@@ -69,8 +73,13 @@ def test_one_rank_launches_and_sends_exactly_what_it_did_before(tmp_path: Path) 
     )
     assert "--dp-size" not in sglang_command(base, 1, tmp_path)
     assert list(generate_payload(ReadoutCall("r", [1], [2]))) == [
-        "rid", "input_ids", "sampling_params", "return_logprob", "logprob_start_len", "token_ids_logprob",
-    ]  # fmt: skip
+        "rid",
+        "input_ids",
+        "sampling_params",
+        "return_logprob",
+        "logprob_start_len",
+        "token_ids_logprob",
+    ]
     assert generate_payload(ReadoutCall("r", [1], [2], routed_dp_rank=1))["routed_dp_rank"] == 1
 
 
@@ -92,8 +101,13 @@ def test_several_ranks_launch_with_dp_size_on_the_python_frontend(tmp_path: Path
 
 def conversation(index: int, turns: int) -> dict:
     """A support chat that grows by one exchange per turn; its opening names it."""
-    messages = [{"role": "user", "content": f"Ticket {index}: my order number {index * 7919} arrived broken, the "
-                 "box was crushed and two of the three glasses inside are shattered. What can you do?"}]  # fmt: skip
+    messages = [
+        {
+            "role": "user",
+            "content": f"Ticket {index}: my order number {index * 7919} arrived broken, the "
+            "box was crushed and two of the three glasses inside are shattered. What can you do?",
+        }
+    ]
     for turn in range(1, turns):
         messages += [
             {"role": "assistant", "content": f"Sorry to hear that. Step {turn}: can you send a photo?"},
@@ -104,8 +118,11 @@ def conversation(index: int, turns: int) -> dict:
 
 def warm_ups(fake: FakeSGLang) -> list[dict]:
     """The fake's warm-up calls (one label id; not openjev's readiness probe) with their cached tokens."""
-    return [call["body"] | {"cached": fake.cached_tokens[call["body"]["rid"]]} for call in fake.generate_calls
-            if len(call["body"]["token_ids_logprob"]) == 1 and call["body"]["input_ids"] != [0]]  # fmt: skip
+    return [
+        call["body"] | {"cached": fake.cached_tokens[call["body"]["rid"]]}
+        for call in fake.generate_calls
+        if len(call["body"]["token_ids_logprob"]) == 1 and call["body"]["input_ids"] != [0]
+    ]
 
 
 def test_connect_reads_the_rank_count_and_pins_each_conversation(
@@ -143,8 +160,9 @@ def test_without_routing_a_two_rank_sglang_loses_cached_prefixes(
     """OPENJEV_DATA_PARALLEL_SIZE=1 overrides /server_info: nothing is pinned, SGLang takes turns, and
     branches land on a rank that never saw their warm-up."""
     with FakeSGLang(dp_size=2) as fake:
-        server = serve_openjev("--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir),
-                               env={"OPENJEV_DATA_PARALLEL_SIZE": "1"})  # fmt: skip
+        server = serve_openjev(
+            "--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir), env={"OPENJEV_DATA_PARALLEL_SIZE": "1"}
+        )
         with server.client() as client:
             assert client.get("/v1/limits").json()["data_parallel_size"] == 1
             assert client.post("/v1/systemone", json=conversation(2, 1)).status_code == 200

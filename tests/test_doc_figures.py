@@ -44,7 +44,7 @@ def quoted(page: str, pattern: str) -> tuple[int, ...]:
         ("api.md", r"message is clipped to (\d+) KiB", (errors.MESSAGE_BYTES // 1024,)),
         ("api.md", r"past ([\d,]+) issues only their", (parsing.MAX_ENUMERATED_ISSUES,)),
     ],
-)  # fmt: skip
+)
 def test_a_quoted_figure_is_its_constant(page: str, pattern: str, values: tuple[int, ...]) -> None:
     assert quoted(page, pattern) == values
 

@@ -96,8 +96,9 @@ def test_a_sure_first_rotation_is_read_alone(chat):
 @pytest.mark.parametrize("average", ["probability", "log"])
 def test_four_rotations_are_four_branches_keyed_by_the_original_names(chat, average):
     backend = LetterBiasedModel(chat)
-    engine = Engine(Settings(option_shifts=4, contextual_calibration=UNCALIBRATED, rotation_average=average), chat,
-                    backend)  # fmt: skip
+    engine = Engine(
+        Settings(option_shifts=4, contextual_calibration=UNCALIBRATED, rotation_average=average), chat, backend
+    )
     answers, calls = ask(engine, {"q": CHOICE, "yes": {"type": "noul", "instructions": "Is it?"}})
     assert calls == 1 + 4 + 1  # warm-up, four rotations (the first is unsure), the noul question once
     assert list(answers["q"]["probabilities"]) == ["w", "c", "o", "r"]

@@ -171,8 +171,12 @@ def test_the_token_count_is_the_processor_s(spec):
 
 
 def test_the_sglang_vision_spec_comes_from_the_model_s_files():
-    config = {"image_token_id": 3, "vision_start_token_id": 1, "vision_end_token_id": 2,
-              "vision_config": {"patch_size": 16, "spatial_merge_size": 2}}  # fmt: skip
+    config = {
+        "image_token_id": 3,
+        "vision_start_token_id": 1,
+        "vision_end_token_id": 2,
+        "vision_config": {"patch_size": 16, "spatial_merge_size": 2},
+    }
     tokenizer = {
         "added_tokens": [{"id": 1, "content": "<s>"}, {"id": 2, "content": "</s>"}, {"id": 3, "content": "<p>"}]
     }

@@ -7,6 +7,13 @@ one above, and the core (everything below `api`) never imports a web framework.
 In `evals/`, the shared harness (`evals.harness`) imports no suite package (every other package under
 `evals/`) and a suite imports no other suite; the entry scripts at the top register the suites.
 Neither `src/` nor `evals/` has an import cycle.
+
+The limits flag a file or function that does two jobs; they are not targets. `engine.py` stays under
+300 lines (the journey read top to bottom), and at most two files of `src/` sit within 10 lines of the
+file limit. A `fmt: skip` comment keeps a statement as written only where a table reads better aligned: rows
+of expected values or payloads side by side (a test's cases, an SGLang request body, a probe's
+settings), columns a reader compares down; a call or a literal merely packed under the line limit is
+formatted. Their count in `src/` and `tests/` is bounded.
 """
 
 from __future__ import annotations
@@ -47,6 +54,10 @@ LAYERS: list[tuple[str, ...]] = [
 WEB_FRAMEWORKS = ("fastapi", "starlette", "uvicorn")
 MAX_FUNCTION_LINES = 60
 MAX_FILE_LINES = 400
+MAX_ENGINE_LINES = 300
+#: Files of `src/` allowed within NEAR_LIMIT lines of MAX_FILE_LINES.
+NEAR_LIMIT, MAX_NEAR_LIMIT_FILES = 10, 2
+MAX_FMT_SKIPS = 80
 
 
 def module_name(path: Path, root: Path = SOURCE.parent) -> str:
@@ -124,6 +135,27 @@ def test_no_file_is_longer_than_400_lines() -> None:
         if (count := len(path.read_text().splitlines())) > MAX_FILE_LINES
     ]
     assert long == []
+
+
+def test_the_engine_reads_in_under_300_lines_and_few_files_sit_at_the_limit() -> None:
+    assert len((SOURCE / "engine.py").read_text().splitlines()) < MAX_ENGINE_LINES
+    near = [
+        f"{path.relative_to(ROOT)} ({count} lines)"
+        for path in SOURCE.rglob("*.py")
+        if (count := len(path.read_text().splitlines())) > MAX_FILE_LINES - NEAR_LIMIT
+    ]
+    assert len(near) <= MAX_NEAR_LIMIT_FILES, near
+
+
+def test_fmt_skip_is_kept_for_aligned_tables_only() -> None:
+    marker = "# fmt" + ": skip"  # spelled apart so this file does not count itself
+    skips = {
+        str(path.relative_to(ROOT)): count
+        for folder in ("src", "tests")
+        for path in (ROOT / folder).rglob("*.py")
+        if (count := path.read_text().count(marker))
+    }
+    assert sum(skips.values()) <= MAX_FMT_SKIPS, sorted(skips.items(), key=lambda item: -item[1])
 
 
 def test_imports_follow_the_layers_and_the_core_has_no_web_framework() -> None:

@@ -136,8 +136,11 @@ def test_the_server_serves_the_contents_best_in_any_order(content_only_stack, qu
     scores, reordered = question
     answers = []
     for order in (list(scores), reordered):
-        body = {"model": "jev-latest", "state": json.dumps(scores),
-                "questions": {"q": {"type": "choice", "criteria": {text: None for text in order}}}}  # fmt: skip
+        body = {
+            "model": "jev-latest",
+            "state": json.dumps(scores),
+            "questions": {"q": {"type": "choice", "criteria": {text: None for text in order}}},
+        }
         response = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=30)
         assert response.status_code == 200, response.text
         answers.append(response.json()["answers"]["q"])

@@ -88,8 +88,9 @@ def test_a_cached_prefix_is_answered_in_one_step_and_an_evicted_one_once_in_one_
 ):
     # Requests arriving while a step runs wait for the next one, as in SGLang's event loop.
     fake_sglang.scheduler.step_seconds = 0.2
-    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir),
-                           env={"OPENJEV_WARM_PREFIX_SHARE": share})  # fmt: skip
+    server = serve_openjev(
+        "--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env={"OPENJEV_WARM_PREFIX_SHARE": share}
+    )
     body = {"model": "jev-latest", "state": STATE, "questions": QUESTIONS}
 
     scheduler = fake_sglang.scheduler
@@ -98,8 +99,12 @@ def test_a_cached_prefix_is_answered_in_one_step_and_an_evicted_one_once_in_one_
         calls, steps, prefilled = len(fake_sglang.generate_calls), scheduler.steps, scheduler.prefilled
         response = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=30)
         assert response.status_code == 200, response.text
-        return (response.json()["answers"], len(fake_sglang.generate_calls) - calls, scheduler.steps - steps,
-                scheduler.prefilled - prefilled)  # fmt: skip
+        return (
+            response.json()["answers"],
+            len(fake_sglang.generate_calls) - calls,
+            scheduler.steps - steps,
+            scheduler.prefilled - prefilled,
+        )
 
     first, calls, steps, cold = ask()
     prefix = fake_sglang.generate_calls[-9]["body"]["input_ids"]

@@ -82,11 +82,18 @@ def test_one_option_or_level_is_certain_in_every_confidence_mode():
     assert [choice_confidence([1.0] + [0.0] * n) for n in (1, 2, 254)] == [1.0, 1.0, 1.0]
     for mode in ConfidenceMode:
         assert choice_answer(["only"], [-7.5], 1.0, mode) == {
-            "type": "choice", "choice": "only", "probabilities": {"only": 1.0}, "confidence": 1.0
-        }  # fmt: skip
+            "type": "choice",
+            "choice": "only",
+            "probabilities": {"only": 1.0},
+            "confidence": 1.0,
+        }
         assert score_answer(["Calm"], [-3.0], 0.5, mode) == {
-            "type": "score", "score": 0.0, "legend": {"0": "Calm"}, "probabilities": {"0": 1.0}, "confidence": 1.0
-        }  # fmt: skip
+            "type": "score",
+            "score": 0.0,
+            "legend": {"0": "Calm"},
+            "probabilities": {"0": 1.0},
+            "confidence": 1.0,
+        }
 
 
 def test_noul_reads_probability_of_yes():

@@ -113,8 +113,12 @@ def test_box_questions_need_the_request_s_one_image(vision_stack):
             assert issue["loc"] == ["body", "questions", "where"] and f"it has {count}" in issue["msg"]
         # The only image is another question's: the box's generation would not see it.
         other = {**noul, "instructions": ["Is this a dog?", "<image:a>"]}
-        elsewhere = {"model": "jev-latest", "state": "text", "assets": {"<image:a>": photo},
-                     "questions": {"where": box, "is": other}}  # fmt: skip
+        elsewhere = {
+            "model": "jev-latest",
+            "state": "text",
+            "assets": {"<image:a>": photo},
+            "questions": {"where": box, "is": other},
+        }
         response = client.post("/v1/systemone", json=elsewhere)
         assert response.status_code == 422
         assert [issue["loc"] for issue in response.json()["detail"]] == [["body", "questions", "where"]]
@@ -138,8 +142,12 @@ def test_a_generation_that_is_not_a_box_is_a_backend_error(vision_stack):
         return answer
 
     photo = base64.b64encode(png(64, 48, (9, 9, 9))).decode()
-    body = {"model": "jev-latest", "state": ["<image:p>"], "questions": {"where": {"type": "box"}},
-            "assets": {"<image:p>": {"type": "image", "format": "png", "data_base64": photo}}}  # fmt: skip
+    body = {
+        "model": "jev-latest",
+        "state": ["<image:p>"],
+        "questions": {"where": {"type": "box"}},
+        "assets": {"<image:p>": {"type": "image", "format": "png", "data_base64": photo}},
+    }
     fake.mangle = cut_short
     try:
         response = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=30)

@@ -74,8 +74,10 @@ def test_unforeseen_error_is_a_counted_500_with_request_id_and_no_internals(qwen
     assert logged and "boom at" in str(logged[0].exc_info[1])
 
 
-@pytest.mark.parametrize(("error", "status"), [(BackendError(f"SGLang said {SECRET}"), 502),
-                                               (BackendUnavailable(f"unreachable at {SECRET}"), 503)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [(BackendError(f"SGLang said {SECRET}"), 502), (BackendUnavailable(f"unreachable at {SECRET}"), 503)],
+)
 def test_backend_failures_show_no_backend_words(qwen_tokenizer_dir, error, status) -> None:
     client = started(create_app(settings_for(qwen_tokenizer_dir), FailingBackend(error)))
     response = client.post("/v1/systemone", json=support_ticket())
@@ -231,8 +233,10 @@ def test_openapi_documents_errors_security_and_assets(client) -> None:
         assert "401" in schema["paths"][path]["get"]["responses"]
         assert schema["paths"][path]["get"]["security"] == [{"HTTPBearer": []}]
     assert schema["components"]["securitySchemes"]["HTTPBearer"] == {
-        **schema["components"]["securitySchemes"]["HTTPBearer"], "type": "http", "scheme": "bearer"
-    }  # fmt: skip
+        **schema["components"]["securitySchemes"]["HTTPBearer"],
+        "type": "http",
+        "scheme": "bearer",
+    }
     assert operation["security"] == [{"HTTPBearer": []}]
     # Image assets as the official schema has them (a vision model takes them; a text-only one says so).
     assets = schema["components"]["schemas"]["SystemOneRequest"]["properties"]["assets"]

@@ -84,9 +84,12 @@ def test_no_caller_byte_reaches_sglang_and_repeated_placeholders_are_bounded(vis
     plain, chunk = out.getvalue(), bytes(2 * 1024 * 1024)
     padded = plain[:-12] + struct.pack(">I", len(chunk)) + b"prVt" + chunk
     padded += struct.pack(">I", zlib.crc32(b"prVt" + chunk)) + plain[-12:]
-    request = {"model": "jev-latest", "state": "look " + "<image:a> " * 25,
-               "questions": {"a": {"type": "noul", "instructions": "?"}, "b": {"type": "noul", "instructions": "!"}},
-               "assets": {"<image:a>": {"type": "image", "part": "img"}}}  # fmt: skip
+    request = {
+        "model": "jev-latest",
+        "state": "look " + "<image:a> " * 25,
+        "questions": {"a": {"type": "noul", "instructions": "?"}, "b": {"type": "noul", "instructions": "!"}},
+        "assets": {"<image:a>": {"type": "image", "part": "img"}},
+    }
     files = {"request": (None, json.dumps(request), "application/json"), "img": ("a.png", padded, "image/png")}
     prepared = httpx.Request("POST", f"{server.url}/v1/systemone", files=files)
     body = zstd_compress(prepared.read())
@@ -100,9 +103,12 @@ def test_no_caller_byte_reaches_sglang_and_repeated_placeholders_are_bounded(vis
     assert sum(sent) < readouts * (len(body) + 25 * 64 * 64 * 3)
     # 20 times a 1024x1024 image (1,024 positions each) is 20,480 positions: over the default 16,384.
     big = base64.b64encode(png(1024, 1024, (9, 9, 9))).decode()
-    repeated = {"model": "jev-latest", "state": "see " + "<image:r> " * 20,
-                "questions": {"q": {"type": "noul", "instructions": "?"}},
-                "assets": {"<image:r>": {"type": "image", "format": "png", "data_base64": big}}}  # fmt: skip
+    repeated = {
+        "model": "jev-latest",
+        "state": "see " + "<image:r> " * 20,
+        "questions": {"q": {"type": "noul", "instructions": "?"}},
+        "assets": {"<image:r>": {"type": "image", "format": "png", "data_base64": big}},
+    }
     refused = httpx.post(f"{server.url}/v1/systemone", json=repeated, timeout=120)
     assert refused.status_code == 422 and ["body", "assets"] in detail(refused)
     assert "20480" in refused.text and "OPENJEV_MAX_IMAGE_POSITIONS" in refused.text
@@ -110,8 +116,12 @@ def test_no_caller_byte_reaches_sglang_and_repeated_placeholders_are_bounded(vis
 
 def test_an_image_part_over_its_cap_is_refused_as_it_is_split(vision_stack):
     server, _ = vision_stack
-    request = {"model": "jev-latest", "state": "<image:a>", "questions": {"q": {"type": "noul", "instructions": "?"}},
-               "assets": {"<image:a>": {"type": "image", "part": "big"}}}  # fmt: skip
+    request = {
+        "model": "jev-latest",
+        "state": "<image:a>",
+        "questions": {"q": {"type": "noul", "instructions": "?"}},
+        "assets": {"<image:a>": {"type": "image", "part": "big"}},
+    }
     files = {"request": (None, json.dumps(request), "application/json"), "big": ("b.png", bytes(11 << 20), "image/png")}
     prepared = httpx.Request("POST", f"{server.url}/v1/systemone", files=files)
     body = zstd_compress(prepared.read())

@@ -35,8 +35,12 @@ def test_a_16_bit_grayscale_png_reaches_the_model_scaled_not_white(vision_stack)
     # A gray ramp 0..64764 in steps of 1028, which is 4 in 8 bits: clipped, every pixel but the first was 255.
     ramp = png16(0, [[x * 1028 for x in range(64)]] * 64)
     question = {"q": {"type": "noul", "instructions": "?"}}
-    body = {"model": "jev-latest", "state": "Scan: <image:s>", "questions": question,
-            "assets": {"<image:s>": as_asset(ramp)}}  # fmt: skip
+    body = {
+        "model": "jev-latest",
+        "state": "Scan: <image:s>",
+        "questions": question,
+        "assets": {"<image:s>": as_asset(ramp)},
+    }
     before = len(fake.generate_calls)
     response = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=60)
     assert response.status_code == 200, response.text
@@ -49,8 +53,12 @@ def test_an_extreme_aspect_ratio_is_a_422_naming_the_asset_for_noul_and_box(visi
     server, _ = vision_stack
     for size in ((300, 1), (1, 300)):
         for question in ({"type": "noul", "instructions": "Is it a banner?"}, {"type": "box", "instructions": "logo"}):
-            body = {"model": "jev-latest", "state": "Banner: <image:b>", "questions": {"q": question},
-                    "assets": {"<image:b>": as_asset(png(*size, (9, 9, 9)))}}  # fmt: skip
+            body = {
+                "model": "jev-latest",
+                "state": "Banner: <image:b>",
+                "questions": {"q": question},
+                "assets": {"<image:b>": as_asset(png(*size, (9, 9, 9)))},
+            }
             response = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=60)
             assert response.status_code == 422 and detail(response) == [["body", "assets", "<image:b>"]], response.text
             assert "aspect ratio of 300:1" in response.text
@@ -67,9 +75,12 @@ def test_image_content_parts_show_their_asset(vision_stack):
     answers = []
     for part in parts:
         content = [{"type": "text", "text": "What does this photo show?"}, part]
-        body = {"model": "jev-latest", "state": [{"role": "user", "content": content}],
-                "questions": {"q": {"type": "noul", "instructions": "Is it red?"}},
-                "assets": {"<image:p>": as_asset(picture)}}  # fmt: skip
+        body = {
+            "model": "jev-latest",
+            "state": [{"role": "user", "content": content}],
+            "questions": {"q": {"type": "noul", "instructions": "Is it red?"}},
+            "assets": {"<image:p>": as_asset(picture)},
+        }
         before = len(fake.generate_calls)
         response = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=60)
         assert response.status_code == 200, response.text
@@ -82,8 +93,11 @@ def test_image_content_parts_show_their_asset(vision_stack):
         {"type": "text", "text": "And this?"},
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
     ]
-    body = {"model": "jev-latest", "state": [{"role": "user", "content": content}],
-            "questions": {"q": {"type": "noul", "instructions": "?"}}}  # fmt: skip
+    body = {
+        "model": "jev-latest",
+        "state": [{"role": "user", "content": content}],
+        "questions": {"q": {"type": "noul", "instructions": "?"}},
+    }
     response = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=60)
     assert response.status_code == 422 and detail(response) == [["body", "state", 0, "content", 1, "type"]]
     assert "placeholder" in response.text
@@ -94,9 +108,12 @@ def test_a_state_holding_an_image_deep_inside_is_answered_or_a_422(vision_stack,
     from tests.robustness.test_chat_fields import nested
 
     server, _ = vision_stack
-    body = {"model": "jev-latest", "state": {"scan": nested(depth, "Photo: <image:d>")},
-            "questions": {"q": {"type": "noul", "instructions": "?"}},
-            "assets": {"<image:d>": as_asset(png(40, 30, (1, 2, 3)))}}  # fmt: skip
+    body = {
+        "model": "jev-latest",
+        "state": {"scan": nested(depth, "Photo: <image:d>")},
+        "questions": {"q": {"type": "noul", "instructions": "?"}},
+        "assets": {"<image:d>": as_asset(png(40, 30, (1, 2, 3)))},
+    }
     response = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=60)
     if depth < 254:
         assert response.status_code == 200, response.text
@@ -133,8 +150,12 @@ def test_vision_is_read_from_local_files_before_any_hub_look_up(qwen_tokenizer_d
     from tests.fake_sglang.rules import VOCAB_SIZE
 
     with unreachable_hub() as (hub, asked):
-        env = {"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0",
-               "OPENJEV_BACKEND_VOCAB_SIZE": str(VOCAB_SIZE)}  # fmt: skip
+        env = {
+            "HF_ENDPOINT": hub,
+            "HF_HOME": str(tmp_path / "hf"),
+            "HF_HUB_OFFLINE": "0",
+            "OPENJEV_BACKEND_VOCAB_SIZE": str(VOCAB_SIZE),
+        }
         # SGLang names its tokenizer by a hub name (not a directory here); --tokenizer and the local model
         # directory hold every file: images are served, and the hub is never asked.
         fake = FakeSGLang(vision=True, tokenizer_path="example-org/vision-model").start()

@@ -108,8 +108,12 @@ def test_json_data_base64_with_curl_s_body_and_the_counts_include_image_tokens(v
 def test_a_gzip_multipart_body_as_the_sdk_writes_it(vision_stack):
     server, _ = vision_stack
     question = {"q": {"type": "noul", "instructions": "?"}}
-    request = {"model": "jev-latest", "state": "Look: <image:a>", "questions": question,
-               "assets": {"<image:a>": {"type": "image", "part": "asset-0"}}}  # fmt: skip
+    request = {
+        "model": "jev-latest",
+        "state": "Look: <image:a>",
+        "questions": question,
+        "assets": {"<image:a>": {"type": "image", "part": "asset-0"}},
+    }
     files = {
         "request": (None, json.dumps(request), "application/json"),
         "asset-0": ("asset-0", png(64, 64, (1, 2, 3)), "image/png"),
@@ -156,8 +160,12 @@ def test_multipart_parts_are_claimed_exactly_once(vision_stack):
     picture = png(40, 40, (9, 9, 9))
 
     def post(assets, parts):
-        request = {"model": "jev-latest", "state": "<image:a> <image:b>", "assets": assets,
-                   "questions": {"q": {"type": "noul", "instructions": "?"}}}  # fmt: skip
+        request = {
+            "model": "jev-latest",
+            "state": "<image:a> <image:b>",
+            "assets": assets,
+            "questions": {"q": {"type": "noul", "instructions": "?"}},
+        }
         files = {"request": (None, json.dumps(request), "application/json")}
         files |= {name: (name, picture, "image/png") for name in parts}
         return httpx.post(f"{server.url}/v1/systemone", files=files)
@@ -294,8 +302,12 @@ def test_the_token_budgets_count_every_image_position(vision_stack, tmp_path):
     )
     try:
         picture = base64.b64encode(png(1024, 1024, (8, 8, 8))).decode()  # 1,024 positions, 3 ids
-        body = {"model": "jev-latest", "state": "<image:b>", "questions": {"q": {"type": "noul", "instructions": "?"}},
-                "assets": {"<image:b>": {"type": "image", "format": "png", "data_base64": picture}}}  # fmt: skip
+        body = {
+            "model": "jev-latest",
+            "state": "<image:b>",
+            "questions": {"q": {"type": "noul", "instructions": "?"}},
+            "assets": {"<image:b>": {"type": "image", "format": "png", "data_base64": picture}},
+        }
         refused = httpx.post(f"{server.url}/v1/systemone", json=body, timeout=60)
         assert ["body", "state"] in detail(refused)
         (issue,) = refused.json()["detail"]

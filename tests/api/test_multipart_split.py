@@ -62,15 +62,21 @@ def test_a_part_past_its_cap_is_refused_without_looking_past_the_cap() -> None:
     ("body", "content_type", "words"),
     [
         (b"--" + b"b" * 300 + b"--\r\n", "multipart/form-data; boundary=" + "b" * 300, "at most 70 characters"),
-        (body_of({"a": b"x\r\n--" + BOUNDARY.encode() + b"X"})[0], f"multipart/form-data; boundary={BOUNDARY}",
-         "appears inside a part"),
+        (
+            body_of({"a": b"x\r\n--" + BOUNDARY.encode() + b"X"})[0],
+            f"multipart/form-data; boundary={BOUNDARY}",
+            "appears inside a part",
+        ),
         (b"no boundary here", f"multipart/form-data; boundary={BOUNDARY}", "holds no boundary"),
-        (b"--" + BOUNDARY.encode() + b"\r\n" + b"X" * 20_000, f"multipart/form-data; boundary={BOUNDARY}",
-         "head is missing"),
+        (
+            b"--" + BOUNDARY.encode() + b"\r\n" + b"X" * 20_000,
+            f"multipart/form-data; boundary={BOUNDARY}",
+            "head is missing",
+        ),
         (b"--x--", "multipart/form-data", "needs a boundary"),
     ],
     ids=["long-boundary", "boundary-inside", "no-boundary", "endless-head", "no-boundary-parameter"],
-)  # fmt: skip
+)
 def test_what_rfc_2046_forbids_is_a_400(body: bytes, content_type: str, words: str) -> None:
     with pytest.raises(HttpError) as refused:
         multipart.split_body(body, content_type, 1 << 20, 4, 1 << 20)

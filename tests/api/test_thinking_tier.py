@@ -12,8 +12,13 @@ NOUL = {"type": "noul", "instructions": "Is this urgent?"}
 CHOICE = {"type": "choice", "criteria": {"a": None, "b": None, "c": None}}
 # Every request awaits its warm-up, even over a prefix cached by the request before: the call counts
 # below count it. A choice is read in one rotation, so each question is one readout (and one thought).
-THINK_ALL = {"OPENJEV_THINK_MARGIN": "1000", "OPENJEV_THINK_MAX_SHARE": "1", "OPENJEV_THINK_BUDGET_TOKENS": "16",
-             "OPENJEV_WARM_PREFIX_SHARE": "0", "OPENJEV_OPTION_SHIFTS": "1"}  # fmt: skip
+THINK_ALL = {
+    "OPENJEV_THINK_MARGIN": "1000",
+    "OPENJEV_THINK_MAX_SHARE": "1",
+    "OPENJEV_THINK_BUDGET_TOKENS": "16",
+    "OPENJEV_WARM_PREFIX_SHARE": "0",
+    "OPENJEV_OPTION_SHIFTS": "1",
+}
 
 
 def body(questions, model="openjev-think"):
@@ -55,8 +60,11 @@ def test_both_calls_on_the_cached_prefix_with_headers_and_usage(think_server, fa
     thoughts = [call for call in calls if call["sampling_params"]["max_new_tokens"] > 1]
     assert len(thoughts) == 2
     for thought in thoughts:
-        assert thought["sampling_params"] == {"max_new_tokens": 16, "temperature": 0, "stop_token_ids": thought[
-            "sampling_params"]["stop_token_ids"]}  # fmt: skip
+        assert thought["sampling_params"] == {
+            "max_new_tokens": 16,
+            "temperature": 0,
+            "stop_token_ids": thought["sampling_params"]["stop_token_ids"],
+        }
         assert thought["sampling_params"]["stop_token_ids"][0] == close
         # SGLang #34719: a generation carries a label list like every readout.
         assert thought["token_ids_logprob"] == [close] and thought["return_logprob"] is True
@@ -93,8 +101,14 @@ def test_the_share_cap_escalates_the_least_confident(think_server, fake_sglang):
     response = httpx.post(f"{server.url}/v1/systemone", json=body(questions), timeout=30)
     assert response.headers["x-openjev-escalated"] == "2"  # ceil(0.25 * 5)
     limits = httpx.get(f"{server.url}/v1/limits").json()["thinking"]
-    assert limits == {"model": "openjev-think", "mode": "template", "margin_nats": 1000.0, "max_share": 0.25,
-                      "window_questions": 1000, "budget_tokens": 16}  # fmt: skip
+    assert limits == {
+        "model": "openjev-think",
+        "mode": "template",
+        "margin_nats": 1000.0,
+        "max_share": 0.25,
+        "window_questions": 1000,
+        "budget_tokens": 16,
+    }
     from openjev.answering.escalation import margin
 
     margins = sorted((margin(answer), qid) for qid, answer in first["answers"].items())

@@ -37,8 +37,9 @@ SCORE = {"type": "score", "instructions": "How strict is the contract?", "criter
 
 
 def ask(url: str, questions: dict[str, Any], state: str = DOCUMENT) -> dict[str, Any]:
-    response = httpx.post(f"{url}/v1/systemone", json={"model": "jev-latest", "state": state, "questions": questions},
-                          timeout=60)  # fmt: skip
+    response = httpx.post(
+        f"{url}/v1/systemone", json={"model": "jev-latest", "state": state, "questions": questions}, timeout=60
+    )
     assert response.status_code == 200, response.text
     return response.json()["answers"]
 
@@ -95,8 +96,11 @@ def test_content_free_readouts_go_in_the_same_call_and_a_failed_batch_is_aborted
         shared = common_prefix_length(prompts[0], prompts[1])  # the request's state, which "N/A" replaces
         assert common_prefix_length(prompts[2], prompts[0]) == shared > common_prefix_length(prompts[3], prompts[0])
         fake.fail_on_call = fake._calls + 2  # the next request's batch (after its warm-up)
-        response = httpx.post(f"{server.url}/v1/systemone", json={"model": "jev-latest", "state": "Another one.",
-                                                                  "questions": questions}, timeout=30)  # fmt: skip
+        response = httpx.post(
+            f"{server.url}/v1/systemone",
+            json={"model": "jev-latest", "state": "Another one.", "questions": questions},
+            timeout=30,
+        )
         assert response.status_code == 502 and response.json()["detail"]["error_type"] == "backend_error"
         failed = set(rids_of(fake.generate_posts[-1]["body"]))
         posted = {call["body"]["rid"] for call in fake.requests if call["path"] == "/abort_request"}
@@ -111,8 +115,15 @@ def test_content_free_readouts_are_kept_within_openjev_content_free_cache_bytes(
     other = {**SCORE, "instructions": "How fair is the contract?"}
     with FakeSGLang() as fake:
         for capacity, kept in ((ENTRY_OVERHEAD + 3 * FLOAT_BYTES, True), (ENTRY_OVERHEAD + 3 * FLOAT_BYTES - 1, False)):
-            server = serve_openjev("--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir), *ONE_VIEW,
-                                   "--content-free-cache-bytes", str(capacity))  # fmt: skip
+            server = serve_openjev(
+                "--connect",
+                fake.url,
+                "--tokenizer",
+                str(qwen_tokenizer_dir),
+                *ONE_VIEW,
+                "--content-free-cache-bytes",
+                str(capacity),
+            )
 
             def batch(question: dict[str, Any], url: str = server.url) -> int:
                 ask(url, {"q": question}, "A short contract.")
@@ -182,8 +193,11 @@ def test_a_batch_answers_as_its_single_readouts_and_one_readout_stays_a_plain_ca
 
 
 def post(fake: FakeSGLang, **body: Any) -> httpx.Response:
-    readout = {"sampling_params": {"max_new_tokens": 1, "temperature": 0}, "return_logprob": True,
-               "logprob_start_len": -1}  # fmt: skip
+    readout = {
+        "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+        "return_logprob": True,
+        "logprob_start_len": -1,
+    }
     return httpx.post(f"{fake.url}/generate", json={**readout, **body}, timeout=10)
 
 

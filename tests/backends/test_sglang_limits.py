@@ -65,8 +65,10 @@ def test_context_length_is_the_scheduler_limit(rust: bool, context: int, kv: int
         # ...and one token more is what SGLang 0.5.19 refuses (a crash on the Python frontend).
         outcome = judge(
             {"input_ids": [7] * budget, "sampling_params": {"max_new_tokens": 1}},
-            rust=rust, context_length=context, max_total_num_tokens=kv,
-        )  # fmt: skip
+            rust=rust,
+            context_length=context,
+            max_total_num_tokens=kv,
+        )
         assert outcome is not None and outcome.crash is not rust
 
 

@@ -81,8 +81,14 @@ def record(kind: str, plain: list[float], rot: list[float], priors: tuple[list[f
     views = {"rot": dict(zip(names, rot, strict=True))}
     priors_by_view = {"plain": priors[0], "rot": priors[1]}
     probabilities = dict(zip(names, plain, strict=True))
-    return {"id": "x/00/0/decision", "type": kind, "probabilities": probabilities, "views": views,
-            "content_free": priors_by_view, "gold": "a"}  # fmt: skip
+    return {
+        "id": "x/00/0/decision",
+        "type": kind,
+        "probabilities": probabilities,
+        "views": views,
+        "content_free": priors_by_view,
+        "gold": "a",
+    }
 
 
 def test_the_variants_combine_views_without_any_letter_prior() -> None:
@@ -119,8 +125,18 @@ def test_the_report_counts_pairs_permissive_recall_and_same_answers() -> None:
     rows = []
     for half, (gold, read) in enumerate((("a", [0.7, 0.1, 0.1, 0.1]), ("b", [0.6, 0.2, 0.1, 0.1]))):
         row = record("choice", read, read, ([0.25] * 4, [0.25] * 4))
-        rows.append({**row, "id": f"f/00/{half}/decision", "pair": "f/00", "state": f"f/00/{half}",
-                     "family": "f", "split": "dev", "permissive": "b", "gold": gold})  # fmt: skip
+        rows.append(
+            {
+                **row,
+                "id": f"f/00/{half}/decision",
+                "pair": "f/00",
+                "state": f"f/00/{half}",
+                "family": "f",
+                "split": "dev",
+                "permissive": "b",
+                "gold": gold,
+            }
+        )
     figures = report.type_figures(report.variant_records({}, rows, "plain"), report.variant_records({}, rows, "plain"))
     assert figures["accuracy"] == 0.5 and figures["pair_accuracy"] == 0.0 and figures["same_answer"] == 1.0
     assert figures["permissive"]["recall"] == 0.0 and figures["permissive"]["chosen"] == 0.0

@@ -42,8 +42,9 @@ def foreign(request: pytest.FixtureRequest, openjev_on_fake: RunningOpenJev) -> 
 
     async def systemone(incoming: Request) -> Response:
         async with httpx.AsyncClient(base_url=openjev_on_fake.url, timeout=60) as client:
-            answer = await client.post("/v1/systemone", content=await incoming.body(),
-                                       headers={"content-type": "application/json"})  # fmt: skip
+            answer = await client.post(
+                "/v1/systemone", content=await incoming.body(), headers={"content-type": "application/json"}
+            )
         return Response(answer.content, answer.status_code, media_type="application/json")
 
     routes = [Route("/v1/models", lambda _: models()), Route("/v1/limits", lambda _: limits())]
@@ -88,8 +89,9 @@ def test_a_server_that_is_not_openjev_is_run_and_what_it_did_not_say_recorded(
 def test_a_server_that_refuses_the_key_is_refused(
     serve_openjev, fake_sglang, qwen_tokenizer_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    guarded = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir),
-                            env={"OPENJEV_API_KEY": "s3cret"})  # fmt: skip
+    guarded = serve_openjev(
+        "--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env={"OPENJEV_API_KEY": "s3cret"}
+    )
     out = tmp_path / "run"
     assert run.main(["jev-dev", "--url", guarded.url, "--api-key", "wrong", "--limit", "1", "--out", str(out)]) == 2
     assert "answered 401" in capsys.readouterr().err

@@ -167,8 +167,10 @@ def test_the_server_answer_settings_are_recorded_and_a_resume_against_others_ref
     # Another server that differs only in its cue, or in the calibration file's content: refused, not mixed.
     # (run.json is pointed at its URL, so that only the answer settings differ.)
     calibration.write_text(json.dumps({"format": "openjev-calibration/1", "temperatures": {"choice": {"3-4": 1.2}}}))
-    for env in ({"OPENJEV_CALIBRATION_FILE": str(calibration), "OPENJEV_ANSWER_CUE": "json"},
-                {"OPENJEV_CALIBRATION_FILE": str(calibration)}):  # fmt: skip
+    for env in (
+        {"OPENJEV_CALIBRATION_FILE": str(calibration), "OPENJEV_ANSWER_CUE": "json"},
+        {"OPENJEV_CALIBRATION_FILE": str(calibration)},
+    ):
         other = serve_openjev(*base, env=env)
         meta = json.loads((out / "run.json").read_text())
         (out / "run.json").write_text(json.dumps({**meta, "url": other.url}))
@@ -206,8 +208,12 @@ def test_the_committed_runs_are_still_read(directory: Path, tmp_path: Path) -> N
 def test_a_thinking_tier_run_reports_escalations_and_pairs_with_one_token(
     serve_openjev, fake_sglang, qwen_tokenizer_dir: Path, tmp_path: Path
 ) -> None:
-    env = {"OPENJEV_THINK_MARGIN": "1000", "OPENJEV_THINK_MAX_SHARE": "0.5", "OPENJEV_THINK_BUDGET_TOKENS": "6",
-           "OPENJEV_OPTION_SHIFTS": "1"}  # fmt: skip
+    env = {
+        "OPENJEV_THINK_MARGIN": "1000",
+        "OPENJEV_THINK_MAX_SHARE": "0.5",
+        "OPENJEV_THINK_BUDGET_TOKENS": "6",
+        "OPENJEV_OPTION_SHIFTS": "1",
+    }
     server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env=env)
     one, think = tmp_path / "one", tmp_path / "think"
     assert run.main(["mmlu-pro-dev", "--url", server.url, "--limit", "4", "--out", str(one)]) == 0
@@ -220,8 +226,13 @@ def test_a_thinking_tier_run_reports_escalations_and_pairs_with_one_token(
     assert [line["reasoning_tokens"] for line in lines] == [6, 0, 6, 0]
     assert json.loads((think / "run.json").read_text())["model"] == "openjev-think"
     thinking = json.loads((think / "report.json").read_text())["thinking"]
-    assert thinking == {"n": 4, "escalated": 2, "escalated_share": 0.5, "reasoning_tokens_p50": 6,
-                        "reasoning_tokens_p95": 6}  # fmt: skip
+    assert thinking == {
+        "n": 4,
+        "escalated": 2,
+        "escalated_share": 0.5,
+        "reasoning_tokens_p50": 6,
+        "reasoning_tokens_p95": 6,
+    }
     assert "escalated (thinking tier) | 2 of 4" in (think / "report.md").read_text()
     assert json.loads((one / "report.json").read_text())["thinking"] is None
     # The tiers pair item by item; resuming the thinking run with another --model is refused.

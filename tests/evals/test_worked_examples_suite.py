@@ -41,8 +41,18 @@ def test_items_are_contrastive_pairs_with_one_worked_example_per_option() -> Non
 
 def test_the_report_pairs_the_arms_and_measures_position_error() -> None:
     def line(item: str, arm: str, choice: str, gold: str = "a") -> dict:
-        return {"item": item, "pair": item[0], "arm": arm, "type": "choice", "gold": gold, "gold_position": 0,
-                "choice": choice, "probabilities": {"a": 0.5, "b": 0.5}, "latency_s": 1.0, "model": "m"}  # fmt: skip
+        return {
+            "item": item,
+            "pair": item[0],
+            "arm": arm,
+            "type": "choice",
+            "gold": gold,
+            "gold_position": 0,
+            "choice": choice,
+            "probabilities": {"a": 0.5, "b": 0.5},
+            "latency_s": 1.0,
+            "model": "m",
+        }
 
     answered = [
         line("p1", "plain", "b"),

@@ -28,8 +28,9 @@ class Readout:
     rank: int | None
 
 
-def readout(rid: str, ids: Sequence[int], values: Sequence[float], aborted: bool, counts: tuple[int, int],
-            rank: int | None) -> Readout:  # fmt: skip
+def readout(
+    rid: str, ids: Sequence[int], values: Sequence[float], aborted: bool, counts: tuple[int, int], rank: int | None
+) -> Readout:
     """The readout of the label `ids` whose logprobs are `values` (-inf as float32's least), the most
     likely sampled; `counts`: its prompt and cached tokens."""
     position = [[FLOAT32_MIN if math.isinf(v) else v, t, None] for v, t in zip(values, ids, strict=True)]
@@ -76,5 +77,12 @@ def readout_answer(readout: Readout, *, rust: bool) -> dict[str, Any]:
 
 def model_card(name: str, max_model_len: int | None) -> dict[str, Any]:
     """One model of `/v1/models` as SGLang lists it (`max_model_len` None: a server that does not say)."""
-    return {"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang", "root": name,
-            "parent": None, "max_model_len": max_model_len}  # fmt: skip
+    return {
+        "id": name,
+        "object": "model",
+        "created": int(time.time()),
+        "owned_by": "sglang",
+        "root": name,
+        "parent": None,
+        "max_model_len": max_model_len,
+    }

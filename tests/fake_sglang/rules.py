@@ -98,8 +98,10 @@ def judge(body: Any, *, rust: bool, context_length: int, max_total_num_tokens: i
         return Outcome(f"The input ({len(input_ids)} tokens) is longer than the model's context length.")
     limit = max_req_input_len(context_length, max_total_num_tokens)
     if len(input_ids) >= limit:
-        return Outcome(f"Input length ({len(input_ids)} tokens) exceeds the maximum allowed length ({limit} tokens).",
-                       crash=not rust)  # fmt: skip
+        return Outcome(
+            f"Input length ({len(input_ids)} tokens) exceeds the maximum allowed length ({limit} tokens).",
+            crash=not rust,
+        )
     return None
 
 

@@ -37,9 +37,13 @@ from tests.fake_sglang.rules import VOCAB_SIZE
 #: The Qwen tokenizer's vision tokens (the tests' tokenizer has them as added special tokens).
 VISION_START, IMAGE_PAD, VISION_END = 151652, 151655, 151653
 #: Qwen3-VL's processor: patch 16, merge 2, at least 256x256 pixels, at most 4096x4096.
-PREPROCESSOR = {"patch_size": 16, "merge_size": 2, "temporal_patch_size": 2,
-                "size": {"shortest_edge": 65536, "longest_edge": 16777216},
-                "image_processor_type": "Qwen2VLImageProcessorFast"}  # fmt: skip
+PREPROCESSOR = {
+    "patch_size": 16,
+    "merge_size": 2,
+    "temporal_patch_size": 2,
+    "size": {"shortest_edge": 65536, "longest_edge": 16777216},
+    "image_processor_type": "Qwen2VLImageProcessorFast",
+}
 SPEC = VisionSpec("<|vision_start|>", "<|image_pad|>", "<|vision_end|>", 16, 2, 65536, 16777216)
 #: SGLang's pad values sit above every vocabulary id (`schedule_batch.py`: 1_000_000 + hash % 2**30).
 PAD_VALUE_BASE = 1_000_000

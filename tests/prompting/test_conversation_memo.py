@@ -14,7 +14,8 @@ from openjev.backends.base import Backend, LabelLogprobs, ReadoutCall
 from openjev.config import Settings
 from openjev.engine import Engine
 from openjev.errors import RequestRejected
-from openjev.prompting.conversation_memo import ConversationMemo, prove_shape, split_segments
+from openjev.prompting.conversation_memo import ConversationMemo
+from openjev.prompting.memo_windows import prove_shape, split_segments
 from openjev.prompting.prompts import frame_conversation, state_messages
 from openjev.prompting.question_texts import ANSWER_CUE
 from openjev.prompting.tokenizer import ChatTokenizer

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from openjev.errors import Issue, RequestRejected
-from openjev.request.decisions import data_url_asset
+from openjev.request.content_parts import data_url_asset
 from openjev.request.openrouter import with_image_assets
 from openjev.request.positional_images import ImagePlaces, with_positional_images
 from openjev.request.schema import ImageURL, SystemOneRequest

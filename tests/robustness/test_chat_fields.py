@@ -120,25 +120,35 @@ def test_deep_nesting_in_a_valid_chat_is_answered_or_a_422_naming_it(
         ({"role": {"a": 1}, "content": "x"}, [0, "role"]),
         ({"role": "assistant", "content": "x", "reasoning_content": 3}, [0, "reasoning_content"]),
         ({"role": "assistant", "content": "", "tool_calls": "call"}, [0, "tool_calls"]),
-        ({"role": "assistant", "content": "", "tool_calls": [{"function": {"name": 1}}]},
-         [0, "tool_calls", 0, "function", "name"]),
-        ({"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": 2}}]},
-         [0, "tool_calls", 0, "function", "arguments"]),
+        (
+            {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": 1}}]},
+            [0, "tool_calls", 0, "function", "name"],
+        ),
+        (
+            {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": 2}}]},
+            [0, "tool_calls", 0, "function", "arguments"],
+        ),
         ({"role": "tool", "content": "x", "tool_call_id": ["1"]}, [0, "tool_call_id"]),
         # A tool call with neither `function` nor `name`, and a function without its arguments: the
         # template cannot print them (it said "Undefined is not JSON serializable", naming only state).
         ({"role": "assistant", "content": "", "tool_calls": [{"id": "1"}]}, [0, "tool_calls", 0, "function"]),
-        ({"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f"}}]},
-         [0, "tool_calls", 0, "function", "arguments"]),
-        ({"role": "assistant", "content": "", "tool_calls": [{"function": {"arguments": "{}"}}]},
-         [0, "tool_calls", 0, "function", "name"]),
+        (
+            {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f"}}]},
+            [0, "tool_calls", 0, "function", "arguments"],
+        ),
+        (
+            {"role": "assistant", "content": "", "tool_calls": [{"function": {"arguments": "{}"}}]},
+            [0, "tool_calls", 0, "function", "name"],
+        ),
         # Nested past the limit: named down to six keys into the state, never a RecursionError's 500.
-        ({"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": nested(600)}}]},
-         [0, "tool_calls", 0, "function", "arguments", 0]),
+        (
+            {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": nested(600)}}]},
+            [0, "tool_calls", 0, "function", "arguments", 0],
+        ),
         ({"role": "user", "content": "x", "x_unused": nested(600)}, [0, "x_unused", 0, "k", 0, "k"]),
         ({"role": "user", "content": ["x", nested(600)]}, [0, "content", 1, 0, "k", 0]),
     ],
-)  # fmt: skip
+)
 def test_each_malformed_field_is_named(openjev_on_fake: RunningOpenJev, message: dict, loc: list) -> None:
     body = {"model": "jev-latest", "state": [message], "questions": {"q": {"type": "noul", "instructions": "?"}}}
     for _ in range(2):  # the second time the conversation memo looks the state up first

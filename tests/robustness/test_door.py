@@ -338,10 +338,16 @@ def test_a_5_mb_photo_as_a_data_url_is_answered_on_both_decision_routes(keyed) -
     server, _ = keyed
     url = photo_data_url(5_000_000)
     content = [{"type": "input_text", "text": "Photo:"}, {"type": "input_image", "image_url": url}]
-    decisions = {"model": "gpt-6-luna", "input": [{"role": "user", "content": content}],
-                 "questions": [{"type": "predicate", "instructions": "Is it dark?"}]}  # fmt: skip
-    openrouter = {"model": "jev-latest", "state": ["Photo:", {"type": "image_url", "image_url": {"url": url}}],
-                  "questions": {"q": {"type": "noul", "instructions": "Is it dark?"}}}  # fmt: skip
+    decisions = {
+        "model": "gpt-6-luna",
+        "input": [{"role": "user", "content": content}],
+        "questions": [{"type": "predicate", "instructions": "Is it dark?"}],
+    }
+    openrouter = {
+        "model": "jev-latest",
+        "state": ["Photo:", {"type": "image_url", "image_url": {"url": url}}],
+        "questions": {"q": {"type": "noul", "instructions": "Is it dark?"}},
+    }
     with httpx.Client(base_url=server.url, headers=AUTH, timeout=120) as http:
         for path, body in (("/v1/decisions", decisions), ("/api/alpha/decisions", openrouter)):
             answer = http.post(path, json=body)

@@ -76,8 +76,14 @@ def test_a_jpeg_shown_15_times_costs_about_its_own_bytes_per_showing_and_the_bud
         entries = image_entries(fake, before)
         sent = sum(len(entry) for entry in entries)
         wire = sum(fake.generate_bytes[wire_before:])
-        figures(client_bytes=len(request.content), source_jpeg=len(photo), showings=len(entries),
-                image_bytes=sent, wire_bytes=wire, ratio=round(sent / (len(photo) * len(entries)), 3))  # fmt: skip
+        figures(
+            client_bytes=len(request.content),
+            source_jpeg=len(photo),
+            showings=len(entries),
+            image_bytes=sent,
+            wire_bytes=wire,
+            ratio=round(sent / (len(photo) * len(entries)), 3),
+        )
         assert len(entries) >= 15 * 16 and all(entry.startswith(b"\xff\xd8\xff") for entry in entries)
         assert sent <= BUDGET and sent <= 1.2 * len(photo) * len(entries)
         # The same image shown to four times as many questions is over the budget: a 422 naming `assets`.

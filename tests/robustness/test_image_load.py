@@ -132,7 +132,7 @@ def test_memory_returns_near_its_start_after_a_burst_of_padded_images(serve_open
     }
     server = serve_openjev(
         "--connect", vision_fake.url, "--tokenizer", str(vision_fake.tokenizer_path), env=caches, timeout=START
-    )  # fmt: skip
+    )
     pid = server.process.pid
     bodies = [
         zstd_multipart(image_request(["<image:x>"], questions=3), {"p0": private_chunk_png(9 * 1024 * 1024, seed)})

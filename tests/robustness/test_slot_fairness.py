@@ -45,8 +45,12 @@ def test_a_long_call_beside_a_64_readout_batch_never_blocks_an_unrelated_small_r
         small_status, small_seconds = timed_post(url, body("Is the sky blue today?", 1))
         batch_status, batch_seconds = batch.result()
         slow_status, slow_seconds = slow.result()
-    figures(small_seconds=round(small_seconds, 3), batch_seconds=round(batch_seconds, 3),
-            slow_seconds=round(slow_seconds, 3), slow_call_seconds=SLOW_SECONDS)  # fmt: skip
+    figures(
+        small_seconds=round(small_seconds, 3),
+        batch_seconds=round(batch_seconds, 3),
+        slow_seconds=round(slow_seconds, 3),
+        slow_call_seconds=SLOW_SECONDS,
+    )
     assert (small_status, batch_status, slow_status) == (200, 200, 200)
     assert slow_seconds >= SLOW_SECONDS
     # Neither the small request nor the batch waited for the long call.

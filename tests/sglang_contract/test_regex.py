@@ -18,8 +18,17 @@ def record(regex: str, read_ids: list[int]) -> str:
         "token_ids_logprob": read_ids,
         "sampling_params": {"max_new_tokens": 24, "temperature": 0, "stop_token_ids": [151645], "regex": regex},
     }  # fmt: skip
-    return json.dumps({"body": body, "frontend": "python", "context_length": 32768, "max_total_num_tokens": 10**6,
-                       "vocab_size": VOCAB_SIZE, "expect": "ok", "dp_size": 1})  # fmt: skip
+    return json.dumps(
+        {
+            "body": body,
+            "frontend": "python",
+            "context_length": 32768,
+            "max_total_num_tokens": 10**6,
+            "vocab_size": VOCAB_SIZE,
+            "expect": "ok",
+            "dp_size": 1,
+        }
+    )
 
 
 def test_the_box_grammars_compile_and_a_broken_one_is_refused(tmp_path: Path, qwen_tokenizer_dir: Path) -> None:

@@ -213,9 +213,12 @@ def check_thinking(server: RunningOpenJev) -> None:
 
 
 def test_python_frontend_supervised_and_connected(
-    serve_openjev: ServeOpenJev, sglang_release: tuple[str, Path], sglang_model_dir: Path, cpu_environment,
+    serve_openjev: ServeOpenJev,
+    sglang_release: tuple[str, Path],
+    sglang_model_dir: Path,
+    cpu_environment,
     embedded_answer,
-) -> None:  # fmt: skip
+) -> None:
     version, python = sglang_release
     environment = {**cpu_environment, "OPENJEV_SGLANG_VERSION": version}
     server = serve_supervised(serve_openjev, python, sglang_model_dir, environment, "python")

@@ -17,13 +17,27 @@ SCORE = ScoreQuestion(type="score", criteria=["Routine", {"level": "Urgent"}, "E
 @pytest.mark.parametrize(
     ("question", "label", "index"),
     [
-        (NOUL, True, 0), (NOUL, "yes", 0), (NOUL, "1", 0), (NOUL, " TRUE ", 0),
-        (NOUL, False, 1), (NOUL, "no", 1), (NOUL, "0", 1), (NOUL, "maybe", None),
-        (CHOICE, "billing", 0), (CHOICE, "other", 1), (CHOICE, "sales", None), (CHOICE, True, None),
-        (SCORE, 2, 2), (SCORE, "1", 1), (SCORE, "Emergency", 2), (SCORE, '{"level": "Urgent"}', 1),
-        (SCORE, 3, None), (SCORE, "Calm", None), (SCORE, True, None),
+        (NOUL, True, 0),
+        (NOUL, "yes", 0),
+        (NOUL, "1", 0),
+        (NOUL, " TRUE ", 0),
+        (NOUL, False, 1),
+        (NOUL, "no", 1),
+        (NOUL, "0", 1),
+        (NOUL, "maybe", None),
+        (CHOICE, "billing", 0),
+        (CHOICE, "other", 1),
+        (CHOICE, "sales", None),
+        (CHOICE, True, None),
+        (SCORE, 2, 2),
+        (SCORE, "1", 1),
+        (SCORE, "Emergency", 2),
+        (SCORE, '{"level": "Urgent"}', 1),
+        (SCORE, 3, None),
+        (SCORE, "Calm", None),
+        (SCORE, True, None),
     ],
-)  # fmt: skip
+)
 def test_a_label_is_read_by_one_rule(question, label, index) -> None:
     assert label_index(question, label) == index
 

@@ -70,8 +70,10 @@ class ContentFreePlan:
         in the round of the first branch that needs it."""
         keys = [self.keys[index] for index in indices]
         known = {**self.known, **read}
-        planned = {key: (asked, tokens) for key, asked, (_, tokens) in zip(self.missing, self.asked, self.readouts,
-                                                                          strict=True)}  # fmt: skip
+        planned = {
+            key: (asked, tokens)
+            for key, asked, (_, tokens) in zip(self.missing, self.asked, self.readouts, strict=True)
+        }
         first: dict[bytes, int] = {}
         for position, key in enumerate(keys):
             if key is not None and key not in known:

@@ -89,9 +89,22 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
 
 #: What `/health` shows of a backend's own report: facts, never its URL, local paths or error text.
 PUBLIC_BACKEND_FACTS = frozenset(
-    {"status", "state", "model", "runtime", "context_length", "dtype", "threads", "load_seconds", "readouts",
-     "batched_readouts", "in_flight", "prefix_cache", "image_transfer"}
-)  # fmt: skip
+    {
+        "status",
+        "state",
+        "model",
+        "runtime",
+        "context_length",
+        "dtype",
+        "threads",
+        "load_seconds",
+        "readouts",
+        "batched_readouts",
+        "in_flight",
+        "prefix_cache",
+        "image_transfer",
+    }
+)
 
 
 @router.get("/health", summary="Ready when the backend is", responses=HEALTH_RESPONSES)

@@ -297,8 +297,11 @@ class SGLangBackend(Backend):
         self._vision, self._vocab_size = facts.vision, facts.vocab_size
         log.info(
             "SGLang at %s is ready (%.1fs): prompts up to %d tokens, vocabulary of %d ids",
-            self.base_url, time.monotonic() - started, self._context_length - 1, self._vocab_size,
-        )  # fmt: skip
+            self.base_url,
+            time.monotonic() - started,
+            self._context_length - 1,
+            self._vocab_size,
+        )
 
     async def _health_ok(self) -> bool:
         try:

@@ -90,6 +90,9 @@ def read_vision(
         model_json(tokenizer_source, "tokenizer.json", revision, [*mine, model]),
     )
     if spec is None:
-        log.warning("SGLang's model %s sees images, but its files do not give its vision tokens and "
-                    "processor bounds: serving it as text only", model)  # fmt: skip
+        log.warning(
+            "SGLang's model %s sees images, but its files do not give its vision tokens and "
+            "processor bounds: serving it as text only",
+            model,
+        )
     return spec

@@ -19,7 +19,7 @@ special token, `prompts.frame_conversation`) and let M' = M + D extend a remembe
 1. **Tokens.** If P(M') = P(M) + X where X is empty or starts with a special token, then
    ids(P(M')) = ids(P(M)) + ids(X): the tokenizer cuts at special tokens before anything else
    (`PromptEncoder` checks that at load; without it nothing is reused). X's start is checked per request.
-2. **Text.** Whether P(M') starts with P(M) is a property of the chat template, which is a program.
+2. **Text** (`memo_windows.py`). Whether P(M') starts with P(M) is a property of the chat template, which is a program.
    X is rendered from a window, W = M's first message and its last one or two (as many as keep
    len(W) and len(M) of the same parity, for templates that check role alternation by index):
    X = P(W + D) minus P(W), and P(W) must be a prefix of P(W + D) (checked per request; for
@@ -52,29 +52,30 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from openjev.errors import Loc
+from openjev.prompting.memo_windows import (
+    NO_CUE,
+    WHOLE_WINDOW,
+    Shape,
+    Turn,
+    extend_frame,
+    message_markup,
+    prove_shape,
+    reads_the_clock,
+    window_of,
+)
 from openjev.prompting.prompts import (
-    CHAT_ROLES,
     ConversationFrame,
     chat_messages,
     frame_conversation,
     normalize_messages,
     sent_messages,
 )
-from openjev.prompting.tokenizer import ChatTokenizer, Segment, TemplateError, chat_template_source
+from openjev.prompting.tokenizer import ChatTokenizer, TemplateError
 from openjev.request.schema import FreeForm
 from openjev.request.sizes import many_text_bytes
 
 #: Bytes a remembered prompt id costs (a list slot and an int object); a message's overhead besides its text.
 ID_BYTES, MESSAGE_BYTES = 36, 300
-#: Conversations of at most this many messages are their own window (nothing is assumed about them).
-WHOLE_WINDOW = 3
-_ROLES = tuple(sorted(CHAT_ROLES))
-_PROBE_LENGTHS = (4, 5)
-#: Frames are rendered without an answer cue: it only ends the question turn, and differs per question type.
-NO_CUE = ""
-
-Turn = dict[str, Any]
-Shape = tuple[str, str, str | None]
 
 
 def reusable(message: Any) -> bool:
@@ -101,10 +102,7 @@ class _Entry:
     cost: int
 
     def window(self) -> list[Turn]:
-        length = len(self.raw)
-        if length <= WHOLE_WINDOW:
-            return [self.head, *self.tail]
-        return [self.head, *self.tail[-(1 if length % 2 == 0 else 2) :]]
+        return window_of(self.head, self.tail, len(self.raw))
 
     def shape(self, new: Sequence[Turn]) -> Shape:
         last = self.tail[-1] if self.tail else self.head
@@ -134,121 +132,6 @@ class Framing:
     head: Turn | None = None
     tail: tuple[Turn, ...] = ()
     text_bytes: int = 0
-
-
-def split_segments(segments: Sequence[Segment], offset: int) -> tuple[str, tuple[Segment, ...]] | None:
-    """The text of the first `offset` characters and the segments after them; None when the cut
-    falls inside quoted text or past the end."""
-    head: list[str] = []
-    rest: list[Segment] = []
-    position = 0
-    for text, quoted in segments:
-        end = position + len(text)
-        if end <= offset:
-            head.append(text)
-        elif position >= offset:
-            rest.append((text, quoted))
-        elif quoted:
-            return None
-        else:
-            head.append(text[: offset - position])
-            rest.append((text[offset - position :], False))
-        position = end
-    return ("".join(head), tuple(rest)) if position >= offset else None
-
-
-def extend_frame(chat: ChatTokenizer, window: Sequence[Turn], new: Sequence[Turn]) -> ConversationFrame | None:
-    """The frame of `window + new` holding only the text after P(window); None when P(window) is not
-    a prefix of P(window + new) or the rest does not start at a special token."""
-    known = frame_conversation(chat, window, NO_CUE).shared_prefix
-    grown = frame_conversation(chat, [*window, *new], NO_CUE)
-    split = split_segments(grown.shared_prefix_segments, len(known))
-    if split is None or split[0] != known:
-        return None
-    rest = split[1]
-    if rest and (chat.special_pattern is None or not chat.special_pattern.match(rest[0][0]) or rest[0][1]):
-        return None
-    return ConversationFrame(rest, grown.turn_open, grown.turn_close)
-
-
-def _probe(roles: Sequence[str], start: int = 0) -> list[Turn]:
-    return [
-        {"role": role, "content": f"Probe message {index}, as a {role}.\nSecond line."}
-        for index, role in enumerate(roles, start)
-    ]
-
-
-def canonical(segments: Sequence[Segment]) -> tuple[Segment, ...]:
-    """Segments as the encoder reads them: adjacent template texts joined, quoted texts each apart."""
-    joined: list[Segment] = []
-    for text, quoted in segments:
-        if joined and not quoted and not joined[-1][1]:
-            joined[-1] = (joined[-1][0] + text, False)
-        elif text:
-            joined.append((text, quoted))
-    return tuple(joined)
-
-
-def _agrees(chat: ChatTokenizer, conversation: list[Turn], new: list[Turn]) -> bool | None:
-    """Whether the window's frame of `conversation + new` equals the full one; None when the template
-    refuses the conversation in full (the probe then says nothing)."""
-    try:
-        full = frame_conversation(chat, [*conversation, *new], NO_CUE)
-    except TemplateError:
-        return None
-    try:
-        base = frame_conversation(chat, conversation, NO_CUE).shared_prefix_segments
-        entry = _Entry(conversation, conversation[0], tuple(conversation[1:][-2:]), [], ("", ""), 0, 0)
-        extended = extend_frame(chat, entry.window(), new)
-    except TemplateError:
-        return False
-    return (
-        extended is not None
-        and canonical((*base, *extended.shared_prefix_segments)) == canonical(full.shared_prefix_segments)
-        and (extended.turn_open, extended.turn_close) == (full.turn_open, full.turn_close)
-    )
-
-
-def reads_the_clock(chat: ChatTokenizer) -> bool:
-    """Whether the template may show the date: a remembered prefix would keep yesterday's."""
-    return "strftime_now" in chat_template_source(chat.directory)
-
-
-def probe_roles(first: str, last: str, length: int) -> list[str]:
-    """`length` roles from `first` to `last`, users and assistants alternating between them and the
-    one before `last` the other of the two (as a template that checks alternation expects)."""
-    middle = [
-        "assistant" if (length - 2 - index) % 2 == (last == "assistant") else "user" for index in range(1, length - 1)
-    ]
-    return [first, *middle, last]
-
-
-def message_markup(chat: ChatTokenizer) -> int:
-    """Characters the template writes around a message's text (its turn's markup, the mean of a user
-    and an assistant turn): a message of one character renders some 30 on Qwen's; 0 where the probe
-    is refused."""
-    one, three = _probe(["user"]), _probe(["user", "assistant", "user"])
-    try:
-        grown = len(frame_conversation(chat, three, NO_CUE).shared_prefix) - len(
-            frame_conversation(chat, one, NO_CUE).shared_prefix
-        )
-    except TemplateError:
-        return 0
-    return max(0, grown - sum(len(message["content"]) for message in three[1:])) // 2
-
-
-def prove_shape(chat: ChatTokenizer, shape: Shape) -> bool:
-    """Whether rendering through the window equals rendering in full for `shape`, on every probe the
-    template accepts (and on one at least): conversations of both parities past `WHOLE_WINDOW`,
-    extended by the new role alone and followed by each role."""
-    first, last, new = shape
-    follow_ups = [[new], *([new, role] for role in _ROLES)] if new else [[]]
-    verdicts = [
-        _agrees(chat, _probe(probe_roles(first, last, length)), _probe(more, length))
-        for length in _PROBE_LENGTHS
-        for more in follow_ups
-    ]
-    return False not in verdicts and True in verdicts
 
 
 class ConversationMemo:

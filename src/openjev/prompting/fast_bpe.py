@@ -236,8 +236,13 @@ def checked_vocabulary(fast: FastBPE, reference: Tokenizer, path: Path, cache_di
     seconds = time.perf_counter() - started
     verdict = {"same": not differing, "entries": entries, "differing": differing[:20], "seconds": round(seconds, 2)}
     if differing:
-        log.warning("tiktoken's ids differ from the tokenizer's on %d of %d vocabulary entries (%r first); "
-                    "encoding with tokenizers only", len(differing), entries, differing[0])  # fmt: skip
+        log.warning(
+            "tiktoken's ids differ from the tokenizer's on %d of %d vocabulary entries (%r first); "
+            "encoding with tokenizers only",
+            len(differing),
+            entries,
+            differing[0],
+        )
     log.info("checked tiktoken against tokenizers on %d vocabulary entries in %.1f s", entries, seconds)
     try:
         verdict_path.parent.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,8 @@ from typing import Any
 from openjev.affinity import KEY_TOKENS, conversation_key, with_images
 from openjev.config import Settings
 from openjev.errors import Issue, Loc, RequestRejected
-from openjev.prompting.conversation_memo import NO_CUE, Framing
+from openjev.prompting.conversation_memo import Framing
+from openjev.prompting.memo_windows import NO_CUE
 from openjev.prompting.prompts import IMAGE_PART_TYPES, chat_messages, frame_conversation, state_messages
 from openjev.prompting.tokenizer import ChatTokenizer, Segment
 from openjev.prompting.vision import VisionSpec

@@ -22,7 +22,7 @@ MAX_QUESTIONS = 200
 MIN_CHOICES, MAX_CHOICES = 2, 255
 MIN_LEVELS, MAX_LEVELS = 2, 10
 MAX_IMAGES = 128
-#: OpenAI's bounds on one `input_json` part, and the media types a data URL may carry (`decisions.py` checks them).
+#: OpenAI's bounds on one `input_json` part, and the media types a data URL may carry (`content_parts.py` checks them).
 JSON_MAX_DEPTH = 32
 JSON_MAX_VALUES = 10_000
 JSON_MAX_BYTES = 256 * 1024

@@ -41,7 +41,8 @@ from typing import Any
 import orjson
 
 from openjev.errors import Issue, Loc, RequestRejected
-from openjev.request.decision_limits import IMAGE_TYPES, JSON_MAX_BYTES, JSON_MAX_DEPTH, JSON_MAX_VALUES, MAX_IMAGES
+from openjev.request.content_parts import data_url_asset, image_key, json_part_text, refused
+from openjev.request.decision_limits import MAX_IMAGES
 from openjev.request.decision_schema import (
     ChoiceListQuestion,
     ChoiceOption,
@@ -105,58 +106,6 @@ class Translation:
         return RequestRejected([Issue(self.openai_loc(i.loc), i.msg, i.type, i.ctx) for i in error.issues])
 
 
-def _refused(loc: Loc, message: str, kind: str = "value_error") -> RequestRejected:
-    return RequestRejected([Issue(loc, message, kind)])
-
-
-def data_url_image(url: str, loc: Loc) -> tuple[str, str]:
-    """(asset format, base64 payload) of a `data:image/png;base64,...` URL; anything else is refused."""
-    if url.startswith(("https://", "http://")):
-        raise _refused(loc, "remote image URLs are not fetched here; send the image as a base64 data URL", "url")
-    head, comma, payload = url.partition(",")
-    if not url.startswith("data:") or not comma or not head.endswith(";base64"):
-        raise _refused(loc, "an image must be a base64 data URL (data:image/png;base64,...)", "url")
-    media_type = head[len("data:") : -len(";base64")].lower()
-    if media_type not in IMAGE_TYPES:
-        raise _refused(loc, f"images must be PNG or JPEG, got {media_type or 'no media type'!r}", "image_format")
-    return IMAGE_TYPES[media_type], payload
-
-
-def data_url_asset(url: str, loc: Loc, detail: str | None = None) -> Asset:
-    """The image asset of a data URL (`data_url_image`); of its `detail`, only `low` changes how it is
-    shown (`images.py`), so any other is dropped."""
-    image_format, payload = data_url_image(url, loc)
-    return Asset(type="image", format=image_format, data_base64=payload, detail="low" if detail == "low" else None)  # type: ignore[arg-type]
-
-
-def image_key(nonce: str, index: int) -> str:
-    """The placeholder of a request's `index`-th image made from another field than `assets` (`nonce`:
-    fresh per request, so no text the caller sent can name it)."""
-    return f"<openjev-image-{nonce}-{index}>"
-
-
-def json_part_text(data: Any, loc: Loc) -> str:
-    """An `input_json` part's text, within OpenAI's bounds."""
-    values, deepest, stack = 0, 0, [(data, 1)]
-    while stack:
-        value, depth = stack.pop()
-        values += 1
-        if isinstance(value, dict | list):
-            deepest = max(deepest, depth)
-            stack += [(item, depth + 1) for item in (value.values() if isinstance(value, dict) else value)]
-    if deepest > JSON_MAX_DEPTH:
-        raise _refused(loc, f"input_json nests {deepest} levels, over {JSON_MAX_DEPTH}", "too_deep")
-    if values > JSON_MAX_VALUES:
-        raise _refused(loc, f"input_json holds {values} values, over {JSON_MAX_VALUES}", "too_long")
-    try:
-        size = len(orjson.dumps(data))
-    except orjson.JSONEncodeError:
-        size = len(render_value(data).encode("utf-8", "surrogatepass"))
-    if size > JSON_MAX_BYTES:
-        raise _refused(loc, f"input_json is {size} bytes of compact JSON, over {JSON_MAX_BYTES}", "too_long")
-    return render_value(data)
-
-
 class _Translator:
     """One request's translation: images become assets, every Jev location remembers its OpenAI one."""
 
@@ -199,7 +148,7 @@ class _Translator:
             loc: Loc = ("input", index)
             if isinstance(item, FunctionCall | CustomToolCall):
                 if item.call_id in calls:
-                    raise _refused((*loc, "call_id"), f"call_id {item.call_id!r} names an earlier call too")
+                    raise refused((*loc, "call_id"), f"call_id {item.call_id!r} names an earlier call too")
                 calls[item.call_id], names[item.call_id] = item.type, item.name
                 # A custom tool's input is free text: a JSON string, so the call reads as JSON like a function's.
                 arguments = item.arguments if isinstance(item, FunctionCall) else orjson.dumps(item.input).decode()
@@ -216,7 +165,7 @@ class _Translator:
             if isinstance(item, FunctionCallOutput | CustomToolCallOutput):
                 kind = "function_call" if isinstance(item, FunctionCallOutput) else "custom_tool_call"
                 if calls.get(item.call_id) != kind:
-                    raise _refused(
+                    raise refused(
                         (*loc, "call_id"), f"call_id {item.call_id!r} names no earlier {kind} item of the input"
                     )
                 message = {
@@ -246,7 +195,7 @@ class _Translator:
             seen: set[tuple[type, ChoiceValue]] = set()
             for position, value in enumerate(values):
                 if (type(value), value) in seen:
-                    raise _refused((*loc, "choices", position, "value"), f"the choice {value!r} is listed twice")
+                    raise refused((*loc, "choices", position, "value"), f"the choice {value!r} is listed twice")
                 seen.add((type(value), value))
             # Each option is named by its text, unique once duplicates are refused (`choice_texts`), so
             # OPENJEV_OPTION_KEYS shows a value's own text, never a position.
@@ -262,8 +211,10 @@ class _Translator:
         self.places[(*jev, "criteria")] = (*loc, "levels")
         for position in range(len(question.levels)):
             self.places[(*jev, "criteria", position)] = (*loc, "levels", position)
-        levels = [level.label if level.description is None else f"{level.label}: {level.description}"
-                  for level in question.levels]  # fmt: skip
+        levels = [
+            level.label if level.description is None else f"{level.label}: {level.description}"
+            for level in question.levels
+        ]
         labels = tuple(level.label for level in question.levels)
         return ScoreQuestion(type="score", instructions=instructions, criteria=levels), AskedQuestion(
             question.name, labels=labels
@@ -313,7 +264,7 @@ def user_parts(translator: _Translator, items: list[Any]) -> list[dict[str, Any]
         return None
     if len(bare) < len(items):
         message = "content parts outside a message must make up the whole input (read as one user message)"
-        raise _refused(("input", bare[0]), message, "item_type")
+        raise refused(("input", bare[0]), message, "item_type")
     translator.places[("state", 0)] = ("input",)
     return [{"role": "user", "content": translator.text(items, ("input",))}]
 
@@ -326,7 +277,7 @@ def translate(body: DecisionRequest) -> Translation:
         translator.places[("state",)] = ("input",)
     else:
         if not body.input:
-            raise _refused(("input",), "input must hold at least one item", "too_short")
+            raise refused(("input",), "input must hold at least one item", "too_short")
         translator.places[("state",)] = ("input",)
         state = user_parts(translator, body.input) or translator.messages(body.input)
     questions: dict[str, Any] = {}
@@ -338,7 +289,7 @@ def translate(body: DecisionRequest) -> Translation:
     translator.places[("assets",)] = translator.first_image or ("input",)
     if len(translator.assets) > MAX_IMAGES:
         past = translator.places[("assets", list(translator.assets)[MAX_IMAGES])]
-        raise _refused(past, f"at most {MAX_IMAGES} images per request, got {len(translator.assets)}", "too_long")
+        raise refused(past, f"at most {MAX_IMAGES} images per request, got {len(translator.assets)}", "too_long")
     request = SystemOneRequest(model=body.model, state=state, questions=questions, assets=translator.assets or None)
     return Translation(request, tuple(asked), translator.places)
 

@@ -66,8 +66,9 @@ def _jpeg(image: Image.Image, source: SourceEncoding) -> bytes:
     three_channels = source.subsampling >= 0 and len(source.qtables) >= 2
     tables = list(source.qtables[:2]) if three_channels else [source.qtables[0], source.qtables[-1]]
     out = io.BytesIO()
-    image.save(out, format="JPEG", qtables=tables,
-               subsampling=source.subsampling if three_channels else DEFAULT_SUBSAMPLING)  # fmt: skip
+    image.save(
+        out, format="JPEG", qtables=tables, subsampling=source.subsampling if three_channels else DEFAULT_SUBSAMPLING
+    )
     return out.getvalue() + JPEG_TAIL
 
 

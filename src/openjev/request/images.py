@@ -130,8 +130,14 @@ def _decoded(data: bytes, kind: str, max_pixels: int, max_source_pixels: int) ->
             image = as_rgb(ImageOps.exif_transpose(image) if turned else image)
         except ImageRefused:
             raise
-        except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError,
-                Image.DecompressionBombWarning) as error:  # fmt: skip
+        except (
+            OSError,
+            ValueError,
+            SyntaxError,
+            EOFError,
+            Image.DecompressionBombError,
+            Image.DecompressionBombWarning,
+        ) as error:
             raise ImageRefused(f"the {kind} image does not decode: {error}") from error
     height, width = image.height, image.width
     target_height, target_width = fitted_size(height, width, max_pixels)

@@ -26,7 +26,7 @@ from typing import Any
 
 from openjev.endpoints import COMPAT_MODEL_ALIAS
 from openjev.errors import Loc
-from openjev.request.decisions import data_url_asset, image_key
+from openjev.request.content_parts import data_url_asset, image_key
 from openjev.request.positional_images import ImagePlaces
 from openjev.request.schema import Asset, SystemOneRequest
 

@@ -21,7 +21,7 @@ import secrets
 from typing import Any
 
 from openjev.errors import Issue, Loc, RequestRejected
-from openjev.request.decisions import data_url_asset, image_key
+from openjev.request.content_parts import data_url_asset, image_key
 from openjev.request.schema import Asset, FreeForm, ImageURL, SystemOneRequest, render_value
 
 #: How a bare base64 image opens (its file signature, encoded): a JPEG's `FF D8 FF`; anything else is

@@ -115,9 +115,11 @@ class TaskStore:
         self._put_lock = threading.Lock()
         #: Posted question's hash -> the tasks asking it, oldest first.
         self._by_question: dict[str, list[Task]] = {}
-        names = sorted(path.name for path in os.scandir(directory) if path.name.startswith("task_")) if (
-            directory.is_dir()
-        ) else []  # fmt: skip
+        names = (
+            sorted(path.name for path in os.scandir(directory) if path.name.startswith("task_"))
+            if (directory.is_dir())
+            else []
+        )
         for read, name in enumerate(names):
             if len(self._tasks) == self.max_tasks:
                 log.warning("%d task files past OPENJEV_TASK_MAX_TASKS=%d not read", len(names) - read, max_tasks)

@@ -105,9 +105,19 @@ def test_the_readme_sdk_snippet_runs_unchanged_but_for_the_port(embedded):
 def long_conversation() -> list[dict[str, str]]:
     """A support chat of about 2,000 tokens: order details, shipping chatter, then a refund request."""
     turns = [{"role": "system", "content": "You are a helpful support agent for an online electronics store."}]
-    items = ["USB-C cable", "laptop stand", "wireless mouse", "mechanical keyboard", "27-inch monitor",
-             "webcam", "desk lamp", "noise-cancelling headphones", "external SSD", "power strip",
-             "graphics tablet"]  # fmt: skip
+    items = [
+        "USB-C cable",
+        "laptop stand",
+        "wireless mouse",
+        "mechanical keyboard",
+        "27-inch monitor",
+        "webcam",
+        "desk lamp",
+        "noise-cancelling headphones",
+        "external SSD",
+        "power strip",
+        "graphics tablet",
+    ]
     for day, item in enumerate(items, start=1):
         turns.append(
             {

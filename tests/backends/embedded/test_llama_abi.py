@@ -33,15 +33,27 @@ def test_the_context_and_model_defaults_are_b11524s_field_for_field(library: Lib
     assert (context.n_rs_seq, context.n_outputs_max, context.n_outputs_max_per_seq) == (0, 0, 1)
     assert (context.n_threads, context.n_threads_batch, context.ctx_type) == (4, 4, 0)
     assert (context.rope_scaling_type, context.pooling_type, context.attention_type, context.flash_attn_type) == (
-        -1, -1, -1, -1,
-    )  # fmt: skip
+        -1,
+        -1,
+        -1,
+        -1,
+    )
     assert (context.rope_freq_base, context.yarn_ext_factor, context.yarn_orig_ctx, context.defrag_thold) == (
-        0.0, -1.0, 0, -1.0,
-    )  # fmt: skip
+        0.0,
+        -1.0,
+        0,
+        -1.0,
+    )
     assert (context.type_k, context.type_v, context.moe_cache_size) == (1, 1, 0)  # f16 cells
     assert context.abort_callback == ffi.NULL and context.samplers == ffi.NULL and context.ctx_other == ffi.NULL
-    flags = [context.embeddings, context.offload_kqv, context.no_perf, context.op_offload, context.swa_full,
-             context.kv_unified]  # fmt: skip
+    flags = [
+        context.embeddings,
+        context.offload_kqv,
+        context.no_perf,
+        context.op_offload,
+        context.swa_full,
+        context.kv_unified,
+    ]
     assert flags == [False, True, True, True, True, False]
     model = lib.llama_model_default_params()
     assert (model.n_gpu_layers, model.split_mode, model.load_mode, model.lazy_mode, model.main_gpu) == (-1, 1, -1, 1, 0)
@@ -77,8 +89,9 @@ def test_the_prebuilt_cpu_kernels_use_no_avx512_or_amx_instruction(library: Libr
     if objdump is None:
         pytest.skip("objdump (binutils) is not installed")
     for module in kernels:
-        code = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(module)], capture_output=True, text=True,
-                              check=True).stdout  # fmt: skip
+        code = subprocess.run(
+            [objdump, "-d", "--no-show-raw-insn", str(module)], capture_output=True, text=True, check=True
+        ).stdout
         assert "%ymm" in code, module  # AVX2 kernels are there
         for marker in ("%zmm", "%k1", "vpdpbusd", "vdpbf16ps", "tdpbssd", "tdpbf16ps", "ldtilecfg"):
             assert marker not in code, (module, marker)
@@ -108,8 +121,9 @@ def test_a_build_directory_with_cpu_variants_serves_as_the_library(library: Libr
     shutil.copy(next((library.backends or library.path.parent).glob("*ggml-cpu.*")), tmp_path / "libggml-cpu-x64.so")
     answers = []
     for configured in ("", str(tmp_path)):
-        done = subprocess.run([sys.executable, "-c", ON_A_BUILD, configured], capture_output=True, text=True,
-                              timeout=120)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", ON_A_BUILD, configured], capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0, done.stderr
         answers.append(done.stdout.split())
     assert answers[0] == answers[1] and answers[0][0] == "1"

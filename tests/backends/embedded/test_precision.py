@@ -72,8 +72,10 @@ def test_a_named_precision_is_kept_and_a_gguf_file_counts_as_gguf(tmp_path) -> N
     gguf = tmp_path / "model.gguf"
     gguf.write_bytes(b"GGUF")
     assert resolve_precision("auto", str(gguf), flags=AVX2_X86, capability="AVX2", llama_installed=True) == "gguf"
-    assert resolve_precision("auto", str(tmp_path / "gone.gguf"), flags=AVX2_X86, capability="AVX2",
-                             llama_installed=True) == "float32"  # fmt: skip
+    assert (
+        resolve_precision("auto", str(tmp_path / "gone.gguf"), flags=AVX2_X86, capability="AVX2", llama_installed=True)
+        == "float32"
+    )
 
 
 def test_a_self_built_llama_cpp_is_taken_to_run_on_its_cpu(tmp_path) -> None:

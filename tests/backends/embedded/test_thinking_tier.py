@@ -44,8 +44,9 @@ def test_done_when(thinking_server):
     thinking = httpx.get(f"{url}/v1/limits").json()["thinking"]
     assert thinking["mode"] == "prompted" and thinking["budget_tokens"] == 24  # Qwen2.5 has no thinking switch
 
-    think = httpx.post(f"{url}/v1/systemone", json={"model": "openjev-think", "state": STATE, "questions": QUESTIONS},
-                       timeout=900)  # fmt: skip
+    think = httpx.post(
+        f"{url}/v1/systemone", json={"model": "openjev-think", "state": STATE, "questions": QUESTIONS}, timeout=900
+    )
     assert think.status_code == 200, think.text
     assert think.headers["x-openjev-escalated"] == "2"
     reasoning = int(think.headers["x-openjev-reasoning-tokens"])
@@ -54,8 +55,9 @@ def test_done_when(thinking_server):
     assert think.json()["model"] == "openjev-think"
     assert set(think.json()["answers"]) == set(QUESTIONS)
 
-    plain = httpx.post(f"{url}/v1/systemone", json={"model": "jev-latest", "state": STATE, "questions": QUESTIONS},
-                       timeout=900)  # fmt: skip
+    plain = httpx.post(
+        f"{url}/v1/systemone", json={"model": "jev-latest", "state": STATE, "questions": QUESTIONS}, timeout=900
+    )
     assert plain.status_code == 200
     assert "x-openjev-escalated" not in plain.headers and "x-openjev-reasoning-tokens" not in plain.headers
     assert plain.json()["usage"]["output_tokens"] == 2 and plain.headers["x-openjev-backend-output-tokens"] == "3"

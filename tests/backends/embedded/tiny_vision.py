@@ -26,11 +26,27 @@ MIN_PIXELS, MAX_PIXELS = 4 * 28 * 28, 64 * 32 * 32
 
 
 #: Two layers 32 wide (heads of 16), and a vision tower of two blocks, for every family.
-TEXT = {"vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-        "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 8192,
-        "initializer_range": 0.5, "tie_word_embeddings": True}  # fmt: skip
-VISION = {"depth": 2, "hidden_size": 32, "num_heads": 2, "intermediate_size": 64, "out_hidden_size": 32,
-          "spatial_merge_size": 2, "temporal_patch_size": 2, "initializer_range": 0.5}  # fmt: skip
+TEXT = {
+    "vocab_size": VOCAB,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "max_position_embeddings": 8192,
+    "initializer_range": 0.5,
+    "tie_word_embeddings": True,
+}
+VISION = {
+    "depth": 2,
+    "hidden_size": 32,
+    "num_heads": 2,
+    "intermediate_size": 64,
+    "out_hidden_size": 32,
+    "spatial_merge_size": 2,
+    "temporal_patch_size": 2,
+    "initializer_range": 0.5,
+}
 #: Per family: the text model's extra settings (rotary sections over its 16-wide heads), and the vision
 #: tower's. Qwen3.5 interleaves gated-delta (linear attention) layers with full-attention ones.
 MROPE = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}

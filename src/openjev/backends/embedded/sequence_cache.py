@@ -63,8 +63,13 @@ class SequenceCache:
         return len(self._entries)
 
     def stats(self) -> dict[str, int]:
-        return {"entries": len(self), "tokens": self.resident_tokens(), "hits": self.hits, "misses": self.misses,
-                "evictions": self.evictions}  # fmt: skip
+        return {
+            "entries": len(self),
+            "tokens": self.resident_tokens(),
+            "hits": self.hits,
+            "misses": self.misses,
+            "evictions": self.evictions,
+        }
 
     def match(self, ids: tuple[int, ...], *, record: bool = True) -> Match:
         """The longest shared prefix; a partial one leaves the last token of `ids` to evaluate. `record`:
