@@ -38,6 +38,8 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from openjev.api.middleware import DECISIONS_PATH
+from openjev.api.openai_errors import envelope
 from openjev.request.schema import error_body
 
 #: Bytes of one request head (request line and headers) at most; the SDKs send under 1 KiB.
@@ -55,10 +57,25 @@ _TOO_LARGE = json.dumps(
         f"the request head exceeds {MAX_HEAD_BYTES} bytes or {MAX_HEAD_LINES} lines (request line and headers)",
     )
 ).encode()
-REFUSAL_431 = (
-    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
-    b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_TOO_LARGE), _TOO_LARGE)
-)
+_TOO_LARGE_OPENAI = json.dumps(
+    envelope(
+        json.loads(_TOO_LARGE)["detail"]["message"], "invalid_request_error", None, "request_header_fields_too_large"
+    )
+).encode()
+
+
+def _refusal_431(body: bytes) -> bytes:
+    return (
+        b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+    )
+
+
+#: The 431, in the envelope of the route the request line names (OpenAI's on `/v1/decisions`).
+REFUSAL_431 = _refusal_431(_TOO_LARGE)
+REFUSAL_431_OPENAI = _refusal_431(_TOO_LARGE_OPENAI)
+_REQUEST_LINE = re.compile(rb"[A-Z]+ /")
+_OPENAI_REQUEST_LINE = re.compile(rb"[A-Z]+ %s[?# ]" % re.escape(DECISIONS_PATH.encode()))
 _BUSY = json.dumps(error_body("overloaded", "too many open connections; retry shortly")).encode()
 REFUSAL_503 = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
@@ -145,10 +162,13 @@ class HeadBounds(HeadDeadline):
         self._start_head()
         self._refused = False
         self._opened = time.monotonic()
+        #: Whether the last request line named a route answering in OpenAI's envelope (the 431's).
+        self._openai_route = False
 
     def _start_head(self) -> None:
         self._awaiting_head = True
         self._head_bytes = self._head_lines = 0
+        self._head_start = b""  # the request line's start, for the refusal's envelope
         self._head_tail = b""  # the last bytes of the head so far: its end may straddle two reads
 
     def _head_received(self) -> None:
@@ -186,6 +206,11 @@ class HeadBounds(HeadDeadline):
             seen = self._head_tail + data
             end = _HEAD_END.search(seen)
             head = data if end is None else data[: max(0, end.end() - len(self._head_tail))]
+            if len(self._head_start) < 64:
+                self._head_start += head[: 64 - len(self._head_start)]
+                # A head read from its middle on (pipelined) keeps the previous request's route.
+                if _REQUEST_LINE.match(self._head_start.lstrip()):
+                    self._openai_route = _OPENAI_REQUEST_LINE.match(self._head_start.lstrip()) is not None
             self._head_bytes += len(head)
             self._head_lines += head.count(b"\n")
             if self._head_bytes > MAX_HEAD_BYTES or self._head_lines > MAX_HEAD_LINES:
@@ -214,7 +239,7 @@ class HeadBounds(HeadDeadline):
             self._refused = True
             self.transport.abort()
             return
-        self.transport.write(REFUSAL_431)
+        self.transport.write(REFUSAL_431_OPENAI if self._openai_route else REFUSAL_431)
         self._drop_connection()
 
     def _drop_connection(self) -> None:
