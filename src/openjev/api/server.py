@@ -21,7 +21,7 @@ Bounds, per connection (each kept before more is read or parsed):
 - Count: at most `max_connections` open (`OPENJEV_MAX_CONNECTIONS`). A connection over it closes the
   oldest one still waiting for its first head byte or head end (no request in progress), so a fresh
   client is served while dribbling clients hold the rest; where none is waiting, the new one gets a
-  503 and is closed.
+  529 (with Retry-After) and is closed.
 
 `http_protocol` picks uvicorn's httptools protocol (its compiled parser, measured faster in
 `benchmarks/sidecar_overhead.py`) and falls back to the pure-Python h11 one where httptools is missing.
@@ -77,8 +77,8 @@ REFUSAL_431_OPENAI = _refusal_431(_TOO_LARGE_OPENAI)
 _REQUEST_LINE = re.compile(rb"[A-Z]+ /")
 _OPENAI_REQUEST_LINE = re.compile(rb"[A-Z]+ %s[?# ]" % re.escape(DECISIONS_PATH.encode()))
 _BUSY = json.dumps(error_body("overloaded", "too many open connections; retry shortly")).encode()
-REFUSAL_503 = (
-    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
+REFUSAL_529 = (
+    b"HTTP/1.1 529 Overloaded\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
     b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_BUSY), _BUSY)
 )
 
@@ -193,7 +193,7 @@ class HeadBounds(HeadDeadline):
             oldest.transport.close()
         else:
             self._refused = True
-            self.transport.write(REFUSAL_503)
+            self.transport.write(REFUSAL_529)
             self.loop.call_later(LINGER_SECONDS, self.transport.close)
 
     def _idle(self) -> bool:
