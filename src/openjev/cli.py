@@ -90,8 +90,8 @@ def serve(**flags: Any) -> None:
         host=settings.host,
         port=settings.port,
         loop="uvloop" if sys.platform != "win32" else "auto",
-        # Request heads get the body's deadline; idle keep-alive connections close after 5 s.
-        http=http_protocol(settings.body_read_timeout),
+        # Heads and stalled responses get the body's deadline; idle keep-alive connections close after 5 s.
+        http=http_protocol(settings.body_read_timeout, settings.max_connections),
         timeout_keep_alive=5,
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=int(settings.request_timeout) + 5,

@@ -70,6 +70,9 @@ class Settings(BackendSettings, ReadoutSettings, ImageSettings, TaskSettings):
         30.0, gt=0, description="Seconds a client gets to send its whole request body; 408 past it."
     )
     max_concurrent_body_reads: int = Field(32, ge=1, description="Bodies received at once; more get 529 unread.")
+    max_connections: int = Field(
+        1000, ge=2, description="Connections open at once; past it the oldest one waiting for a head is closed."
+    )
     max_body_bytes_in_flight: int = Field(
         512 * 1024 * 1024, ge=1024, description="Body bytes held at once, received and decoded; past it 529."
     )

@@ -232,3 +232,21 @@ def test_the_largest_request_a_contract_allows_passes_the_work_bounds() -> None:
     systemone = json.dumps({"model": "jev-latest", "state": "hi", "questions": jev}).encode()
     parsed = parse_body(systemone, "application/json", SystemOneRequest)
     assert parsed.rejection is None and parsed.request is not None and len(parsed.request.questions) == 200
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        " , ".join(["[" * 50 + "]" * 50] * 6_000),  # 50-deep empty lists: no comma after a value's end
+        "[" * 40 + "[] ," * 140_000 + "[]" + "]" * 40,  # nested, spaced before the comma
+        "{}" + " ,{ }" * 140_000,
+    ],
+    ids=["deep-empty-lists", "nested-spaced", "spaced-empty-objects"],
+)
+def test_values_are_bounded_whatever_their_shape(state: str) -> None:
+    """Every value is counted before parsing, the state's too: values <= 1 + commas + `[` + `{`, so
+    empty, nested and spaced containers are refused unparsed past MAX_JSON_VALUES."""
+    body = b'{"model": "jev-latest", "state": [' + state.rstrip(",").encode() + b'], "questions": {}}'
+    parsed = parse_body(body, "application/json", SystemOneRequest)
+    assert parsed.rejection is not None and parsed.rejection[0]["type"] == "too_long"
+    assert parsed.rejection[0]["loc"] == ["body"]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openjev.prompting.encoding import CHUNK_CHARS, FIRST_ROUND_CHARS, PromptEncoder, TokenCache
+from openjev.prompting.encoding import CHUNK_CHARS, CUT_SHARE, FIRST_ROUND_CHARS, RUN_CHARS, PromptEncoder, TokenCache
 from openjev.prompting.tokenizer import ChatTokenizer, Segment
 
 PIECES = [
@@ -117,6 +117,58 @@ def test_a_prompt_over_its_limit_stops_the_encoding_early(chat: ChatTokenizer) -
     assert encoder.encode_many([[("a few words over a tiny limit", False)]], stop_past([2])) == [
         chat.encode("a few words over a tiny limit")
     ]
+
+
+#: Characters of each script that make runs the pre-tokenizer cannot be cut in exactly.
+RUN_ALPHABETS = [
+    "0123456789",
+    "日本語中文字符漢",
+    "abcdefghij",
+    "abab",
+    "-=_*#",
+    "😀👍🏽",
+    "é\u0301",
+    " \t",
+    "\u0627\u0644\u0639",
+]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    alphabet=st.sampled_from(RUN_ALPHABETS),
+    length=st.integers(min_value=RUN_CHARS - 3, max_value=4 * RUN_CHARS),
+    seed=st.integers(min_value=0, max_value=2**16),
+    around=st.tuples(TEXT, TEXT),
+    quoted=st.booleans(),
+)
+def test_runs_with_no_exact_cut_give_the_whole_ids(
+    chat: ChatTokenizer, alphabet: str, length: int, seed: int, around: tuple[str, str], quoted: bool
+) -> None:
+    """A run longer than RUN_CHARS is cut anywhere for counting, its ids still the whole encoding's, and
+    every count the watch sees a lower bound: the run's pieces hold under CUT_SHARE times its ids."""
+    import random
+
+    rng = random.Random(seed)
+    run = "".join(rng.choice(alphabet) for _ in range(length))
+    prompt = [(around[0] + run + around[1], quoted)]
+    expected = chat.encode_segments(prompt)
+    seen: list[int] = []
+    encoder = PromptEncoder(chat, cache_bytes=0)
+    assert encoder.encode_many([prompt], lambda counts: seen.append(counts[0]) or 1 << 30) == [expected]
+    assert all(count <= len(expected) for count in seen)
+    whole = PromptEncoder(chat, cache_bytes=0)
+    pieces = sum(len(chat.encode(run[at : at + CHUNK_CHARS])) for at in range(0, len(run), CHUNK_CHARS))
+    assert pieces < CUT_SHARE * len(whole.encode_many([[(run, False)]])[0])
+
+
+@pytest.mark.parametrize("run", ["7" * 12_000_000, "語" * 4_000_000, "a" * 12_000_000, " \t" * 3_000_000])
+def test_a_run_over_the_budget_stops_within_about_the_budget(chat: ChatTokenizer, run: str) -> None:
+    """No place to cut exactly, far over a 32,768-token limit: stopped after about CUT_SHARE times the
+    limit is tokenized, whatever the script."""
+    encoder = PromptEncoder(chat, cache_bytes=1 << 24)
+    with pytest.raises(Over):
+        encoder.encode_many([[("state: " + run, False)]], stop_past([32768]))
+    assert encoder.tokenized < 4 * CUT_SHARE * 32768
 
 
 def test_a_grown_conversation_tokenizes_only_the_new_message(chat: ChatTokenizer) -> None:

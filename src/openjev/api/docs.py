@@ -33,6 +33,7 @@ GUIDE_PAGES = {
     "how-it-works.md": "how a request is answered, and the code's layout",
     "embedded.md": "the embedded CPU runtimes",
     "settings.md": "every OPENJEV_* setting and its flag",
+    "bounds.md": "what a request can cost: each stage's bound and where it is kept",
     "performance.md": "speed, measured side by side",
     "answer-quality.md": "answer quality with intervals",
     "your-data.md": "openjev eval and classify over your own labelled file",

@@ -29,6 +29,19 @@ tokens the prompts may take, and the round holds no more text than that many tok
 characters per token seen so far (`CHARS_PER_TOKEN` before any; at least one `CHUNK_CHARS`). So text
 far over a budget costs about the budget in tokenizing, not its whole encoding. `tokenized` counts the
 ids the tokenizer made (also `openjev_tokenized_tokens` in /metrics).
+
+Bound on text with no place to cut (a run of digits, CJK, one long word, a whitespace run): the
+tokenizer's cost grows with the text it is given at once (about 300 bytes of memory per digit), so no
+call is given more than RUN_CHARS characters before the text is known to fit. Where no exact cut
+(2) lies within RUN_CHARS of a chunk's start, the chunk is cut at CHUNK_CHARS wherever it falls, and
+its ids count only towards the watch, at 1 / CUT_SHARE each: a cut inside a pre-token changes the
+ids next to it, and the pieces of a run never hold CUT_SHARE times the ids of the run whole (tested on
+runs of every script). The chunks are found lazily, round by round, so text past the stop is never
+scanned. Once every round has passed the watch (the text fits), each run cut so is encoded again,
+whole, and only those ids are returned: the ids stay exact, and a run encoded whole holds at most
+CUT_SHARE times what the watch allowed. So a prompt over its budget costs at most about CUT_SHARE
+times the budget in tokenizing, whatever its characters; a 12M-digit state is refused after about
+0.2 MB of it is tokenized.
 """
 
 from __future__ import annotations
@@ -52,11 +65,18 @@ CHUNK_CHARS = 8192
 FIRST_ROUND_CHARS = 8 * CHUNK_CHARS
 #: Characters per token assumed for the first round's size under a watch (English prose: about 4).
 CHARS_PER_TOKEN = 4
-# Places where Qwen's pre-tokenizer must split (module docstring, 2): after a newline that precedes a
+#: The most characters searched for an exact cut, and given to the tokenizer at once before the text
+#: is known to fit (module doc).
+RUN_CHARS = 2 * CHUNK_CHARS
+#: Ids of a run cut at CHUNK_CHARS count 1 / CUT_SHARE each towards the watch (module doc).
+CUT_SHARE = 2
+# Places where Qwen's pre-tokenizer must split (module doc, 2): after a newline that precedes a
 # non-whitespace character; before a space that follows one.
 _CHUNK_BOUNDARY = re.compile(r"(?<=\n)(?=\S)|(?<=\S)(?= )")
 
 Piece = tuple[str, bool]
+#: A chunk of a piece: (piece index, start, end, whether `end` is an exact cut).
+Span = tuple[int, int, int, bool]
 
 
 #: Called with each prompt's token count so far; raises to stop, or returns the tokens still allowed.
@@ -119,6 +139,7 @@ class PromptEncoder:
         self._special = chat.special_pattern
         self.cuts_at_special_tokens = self._special is not None
         self.cuts_at_special_tokens = self.cuts_at_special_tokens and self._check(self._cut_at_special_tokens)
+        self.cuts_long_text = True  # tried, then kept where it holds
         self.cuts_long_text = self._check(lambda text: self._chunks(text, 16))
 
     def encode_many(self, prompts: Sequence[Sequence[Segment]], watch: Watch | None = None) -> list[list[int]]:
@@ -130,25 +151,36 @@ class PromptEncoder:
         caller's budget check then has exact counts."""
         layouts = [list(self._layout(segments)) for segments in prompts]
         found: dict[Piece, Sequence[int]] = {}
-        #: Pieces to encode now, with the list their ids go into (also their `found` entry).
-        fresh: dict[Piece, list[int]] = {}
+        #: Pieces to encode now, each with its place in `_encode_pieces`'s counts.
+        fresh: dict[Piece, int] = {}
         for layout in layouts:
             for item in layout:
-                if isinstance(item, tuple) and item not in found:
+                if isinstance(item, tuple) and item not in found and item not in fresh:
                     cached = self.cache.get(item)
                     if cached is None:
-                        found[item] = fresh[item] = []
+                        fresh[item] = len(fresh)
                     else:
                         found[item] = cached
-        room = None if watch is None else lambda: watch(self._counts(layouts, found))
-        self._encode_pieces(list(fresh), list(fresh.values()), room)
-        for piece, ids in fresh.items():
+
+        def room(counted: Sequence[int]) -> int:
+            assert watch is not None
+            return watch([self._count_of(layout, found, fresh, counted) for layout in layouts])
+
+        encoded = self._encode_pieces(list(fresh), None if watch is None else room)
+        for piece, ids in zip(fresh, encoded, strict=True):
+            found[piece] = ids
             self.cache.put(piece, compact(ids))
         return [self._assemble(layout, found) for layout in layouts]
 
     @staticmethod
-    def _counts(layouts: list[list[Piece | int]], found: dict[Piece, Sequence[int]]) -> list[int]:
-        return [sum(1 if isinstance(item, int) else len(found[item]) for item in layout) for layout in layouts]
+    def _count_of(
+        layout: list[Piece | int], found: dict[Piece, Sequence[int]], fresh: dict[Piece, int], counted: Sequence[int]
+    ) -> int:
+        """A lower bound on `layout`'s tokens: known pieces by their ids, fresh ones by `counted`."""
+        return sum(
+            1 if isinstance(item, int) else counted[fresh[item]] if item in fresh else len(found[item])
+            for item in layout
+        )
 
     @staticmethod
     def _assemble(layout: list[Piece | int], found: dict[Piece, Sequence[int]]) -> list[int]:
@@ -188,43 +220,80 @@ class PromptEncoder:
         if position < len(text):
             yield (text[position:], False)
 
-    def _chunks(self, text: str, size: int = CHUNK_CHARS) -> list[str]:
-        """`text` cut at `_CHUNK_BOUNDARY` places into chunks of at least `size` characters."""
-        chunks, start = [], 0
-        while boundary := _CHUNK_BOUNDARY.search(text, start + size):
-            chunks.append(text[start : boundary.start()])
-            start = boundary.start()
-        chunks.append(text[start:])
-        return chunks
+    def _spans(self, index: int, text: str, size: int = CHUNK_CHARS) -> Iterator[Span]:
+        """`text` cut at `_CHUNK_BOUNDARY` places into chunks of at least `size` characters; where none
+        lies within RUN_CHARS of a chunk's start, cut at `size` (not exact: module doc)."""
+        start = 0
+        while len(text) - start > size:
+            reach = start + max(size, RUN_CHARS)
+            boundary = _CHUNK_BOUNDARY.search(text, start + size, reach) if self.cuts_long_text else None
+            if boundary is not None:
+                yield index, start, boundary.start(), True
+                start = boundary.start()
+            elif reach >= len(text) and self.cuts_long_text:
+                break
+            else:
+                yield index, start, start + size, False
+                start += size
+        yield index, start, len(text), True
 
-    def _encode_pieces(self, pieces: list[Piece], results: list[list[int]], room: Callable[[], int] | None) -> None:
-        """Extend each piece's `results` entry with its ids, round by round; each round's chunks are
-        encoded with one `encode_batch` per encoder. `room`: called before each round, the tokens it
-        may hold (module doc)."""
-        jobs = [
-            (index, chunk)
-            for index, (text, _) in enumerate(pieces)
-            for chunk in (self._chunks(text) if self.cuts_long_text and len(text) > CHUNK_CHARS else [text])
-        ]
-        planned, start, chars_done, tokens_done = FIRST_ROUND_CHARS, 0, 0, 0
-        while start < len(jobs):
+    def _chunks(self, text: str, size: int) -> list[str]:
+        """`text` cut at the exact places `_spans` finds (the start-up check of those cuts)."""
+        return [text[start:end] for _, start, end, _ in self._spans(0, text, size)]
+
+    def _encode_pieces(self, pieces: list[Piece], room: Callable[[Sequence[int]], int] | None) -> list[list[int]]:
+        """Each piece's ids, encoded round by round; each round's chunks are encoded with one
+        `encode_batch` per encoder. `room`: called before each round with each piece's count so far (a
+        lower bound), the tokens the round may hold (module doc). Runs cut where no exact cut is are
+        encoded again whole at the end."""
+        spans = (span for index, (text, _) in enumerate(pieces) for span in self._spans(index, text))
+        ids: list[list[int]] = [[] for _ in pieces]
+        counted = [0] * len(pieces)
+        #: Per piece, where the run being cut inexactly started; then (piece, position in ids, start, end).
+        run_start: list[int | None] = [None] * len(pieces)
+        runs: list[tuple[int, int, int, int]] = []
+        planned, chars_done, tokens_done = FIRST_ROUND_CHARS, 0, 0
+        pending = next(spans, None)
+        while pending is not None:
             round_chars = planned
             if room is not None:
                 per_token = chars_done / tokens_done if tokens_done else CHARS_PER_TOKEN
-                round_chars = min(planned, max(CHUNK_CHARS, int(room() * per_token)))
-            end, chars = start, 0
-            while end < len(jobs) and (end == start or chars + len(jobs[end][1]) <= round_chars):
-                chars += len(jobs[end][1])
-                end += 1
-            for quoted in (False, True):
-                batch = [(index, chunk) for index, chunk in jobs[start:end] if pieces[index][1] == quoted]
-                encoded = self.chat.encode_batch([chunk for _, chunk in batch], quoted=quoted) if batch else []
-                for (index, _), ids in zip(batch, encoded, strict=True):
-                    results[index].extend(ids)
-                    tokens_done += len(ids)
-                    self._count(len(ids))
+                round_chars = min(planned, max(CHUNK_CHARS, int(room(counted) * per_token)))
+            batch, chars = [], 0
+            while pending is not None and (not batch or chars + pending[2] - pending[1] <= round_chars):
+                batch.append(pending)
+                chars += pending[2] - pending[1]
+                pending = next(spans, None)
+            for (index, start, end, exact), made in zip(batch, self._encode_spans(pieces, batch), strict=True):
+                tokens_done += len(made)
+                began = run_start[index]
+                if began is None and exact:
+                    ids[index] += made
+                    counted[index] += len(made)
+                    continue
+                counted[index] += len(made) // CUT_SHARE
+                run_start[index] = start if began is None else began
+                if exact:
+                    runs.append((index, len(ids[index]), run_start[index] or 0, end))
+                    run_start[index] = None
             chars_done += chars
-            start, planned = end, planned * 2
+            planned *= 2
+        whole = [(index, start, end, True) for index, _, start, end in runs[::-1]]
+        for (index, at, _, _), made in zip(runs[::-1], self._encode_spans(pieces, whole), strict=True):
+            ids[index][at:at] = made
+        return ids
+
+    def _encode_spans(self, pieces: list[Piece], spans: Sequence[tuple[int, int, int, object]]) -> list[list[int]]:
+        """The ids of each span's text, with one `encode_batch` per encoder; counted as tokenized."""
+        made: list[list[int]] = [[] for _ in spans]
+        for quoted in (False, True):
+            places = [place for place, span in enumerate(spans) if pieces[span[0]][1] == quoted]
+            texts = [pieces[spans[place][0]][0][spans[place][1] : spans[place][2]] for place in places]
+            encoded = self.chat.encode_batch(texts, quoted=quoted) if texts else []
+            for place, ids in zip(places, encoded, strict=True):
+                made[place] = ids
+                self._count(len(ids))
+        return made
 
     def _count(self, tokens: int) -> None:
         with self._count_lock:
