@@ -90,9 +90,9 @@ def test_a_server_without_the_mode_is_refused_before_anything_is_sent(rust: bool
 
 def test_the_fake_refuses_a_request_asking_without_the_mode() -> None:
     with FakeSGLang() as fake:
-        body = {"rid": "x", "input_ids": [1, 2], "sampling_params": {"max_new_tokens": 1, "temperature": 0},
-                "return_logprob": True, "logprob_start_len": -1, "token_ids_logprob": [3],
-                "return_hidden_states": "last"}  # fmt: skip
+        readout = {"rid": "x", "input_ids": [1, 2], "sampling_params": {"max_new_tokens": 1, "temperature": 0}}
+        logprobs = {"return_logprob": True, "logprob_start_len": -1, "token_ids_logprob": [3]}
+        body = {**readout, **logprobs, "return_hidden_states": "last"}
         response = httpx.post(f"{fake.url}/generate", json=body)
         assert response.status_code == 400 and response.json()["error"]["message"] == NOT_CONFIGURED
         fake.violations.clear()

@@ -101,8 +101,8 @@ class RidgeHead:
         layer = stored.get("layer")
         if layer != "final":
             raise HeadError(f"a head reads the final layer's hidden state, not {layer!r}")
-        return cls(arrays["mean"], arrays["sd"], width, arrays["weights"], arrays["bias"], float(temperature),
-                   float(strength), layer)  # fmt: skip
+        weights, bias = arrays["weights"], arrays["bias"]
+        return cls(arrays["mean"], arrays["sd"], width, weights, bias, float(temperature), float(strength), layer)
 
 
 def _array(value: Any, shape: tuple[int, ...], name: str) -> np.ndarray:

@@ -67,9 +67,15 @@ def choose(
 
 
 def answer(
-    name: str, readouts: np.ndarray, hidden: np.ndarray, gold: Sequence[int], labels: int, train: Sequence[int],
-    test: Sequence[int], k: int,
-) -> np.ndarray:  # fmt: skip
+    name: str,
+    readouts: np.ndarray,
+    hidden: np.ndarray,
+    gold: Sequence[int],
+    labels: int,
+    train: Sequence[int],
+    test: Sequence[int],
+    k: int,
+) -> np.ndarray:
     """The distributions candidate `name`, fitted on `train` (inner folds cut from it, `k` at most), gives `test`."""
     train = list(train)
     if name == "plain":
@@ -80,9 +86,11 @@ def answer(
     inner = cut([gold[i] for i in train], [f"item:{i}" for i in train], k)
     folds = [[train[position] for position in fold] for fold in inner]
     local = {index: position for position, index in enumerate(train)}
-    head = fit_head(hidden[train], np.log(np.maximum(readouts[train], 1e-12)), [gold[i] for i in train], labels,
-                    [[local[i] for i in fold] for fold in folds])  # fmt: skip
-    return np.asarray([head.probabilities(hidden[i], np.log(np.maximum(readouts[i], 1e-12))) for i in test])
+    logprobs = np.log(np.maximum(readouts, 1e-12))
+    head = fit_head(
+        hidden[train], logprobs[train], [gold[i] for i in train], labels, [[local[i] for i in fold] for fold in folds]
+    )
+    return np.asarray([head.probabilities(hidden[i], logprobs[i]) for i in test])
 
 
 def nested(
@@ -103,8 +111,8 @@ def nested(
         inner = cut([gold[i] for i in train], [units[i] for i in train], k)
         local = [[train[position] for position in one] for one in inner]
         sub = {index: position for position, index in enumerate(train)}
-        pick = choose(readouts[train], hidden[train], [gold[i] for i in train], labels,
-                      [[sub[i] for i in one] for one in local])  # fmt: skip
+        inner_folds = [[sub[i] for i in one] for one in local]
+        pick = choose(readouts[train], hidden[train], [gold[i] for i in train], labels, inner_folds)
         picks.append(pick)
         procedure[fold] = _top(answer(pick, readouts, hidden, gold, labels, train, fold, k))
     order = sorted(i for fold in outer for i in fold)
