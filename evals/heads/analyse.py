@@ -58,7 +58,7 @@ def scored(predicted: list[int], gold: list[int], zero_shot: list[int]) -> dict[
         "ci95": list(metrics.wilson_interval(sum(right), len(right))),
         "minus_zero_shot": difference.difference,
         "minus_zero_shot_ci95": list(difference.ci95),
-        "macro_f1": report.get("macro_f1"),
+        "macro_f1": report["macro"]["f1"],
     }
 
 

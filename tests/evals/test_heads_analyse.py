@@ -37,7 +37,7 @@ def test_the_curve_scores_every_way_of_answering_on_the_same_test_messages(tmp_p
     test = [row for row in loaded if row["split"] == "test"]
     found = analyse.point([row for row in loaded if row["split"] == "train" and row["index"] < 5], test)
     assert found["test"] == 4 * len(LABELS) and found["train"] == 5 * len(LABELS)
-    assert found["zero_shot"]["minus_zero_shot"] == 0
+    assert found["zero_shot"]["minus_zero_shot"] == 0 and 0 <= found["head"]["macro_f1"] <= 1
     assert found["head"]["accuracy"] >= 0.9 > 0.5 > found["zero_shot"]["accuracy"]
     assert found["head"]["minus_zero_shot_ci95"][0] > 0
     assert found["task"]["answers_with"] == "head" and found["task"]["nested"]["adopted"]
