@@ -65,6 +65,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--api-key")
     parser.add_argument("--disable-radix-cache", action="store_true")
     parser.add_argument("--skip-server-warmup", action="store_true")
+    parser.add_argument("--return-hidden-states-mode", choices=["last", "full"])
     parser.add_argument("--dp-size", "--data-parallel-size", type=int, default=1)
     return parser.parse_args(argv)
 
@@ -125,6 +126,7 @@ def main(argv: list[str]) -> int:
             served_model_name=args.served_model_name or args.model_path,
             tokenizer_path=args.tokenizer_path,
             dp_size=args.dp_size,
+            hidden_states_mode=args.return_hidden_states_mode,
             call_log=f"{record_path}.calls",
         ).start()
         print(f"stand-in SGLang listening on {fake.url} (mode {mode})", flush=True)

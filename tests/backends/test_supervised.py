@@ -180,6 +180,7 @@ def test_flags_environment_and_logs_reach_sglang(supervised: Any, stand_in: Stan
         "--context-length": "20000",
         "--skip-server-warmup": None,
         "--cuda-graph-backend-prefill": "breakable",
+        "--return-hidden-states-mode": "last",
         "--api-key": "backend-secret",
     }
     assert stand_in.record()["env"] == {

@@ -60,7 +60,14 @@ def _kept_image_files(body: Any) -> Any:
 
 
 def record_payload(
-    body: Any, *, rust: bool, context_length: int, max_total_num_tokens: int, expect: str, dp_size: int = 1
+    body: Any,
+    *,
+    rust: bool,
+    context_length: int,
+    max_total_num_tokens: int,
+    expect: str,
+    dp_size: int = 1,
+    hidden_states_mode: str | None = None,
 ) -> None:
     if not os.environ.get(PAYLOAD_LOG):
         return
@@ -74,6 +81,7 @@ def record_payload(
         "body": shape, "frontend": "rust" if rust else "python", "context_length": context_length,
         "max_total_num_tokens": max_total_num_tokens, "vocab_size": VOCAB_SIZE, "expect": expect,
         "dp_size": dp_size,
+        **({"return_hidden_states_mode": hidden_states_mode} if hidden_states_mode else {}),
         # The vision model's pad id, for the check of `image_data` against the ids.
         **({"image_pad_id": IMAGE_PAD} if isinstance(body, dict) and "image_data" in body else {}),
     }  # fmt: skip

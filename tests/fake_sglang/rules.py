@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from starlette.responses import JSONResponse
+
 from tests.fake_sglang.generation import is_generation
 from tests.fake_sglang.ranks import rank_refusal
 
@@ -110,3 +112,8 @@ def judge_all(items: list[dict[str, Any]], **facts: Any) -> Outcome | None:
     all checked before any runs), else a crash on one; None: all admitted."""
     found = [verdict for verdict in (judge(item, **facts) for item in items) if verdict is not None]
     return next((verdict for verdict in found if not verdict.crash), found[0] if found else None)
+
+
+def error_response(message: str, status: int = 400) -> JSONResponse:
+    """An error as 0.5.19's Python frontend answers it."""
+    return JSONResponse({"error": {"message": message}}, status_code=status)

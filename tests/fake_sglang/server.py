@@ -44,20 +44,17 @@ from tests.fake_sglang.generation import (
     generation_violation,
     is_generation,
 )
+from tests.fake_sglang.hidden import add_state, judge_call, server_args
 from tests.fake_sglang.meta import model_card, readout, readout_answer
 from tests.fake_sglang.model import Logprobs, hashed_logprobs, local_model_dir
 from tests.fake_sglang.ranks import RankCaches
-from tests.fake_sglang.rules import Outcome, contract_violation, judge_all, max_req_input_len
+from tests.fake_sglang.rules import Outcome, contract_violation, error_response, judge_all, max_req_input_len
 from tests.fake_sglang.scheduler import Scheduler
 from tests.fake_sglang.vision import SeenPrompt, seen_prompt, vision_model_dir
 
 # SGLang's TokenizerManager looks at a waiting request's connection this often (SGLANG_REQUEST_STATE_WAIT_TIMEOUT).
 PYTHON_DISCONNECT_CHECK = 4.0
 RUST_DISCONNECT_CHECK = 0.02
-
-
-def _error(message: str, status: int = 400) -> JSONResponse:
-    return JSONResponse({"error": {"message": message}}, status_code=status)
 
 
 @dataclass
@@ -105,6 +102,8 @@ class FakeSGLang:
     step_seconds: float = 0.0
     #: False: a `/generate` in the list form is a 422, as sgl-model-gateway 0.3.2 answers it (`batch.py`).
     list_form: bool = True
+    #: `--return-hidden-states-mode` ("last", "full") or None: not launched with it (`hidden.py`).
+    hidden_states_mode: str | None = None
 
     requests: list[dict[str, Any]] = field(default_factory=list)
     #: Bytes of each `/generate` body as received, in order (what openjev sent over the wire).
@@ -230,7 +229,7 @@ class FakeSGLang:
     async def _server_info(self, request: Request) -> Response:
         info: dict[str, Any] = {"max_total_num_tokens": self.max_total_num_tokens, "version": "0.5.19"}
         if not self.rust_frontend:  # the server args, `dp_size` among them
-            info["dp_size"] = self.dp_size
+            info |= {"dp_size": self.dp_size, **server_args(self.hidden_states_mode)}
         if not self.rust_frontend and self.report_limits:  # the scheduler's facts, not relayed by Rust
             info |= {
                 "context_length": self.context_length,
@@ -288,7 +287,7 @@ class FakeSGLang:
             return PlainTextResponse(f"fake SGLang crashed: {outcome.message}", status_code=500)
         if outcome.plain_text:
             return PlainTextResponse("Internal Server Error", status_code=outcome.status)
-        return _error(outcome.message, outcome.status)
+        return error_response(outcome.message, outcome.status)
 
     async def _generate(self, request: Request) -> Response:
         body = await self._read(request)
@@ -302,16 +301,17 @@ class FakeSGLang:
             return PlainTextResponse(GATEWAY_REFUSAL, status_code=422)
         items = split_batch(body) if batched else [body]
         facts = {"rust": self.rust_frontend, "dp_size": self.dp_size, **limits}
-        outcome = items if isinstance(items, Outcome) else judge_all(items, **facts)
+        mode = self.hidden_states_mode
+        outcome = items if isinstance(items, Outcome) else judge_all(items, **facts) or judge_call(body, items, mode)
         expect = "ok" if outcome is None else "crash" if outcome.crash else "refused"
-        payloads.record_payload(body, rust=self.rust_frontend, expect=expect, dp_size=self.dp_size, **limits)
+        payloads.record_payload(body, expect=expect, hidden_states_mode=mode, **facts)
         if outcome is not None:
             return self._answer(outcome)
         seen = [self._seen(item) for item in items]  # type: ignore[union-attr]
         breach = rid_breach(body, items) or next((found for found in seen if isinstance(found, str)), None)  # type: ignore[arg-type]
         if breach is not None:
             self._violate(breach)
-            return _error(breach, 500)
+            return error_response(breach, 500)
         if not self.rust_frontend:  # 0.5.19's Rust frontend has no starting state at all
             while self._starting():  # noqa: ASYNC110 - the Python frontend queues work until it is up
                 await asyncio.sleep(0.02)
@@ -338,7 +338,7 @@ class FakeSGLang:
         try:
             if self.fail_on_call == call_number:
                 await asyncio.sleep(0.05)
-                return _error("injected failure", self.fail_status)
+                return error_response("injected failure", self.fail_status)
             aborted = await self._work(request, events, items, call_number)
             for item in items:
                 self.served_by[item["rid"]] = self._caches.route(item)
@@ -397,4 +397,4 @@ class FakeSGLang:
                 log.write(json.dumps(call) + "\n")
         found = readout(rid, ids, self.logprobs(prompt, ids), aborted, (len(seen.expanded), cached),
                         rank if self.dp_size > 1 else None)  # fmt: skip
-        return readout_answer(found, rust=self.rust_frontend)
+        return add_state(readout_answer(found, rust=self.rust_frontend), body, prompt)

@@ -4,7 +4,8 @@ launch commands with SGLang's own classes, print one JSON report on stdout.
     python validate.py PAYLOADS.jsonl COMMANDS.jsonl
 
 Each payload line is `{"body", "frontend", "context_length", "max_total_num_tokens", "vocab_size",
-"expect"}` where `expect` is the fake SGLang's verdict (`ok`, `refused` or `crash`); SGLang's verdict
+"expect"}` (and `return_hidden_states_mode` where the fake was launched with one, checked with the server
+args of that launch) where `expect` is the fake SGLang's verdict (`ok`, `refused` or `crash`); SGLang's verdict
 must be the same, so this also checks the fake. SGLang's verdict, in its own request path:
 - `GenerateReqInput` parsed as FastAPI does (pydantic), `normalize_batch_and_arguments()`
   (a body in the list form is a batch: each of its requests, `request[i]`, checked as follows,
@@ -173,10 +174,12 @@ def check_commands(lines: list[str]) -> list[str]:
 
 def main() -> None:
     payloads, commands = (Path(name).read_text().splitlines() for name in sys.argv[1:3])
-    get_context().set_server_args(ServerArgs(model_path="unused"))  # raw defaults: no model, no device probe
+    # Raw defaults (no model, no device probe), and those of a server launched with hidden states.
+    launched = {mode: ServerArgs(model_path="unused", return_hidden_states_mode=mode) for mode in (None, "last")}
     errors = []
     for line in payloads:
         record = json.loads(line)
+        get_context().set_server_args(launched[record.get("return_hidden_states_mode")])
         found, reason = verdict(record)
         if found != record["expect"]:
             body = {**record["body"], "input_ids": f"<{len(record['body'].get('input_ids') or [])} ids or requests>"}

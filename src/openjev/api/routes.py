@@ -64,6 +64,8 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
         "request_timeout_seconds": settings.request_timeout,
         "backend_context_length": service.backend.context_length,
         "data_parallel_size": service.backend.data_parallel_size if current else None,
+        # Whether readouts carry the hidden state a task's head reads, and what enables it where not.
+        "hidden_states": service.backend.hidden_states.public() if current else None,
         # The calibration file in force, by name only: its directory is this machine's business.
         "calibration_file": Path(calibration).name
         if (calibration := current and current.engine.calibration_source)
@@ -125,6 +127,7 @@ async def health(request: Request, service: ServiceDep) -> JSONResponse:
         "model": current.served_model_name if current else None,
         # Whether image assets (and box questions) are served: the model sees (null until it is ready).
         "images": service.backend.vision is not None if current else None,
+        "hidden_states": service.backend.hidden_states.public() if current else None,
         "backend": {
             "kind": service.backend.kind,
             **{

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
+
 from openjev.errors import OpenJevError
 from openjev.prompting.vision import VisionSpec
 
@@ -54,6 +56,9 @@ class ReadoutCall:
     routed_dp_rank: int | None = None
     #: One entry per image pad in `input_ids`, in order (the backend's processor expands each pad).
     images: tuple[ImageInput, ...] = ()
+    #: Return the hidden state at the answer position too (`LabelLogprobs.hidden_state`), read in the
+    #: same forward; only a backend whose `hidden_states` is available takes it.
+    hidden_state: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +73,23 @@ class LabelLogprobs:
     logprobs: tuple[float, ...]
     prompt_tokens: int
     cached_tokens: int | None
+    #: The model's final hidden state (after its last norm, the vector the output head reads) at the
+    #: prompt's last position, float32; None unless the call asked for it.
+    hidden_state: np.ndarray | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class HiddenStates:
+    """Whether a backend returns hidden states with its readouts (`ReadoutCall.hidden_state`), from which
+    layer, and where it does not, what enables them (shown in /health, /v1/limits and refusals)."""
+
+    available: bool
+    layer: str = "final"
+    enable: str | None = None
+
+    def public(self) -> dict[str, Any]:
+        """As /health and /v1/limits show it."""
+        return {"available": self.available, "layer": self.layer, "enable": self.enable}
 
 
 class TokenConstraint(Protocol):
@@ -138,6 +160,18 @@ class BackendTimeout(BackendError):
     error_type = "backend_timeout"
 
 
+class HiddenStatesUnavailable(BackendError):
+    """A readout asked for the hidden state of a backend that does not return it (HTTP 502)."""
+
+    error_type = "hidden_states_unavailable"
+
+
+#: What enables hidden states where a backend has none.
+NO_HIDDEN_STATES = (
+    "serve with the embedded llama.cpp runtime or an SGLang started with --return-hidden-states-mode last"
+)
+
+
 class Backend(abc.ABC):
     """Base class of every backend. Only `readout` is required."""
 
@@ -170,6 +204,17 @@ class Backend(abc.ABC):
     async def generate(self, call: GenerationCall) -> Generation:
         """Decode after `call.input_ids` (see `GenerationCall`); cancelling stops the work like `readout`."""
         raise BackendError(f"the {self.kind} backend cannot generate")
+
+    @property
+    def hidden_states(self) -> HiddenStates:
+        """Whether readouts can carry the hidden state; none by default."""
+        return HiddenStates(False, enable=NO_HIDDEN_STATES)
+
+    def refuse_hidden_states(self, calls: Sequence[ReadoutCall]) -> None:
+        """BackendError when a call asks for hidden states this backend does not return."""
+        support = self.hidden_states
+        if not support.available and any(call.hidden_state for call in calls):
+            raise HiddenStatesUnavailable(f"the {self.kind} backend returns no hidden states: {support.enable}")
 
     @property
     def context_length(self) -> int | None:

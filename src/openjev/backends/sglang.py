@@ -43,6 +43,7 @@ from typing import Any
 import httpx
 import orjson
 
+from openjev.backends import sglang_hidden as hidden
 from openjev.backends.base import (
     Backend,
     BackendError,
@@ -51,6 +52,7 @@ from openjev.backends.base import (
     BackendUnavailable,
     Generation,
     GenerationCall,
+    HiddenStates,
     LabelLogprobs,
     ReadoutCall,
 )
@@ -149,8 +151,9 @@ class SGLangBackend(Backend):
 
     async def readout(self, call: ReadoutCall) -> LabelLogprobs:
         self._check_vocabulary([call])
-        body = functools.partial(generate_payload, call)
-        return parse_label_logprobs(await self._post(body, [call.rid], call.images), call)
+        body = hidden.asking(functools.partial(generate_payload, call), [call], self.hidden_states)
+        answer = await self._post(body, [call.rid], call.images)
+        return hidden.read(parse_label_logprobs(answer, call), answer, call)
 
     async def readout_batch(self, calls: Sequence[ReadoutCall]) -> list[LabelLogprobs]:
         """One `/generate` for all (`sglang_readouts.py`); a single readout stays a plain call. After the
@@ -164,10 +167,11 @@ class SGLangBackend(Backend):
             self._single_batches -= 1
             return await super().readout_batch(calls)
         self._check_vocabulary(calls)
-        body = functools.partial(batch_payload, calls)
+        body = hidden.asking(functools.partial(batch_payload, calls), calls, self.hidden_states)
         images = [image for call in calls for image in call.images]
         try:
-            answers = parse_batch(await self._post(body, [call.rid for call in calls], images), calls)
+            raw = await self._post(body, [call.rid for call in calls], images)
+            answers = hidden.read_all(parse_batch(raw, calls), raw, calls)
         except ListFormRefused as refused:
             self._list_form_refusals += 1
             self._single_batches = min(2**self._list_form_refusals, LIST_FORM_RETRY_CAP)
@@ -245,6 +249,10 @@ class SGLangBackend(Backend):
     @property
     def context_length(self) -> int | None:
         return self._context_length
+
+    @property
+    def hidden_states(self) -> HiddenStates:
+        return hidden.server_support(self.server_info)
 
     @property
     def data_parallel_size(self) -> int:

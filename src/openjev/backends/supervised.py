@@ -37,6 +37,7 @@ from pathlib import Path
 
 from openjev.backends.base import BackendError
 from openjev.backends.sglang import SGLangBackend, client_options
+from openjev.backends.sglang_hidden import LAUNCH_ARGS
 from openjev.config import Settings, served_model_name
 from openjev.options import Frontend
 from openjev.prompting.tokenizer_source import resolve_tokenizer_dir
@@ -86,6 +87,9 @@ def sglang_command(settings: Settings, port: int, tokenizer_dir: Path) -> list[s
         # One scheduler and radix cache per rank behind one HTTP front; openjev pins each conversation
         # to one of them (`affinity.py`). One rank: no flag, today's command exactly.
         *(["--dp-size", str(settings.data_parallel_size)] if (settings.data_parallel_size or 1) > 1 else []),
+        # Readouts may ask for the hidden state at the answer position (a task's head): the last
+        # position only, captured in the prefill that computes the logprobs (`sglang_hidden.py`).
+        *LAUNCH_ARGS,
         *(["--api-key", api_key] if api_key else []),
         *shlex.split(settings.sglang_args or ""),
     ]  # fmt: skip

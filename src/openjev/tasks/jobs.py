@@ -35,7 +35,11 @@ class KeptReadouts(MutableMapping[str, Any]):
         self.path = path
         self._items: dict[str, Any] = {}
         if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
+            text = path.read_text(encoding="utf-8")
+            if not text.endswith("\n") and text:
+                # A torn last line (a process died mid-write) goes, so the next entry starts a line of its own.
+                path.write_text(text[: text.rfind("\n") + 1], encoding="utf-8")
+            for line in text.splitlines():
                 with contextlib.suppress(ValueError, TypeError, KeyError):  # a torn last line is read again
                     entry = json.loads(line)
                     self._items[str(entry["key"])] = entry["readouts"]

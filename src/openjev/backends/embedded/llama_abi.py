@@ -123,6 +123,15 @@ void llama_memory_seq_cp(llama_memory_t mem, llama_seq_id seq_id_src, llama_seq_
                          llama_pos p0, llama_pos p1);
 int32_t llama_decode(struct llama_context * ctx, struct llama_batch batch);
 float * llama_get_logits_ith(struct llama_context * ctx, int32_t i);
+int32_t llama_model_n_embd(const struct llama_model * model);
+void llama_set_embeddings(struct llama_context * ctx, bool embeddings);
+float * llama_get_embeddings_ith(struct llama_context * ctx, int32_t i);
+
+struct ggml_tensor;
+const char * ggml_get_name(const struct ggml_tensor * tensor);
+int64_t ggml_nelements(const struct ggml_tensor * tensor);
+size_t ggml_nbytes(const struct ggml_tensor * tensor);
+void ggml_backend_tensor_get(const struct ggml_tensor * tensor, void * data, size_t offset, size_t size);
 
 void * ggml_backend_load(const char * path);
 void ggml_backend_load_all_from_path(const char * dir_path);

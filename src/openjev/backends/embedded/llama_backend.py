@@ -9,7 +9,8 @@ Prefix reuse: every evaluated prompt stays resident as a sequence of llama.cpp's
 only the rest. Batching: the worker takes every waiting readout at once (lingering 2 ms for the
 siblings of a branch: the engine submits a request's branches together) and evaluates them in one
 `llama_decode`, each branch a sequence of its own over the shared prefix cells, the output head only
-at each branch's last token.
+at each branch's last token. A readout that asks for the hidden state gets the final norm's output at
+that token, read in the same decode (`llama_hidden.py`).
 
 Threading: the model loads on a daemon thread; readouts and generations run on one worker thread in
 arrival order. Cancelling the awaiting task drops a waiting call; a running decode whose every call
@@ -31,6 +32,7 @@ from openjev.backends.base import (
     BackendError,
     Generation,
     GenerationCall,
+    HiddenStates,
     LabelLogprobs,
     ReadoutCall,
 )
@@ -56,6 +58,8 @@ SEQUENCES = 256
 RESIDENT_TOKENS = 1024
 #: How long the worker waits for a branch's siblings when it finds it alone.
 LINGER_SECONDS = 0.002
+#: The hidden state a readout returns: the output of the model's final norm (`llama_hidden.py`).
+HIDDEN_LAYER = "final"
 
 
 class LlamaCppBackend(LocalModelBackend):
@@ -91,12 +95,17 @@ class LlamaCppBackend(LocalModelBackend):
     def context_length(self) -> int | None:
         return self.runtime.shape.context_length if self.runtime else None
 
+    @property
+    def hidden_states(self) -> HiddenStates:
+        return HiddenStates(True, layer=HIDDEN_LAYER)
+
     def _facts(self) -> dict[str, Any]:
         return {
             "runtime": "llama.cpp",
             "path": str(self.model.gguf) if self.model else None,
             "dtype": self.dtype,
             "prefix_cache": self.sequences.stats(),
+            "hidden_states": HIDDEN_LAYER,
         }
 
     def _enqueue(self, job: Job) -> None:
@@ -178,35 +187,44 @@ class LlamaCppBackend(LocalModelBackend):
 
     def _answer(self, jobs: list[Job]) -> list[LabelLogprobs | None]:
         rows: list[np.ndarray] = [np.empty(0)] * len(jobs)
+        states: list[np.ndarray | None] = [None] * len(jobs)
         reused = [0] * len(jobs)
         pending: list[tuple[int, tuple[int, ...]]] = []
+        hidden = any(job.call.hidden_state for job in jobs)
         for index, job in enumerate(jobs):
             ids = tuple(job.call.input_ids)
             match = self.sequences.match(ids)
-            if match.entry is not None and match.whole(ids):
-                rows[index], reused[index] = match.entry.logprobs, len(ids)
+            if match.answers(ids, hidden=job.call.hidden_state):
+                assert match.entry is not None
+                rows[index], states[index], reused[index] = match.entry.logprobs, match.entry.hidden, len(ids)
             else:
                 pending.append((index, ids))
         for group in in_batches(pending, self.runtime.batch_tokens if self.runtime else 0):
-            for (index, _), (row, length, _seq) in zip(group, self._evaluate([ids for _, ids in group]), strict=True):
-                rows[index], reused[index] = row, length
+            evaluated = self._evaluate([ids for _, ids in group], hidden=hidden)
+            for (index, _), (row, state, length, _seq) in zip(group, evaluated, strict=True):
+                rows[index], states[index], reused[index] = row, state, length
         return [
             LabelLogprobs(
                 logprobs=tuple(float(row[token]) for token in job.call.label_token_ids),
                 prompt_tokens=len(job.call.input_ids),
                 cached_tokens=cached,
+                hidden_state=state if job.call.hidden_state else None,
             )
-            for job, row, cached in zip(jobs, rows, reused, strict=True)
+            for job, row, state, cached in zip(jobs, rows, states, reused, strict=True)
         ]
 
-    def _evaluate(self, prompts: list[tuple[int, ...]]) -> list[tuple[np.ndarray, int, int]]:
+    def _evaluate(
+        self, prompts: list[tuple[int, ...]], *, hidden: bool = False
+    ) -> list[tuple[np.ndarray, np.ndarray | None, int, int]]:
         """Each prompt over its longest resident prefix, in one decode, then resident itself:
-        (distribution, reused tokens, sequence) per prompt. Where the KV memory has no room, the least
-        recently used entries go, one per try, until it has (or nothing is left to evict)."""
+        (distribution, hidden state or None, reused tokens, sequence) per prompt; with `hidden` the
+        decode reads every prompt's final hidden state, and a resident prompt without one is evaluated
+        again from its last token. Where the KV memory has no room, the least recently used entries go,
+        one per try, until it has (or nothing is left to evict)."""
         runtime = self.runtime
         assert runtime is not None
         while True:
-            matches = [self.sequences.match(ids, record=False) for ids in prompts]
+            matches = [self.sequences.match(ids, record=False).evaluable(ids) for ids in prompts]
             sources = [match.entry.seq for match in matches if match.entry is not None]
             dropped: list[int] = []
             self.sequences.trim(RESIDENT_TOKENS, sources, dropped)
@@ -227,7 +245,11 @@ class LlamaCppBackend(LocalModelBackend):
                 pieces.append(Piece(seq, match.length, ids[match.length :]))
             try:
                 # Kept as they are stored, so a prompt asked again reads the very same values.
-                rows = [row.astype(np.float32) for row in runtime.run(pieces)]
+                if hidden:
+                    found, states = runtime.run_hidden(pieces)
+                else:
+                    found, states = runtime.run(pieces), [None] * len(pieces)
+                rows = [row.astype(np.float32) for row in found]
             except BaseException as exc:
                 for piece in pieces:
                     runtime.drop(piece.seq)
@@ -242,10 +264,12 @@ class LlamaCppBackend(LocalModelBackend):
                 for gone in dropped:
                     runtime.drop(gone)
                 continue
-            for piece, ids, row, match in zip(pieces, prompts, rows, matches, strict=True):
+            for piece, ids, row, state, match in zip(pieces, prompts, rows, states, matches, strict=True):
                 parent = match.entry.seq if match.entry is not None else None
-                self.sequences.put(piece.seq, ids, row, parent, piece.start)
-            return [(row, piece.start, piece.seq) for row, piece in zip(rows, pieces, strict=True)]
+                self.sequences.put(piece.seq, ids, row, parent, piece.start, state)
+            return [
+                (row, state, piece.start, piece.seq) for row, state, piece in zip(rows, states, pieces, strict=True)
+            ]
 
     def _decode(self, job: GenerationJob) -> Generation:
         """Worker thread: one generation, token by token in a sequence of its own over the prompt's."""
@@ -258,7 +282,7 @@ class LlamaCppBackend(LocalModelBackend):
             if match.entry is not None and match.whole(ids):
                 source, logprobs, start = match.entry.seq, match.entry.logprobs, len(ids)
             else:
-                [(logprobs, start, source)] = self._evaluate([ids])
+                [(logprobs, _state, start, source)] = self._evaluate([ids])
             seq = self._generation_sequence(source, len(ids))
             output, read = self._steps(runtime, (source, seq), ids, logprobs, job)
         except Aborted:

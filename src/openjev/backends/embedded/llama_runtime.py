@@ -2,7 +2,8 @@
 
 `LlamaRuntime.run(pieces)` evaluates several token runs in one `llama_decode`: each `Piece` appends
 `tokens` to sequence `seq` at positions `start..start+len-1` and gets the log-softmax over the whole
-vocabulary after its last token (the output head runs only there). The
+vocabulary after its last token (the output head runs only there); `run_hidden` also gives the final
+hidden state there (`llama_hidden.py`). The
 KV memory is unified, so `copy(src, dst, length)` makes `dst` share `src`'s first `length` positions
 without copying them: every branch over a shared prefix attends to the same cells.
 
@@ -30,6 +31,7 @@ from openjev.backends.embedded.llama_abi import (
     find_library,
     load,
 )
+from openjev.backends.embedded.llama_hidden import HiddenCapture
 
 #: `llama_decode`'s return values that are not failures of the input (llama.h).
 NO_KV_SLOT, ABORTED = 1, 2
@@ -62,6 +64,8 @@ class ModelShape:
 
     vocab_size: int
     context_length: int
+    #: Width of the hidden state (`llama_hidden.py`).
+    hidden_size: int
 
 
 class LlamaRuntime:
@@ -97,6 +101,7 @@ class LlamaRuntime:
         self.shape = ModelShape(
             vocab_size=ll.llama_vocab_n_tokens(vocab),
             context_length=min(context, trained) if context else trained,
+            hidden_size=ll.llama_model_n_embd(self._model),
         )
         params = ll.llama_context_default_params()
         params.n_ctx = params.n_batch = self.shape.context_length
@@ -114,6 +119,8 @@ class LlamaRuntime:
         # Kept referenced: llama.cpp calls it during every decode.
         self._abort_callback = ffi.callback("bool(void *)", lambda _data: self.abort.is_set())
         params.abort_callback = self._abort_callback
+        self.hidden = HiddenCapture(ffi, ll, self.shape.hidden_size)
+        params.cb_eval = ffi.cast("void *", self.hidden.callback)
         self._ctx = ll.llama_init_from_model(self._model, params)
         if not self._ctx:
             ll.llama_model_free(self._model)
@@ -141,6 +148,18 @@ class LlamaRuntime:
         if status != 0:
             raise LlamaError(f"llama_decode failed ({status})")
         return [_log_softmax(self._logits(row)) for row in rows]
+
+    def run_hidden(self, pieces: list[Piece]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """`run`, and the final hidden state (float32) after each piece, read in the same decode."""
+        self.hidden.arm()
+        try:
+            rows = self.run(pieces)
+        finally:
+            self.hidden.armed = False
+        try:
+            return rows, self.hidden.take(len(pieces))
+        except ValueError as exc:
+            raise LlamaError(str(exc)) from None
 
     def _logits(self, row: int) -> np.ndarray:
         """The logits llama.cpp holds for batch row `row` (a view of its buffer, valid until the next decode)."""

@@ -90,6 +90,7 @@ class LocalModelBackend(Backend):
         return BackendHealth(ready=self._state == "ready", detail=detail)
 
     async def readout(self, call: ReadoutCall) -> LabelLogprobs:
+        self.refuse_hidden_states([call])
         job = Job(self._check(call))
         self._in_flight += 1
         try:

@@ -4,7 +4,8 @@ runtime's prefix cache.
 A call's prompt is matched against every resident prompt; the longest common prefix `p` (at most one
 short of the call's own length, so at least one token is evaluated and read) is shared into a fresh
 sequence with `seq_cp` (no copy: the cells gain a sequence id) and only the rest is evaluated. A prompt
-equal to a resident one is answered from that entry's stored distribution without running anything.
+equal to a resident one is answered from that entry's stored distribution without running anything
+(and its hidden state, where its decode read one; an equal entry with one is preferred).
 
 Every resident cell costs every later decode: the memory is one pool, and each new token's attention
 runs over all the cells in use, masked or not (8,000 cells of other prompts made a 400-token prefill
@@ -36,6 +37,8 @@ class Resident:
     #: The entry it was copied from (None: evaluated from the start) and the cells it evaluated itself.
     parent: int | None = None
     own: int = 0
+    #: The final hidden state after the last token, where the decode that evaluated it read one.
+    hidden: np.ndarray | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +51,15 @@ class Match:
 
     def whole(self, ids: tuple[int, ...]) -> bool:
         return self.entry is not None and self.entry.ids == ids
+
+    def answers(self, ids: tuple[int, ...], *, hidden: bool) -> bool:
+        """Whether the entry answers the prompt without a decode (with its hidden state, if `hidden`)."""
+        return self.whole(ids) and (not hidden or (self.entry is not None and self.entry.hidden is not None))
+
+    def evaluable(self, ids: tuple[int, ...]) -> Match:
+        """The match to evaluate over: a whole one (a resident prompt asked again for its hidden state)
+        gives all but the last token, which is evaluated again."""
+        return Match(self.entry, len(ids) - 1) if self.whole(ids) else self
 
 
 class SequenceCache:
@@ -79,7 +91,9 @@ class SequenceCache:
             length = _common_prefix(entry.ids, ids)
             if entry.ids == ids:
                 best, best_length = entry, length
-                break
+                if entry.hidden is not None:  # else one evaluated again for its hidden state may follow
+                    break
+                continue
             length = min(length, len(ids) - 1)
             if length > best_length:
                 best, best_length = entry, length
@@ -132,9 +146,17 @@ class SequenceCache:
     def resident_tokens(self, excluding: Collection[int] = ()) -> int:
         return sum(entry.own for entry in self._entries.values() if entry.seq not in excluding)
 
-    def put(self, seq: int, ids: tuple[int, ...], logprobs: np.ndarray, parent: int | None, shared: int) -> None:
+    def put(
+        self,
+        seq: int,
+        ids: tuple[int, ...],
+        logprobs: np.ndarray,
+        parent: int | None,
+        shared: int,
+        hidden: np.ndarray | None = None,
+    ) -> None:
         """`seq` holds `ids`: its first `shared` cells copied from `parent`, the rest evaluated into it."""
-        self._entries[seq] = Resident(seq, ids, logprobs, next(self._clock), parent, len(ids) - shared)
+        self._entries[seq] = Resident(seq, ids, logprobs, next(self._clock), parent, len(ids) - shared, hidden)
 
     def _family(self, seq: int) -> set[int]:
         """`seq` and every entry built on it, directly or not."""
