@@ -18,7 +18,8 @@ from pydantic import SecretStr, ValidationError
 
 from openjev.batch.default_group import DefaultCommandGroup
 from openjev.batch.file_commands import answer_rows_of, file_command_options, read_file_rows, target_of
-from openjev.config import COMPAT_MODEL_ALIAS, Settings
+from openjev.config import Settings
+from openjev.endpoints import COMPAT_MODEL_ALIAS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="openjev: a self-hosted Jev System One API.")
 

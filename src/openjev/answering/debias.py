@@ -38,7 +38,7 @@ import math
 from collections.abc import Sequence
 
 from openjev.answering.answers import PROBABILITY_FLOOR, renormalise
-from openjev.config import RotationAverage
+from openjev.options import RotationAverage
 
 #: The state a content-free readout is read over: carries no content, only the question.
 CONTENT_FREE_STATE = "N/A"

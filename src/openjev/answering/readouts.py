@@ -54,7 +54,8 @@ from openjev.answering.box_reading import BoxReading
 from openjev.answering.debias import combine_log_space, combine_views, divide_prior, log_floor, mirrored
 from openjev.backends.base import BackendError, LabelLogprobs
 from openjev.calibration import Calibration, load_calibration
-from openjev.config import AnswerCue, ScoreLabels, Settings
+from openjev.config import Settings
+from openjev.options import AnswerCue, ScoreLabels
 from openjev.prompting.box_grammar import CUE as BOX_CUE
 from openjev.prompting.image_marks import ImageMarks
 from openjev.prompting.labels import LabelSet, build_label_set

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from openjev.config import COMPAT_MODEL_ALIAS
+from openjev.endpoints import COMPAT_MODEL_ALIAS
 
 #: The options `eval` and `classify` share: name -> (type, default, help).
 FILE_COMMAND_OPTIONS: dict[str, tuple[Any, Any, str]] = {
