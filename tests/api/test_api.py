@@ -369,7 +369,7 @@ def test_models_limits_health_docs(client):
     # Per request: the input once and every readout's own tokens, twice a question's budget by default.
     assert limits["max_total_input_tokens"] == 2 * limits["max_input_tokens"]
     routes = limits["token_budgets"]
-    assert sorted(routes) == ["/api/alpha/decisions", "/v1/decisions", "/v1/systemone"]
+    assert sorted(routes) == ["/api/alpha/decisions", "/api/v1/systemone", "/v1/decisions", "/v1/systemone"]
     assert routes["/v1/decisions"]["standard"] == {
         "per_question": limits["max_input_tokens"],
         "per_request": limits["max_total_input_tokens"],

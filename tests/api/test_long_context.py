@@ -130,7 +130,7 @@ def test_the_sdk_sends_the_header_as_an_extra_and_so_does_openais(server, tokens
         # OpenAI's code and words for a context overflow, which clients (langchain-openai) act on.
         assert caught.value.param == "input" and caught.value.code == "context_length_exceeded"
         assert "maximum context length is 32768 tokens" in caught.value.message
-        # langchain-openai's test for a context overflow (`_handle_openai_bad_request`), on openai 3.57's text.
+        # langchain-openai's test for a context overflow (`_handle_openai_bad_request`), on openai 3.63's text.
         assert caught.value.message.startswith("Error code: 400 - Input tokens exceed the configured limit of 32768")
         assert "TypeSafe-Danger-Zone-Long-Context: true" in caught.value.message
         decision = client.decisions.create(
