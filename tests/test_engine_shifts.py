@@ -64,7 +64,7 @@ def ask(engine: Engine, questions: dict) -> tuple[dict, int]:
 CHOICE = {"type": "choice", "criteria": {"w": "wrong", "c": "close", "o": "other", "r": "right"}}
 
 
-UNCALIBRATED = "score"  # OPENJEV_CONTEXTUAL_CALIBRATION without choice (the default)
+UNCALIBRATED = "score"  # OPENJEV_CONTEXTUAL_CALIBRATION without choice
 CALIBRATED = "choice,score"
 TRUTH = [value / sum(CONTENT.values()) for value in CONTENT.values()]
 
@@ -158,7 +158,11 @@ SCORE = {"type": "score", "instructions": "How urgent?", "criteria": ["Routine",
 @pytest.mark.parametrize("reverse", [False, True])
 def test_an_escalated_score_keeps_its_contextual_calibration_and_views(chat, reverse):
     settings = Settings(
-        think_margin=1000, think_max_share=1, think_budget_tokens=8, score_reverse=reverse, score_temperature=None
+        think_margin=1000,
+        think_max_share=1,
+        think_budget_tokens=8,
+        score_reverse=reverse,
+        contextual_calibration="score",
     )
     model = StateReadingScoreModel(chat)
     engine = Engine(settings, chat, model)
@@ -195,7 +199,9 @@ class TwoRankScoreModel(StateReadingScoreModel):
 
 
 def test_every_call_of_a_thinking_request_counts_on_its_rank(chat):
-    settings = Settings(think_margin=1000, think_max_share=1, think_budget_tokens=8, score_reverse=True)
+    settings = Settings(
+        think_margin=1000, think_max_share=1, think_budget_tokens=8, score_reverse=True, contextual_calibration="score"
+    )
     model = TwoRankScoreModel(chat)
     engine = model.engine = Engine(settings, chat, model)
     request = SystemOneRequest.model_validate({"model": "openjev-think", "state": "Pick.", "questions": {"s": SCORE}})

@@ -12,6 +12,8 @@ COMPAT_MODEL_ALIAS = "jev-latest"
 SYSTEM_ONE_PATH = "/v1/systemone"
 DECISIONS_PATH = "/v1/decisions"
 OPENROUTER_PATH = "/api/alpha/decisions"
+#: OpenRouter's System One route (its SDK's `client.system_one.create()`): the same body as OPENROUTER_PATH.
+OPENROUTER_SYSTEM_ONE_PATH = "/api/v1/systemone"
 TASKS_PATH = "/v1/tasks"
 FITS_PATH = "/v1/tasks/fits"
 #: Tasks a page of `GET /v1/tasks` lists by default and at most.

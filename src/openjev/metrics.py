@@ -14,7 +14,8 @@ REQUESTS = Counter(
 )
 REQUEST_SECONDS = Histogram(
     "openjev_request_seconds",
-    "Wall time of successful requests of the answering routes (/v1/systemone, /v1/decisions, /api/alpha/decisions).",
+    "Wall time of successful requests of the answering routes "
+    "(/v1/systemone, /v1/decisions, /api/alpha/decisions, /api/v1/systemone).",
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
     registry=REGISTRY,
 )

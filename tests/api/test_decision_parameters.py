@@ -1,5 +1,5 @@
 """`POST /v1/decisions` takes what OpenAI's contract takes and refuses the rest by name, with the real `openai`
-3.57.0 client against openjev on the fake SGLang: every field the SDK sends is accepted; an unknown field is
+3.63.0 client against openjev on the fake SGLang: every field the SDK sends is accepted; an unknown field is
 OpenAI's 400 `unknown_parameter`, a generation parameter it cannot honour `unsupported_parameter`; OpenAI's
 counts (200 questions, 2 to 10 levels, 2 to 255 options, 128 images) in the words clients look for; the
 answer's `model` is the name asked for."""
@@ -161,7 +161,7 @@ def test_a_value_and_a_string_that_read_the_same_stay_apart_with_their_descripti
 
 def test_limits_say_each_routes_counts(http):
     routes = http.get("/v1/limits").json()["routes"]
-    assert set(routes) == {"/v1/systemone", "/v1/decisions", "/api/alpha/decisions"}
+    assert set(routes) == {"/v1/systemone", "/v1/decisions", "/api/alpha/decisions", "/api/v1/systemone"}
     assert routes["/v1/decisions"] == {
         "max_questions": 200,
         "min_choice_options": 2,
@@ -171,7 +171,7 @@ def test_limits_say_each_routes_counts(http):
         "max_images": 128,
     }
     typesafe = {**routes["/v1/decisions"], "min_choice_options": 1, "min_score_levels": 1, "max_score_levels": 64}
-    assert routes["/v1/systemone"] == routes["/api/alpha/decisions"] == typesafe
+    assert routes["/v1/systemone"] == routes["/api/alpha/decisions"] == routes["/api/v1/systemone"] == typesafe
 
 
 def test_openais_128_images_are_answered_and_the_129th_is_named(vision_stack):

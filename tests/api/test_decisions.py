@@ -1,4 +1,4 @@
-"""`POST /v1/decisions` with the real `openai` 3.57.0 client, against openjev on the fake SGLang: every
+"""`POST /v1/decisions` with the real `openai` 3.63.0 client, against openjev on the fake SGLang: every
 question type, typed choice values, names, usage, tool calls, images, OpenAI's error envelope and its
 exception classes, overload as a 429 the SDK retries, and the answers equal to `/v1/systemone`'s."""
 

@@ -248,20 +248,24 @@ def test_unreachable_backend_keeps_answering_503(connect):
     error_of(httpx.post(f"{server.url}/v1/systemone", json=body({"q": NOUL})), 503, "backend_unavailable")
 
 
+#: Scores divided by their content-free readout (off by default): the readouts these budget tests are about.
+CALIBRATED_SCORES = ("--contextual-calibration", "score")
+
+
 def test_content_free_readouts_never_count_against_the_callers_budget(connect, fake_sglang):
     score = {"type": "score", "instructions": "How urgent?", "criteria": ["Routine", "Urgent", "Emergency"]}
-    measure = connect(fake_sglang)
+    measure = connect(fake_sglang, *CALIBRATED_SCORES)
     before = len(fake_sglang.generate_calls)
     assert httpx.post(f"{measure.url}/v1/systemone", json=body({"s": score}), timeout=30).status_code == 200
     calls = fake_sglang.generate_calls[before:]
-    assert len(calls) == 3  # the warm-up, the branch, its content-free readout (scores are calibrated)
+    assert len(calls) == 3  # the warm-up, the branch, its content-free readout
     # The caller's text: the branch's prompt, the input once and the question as sent.
     sent = len(calls[1]["body"]["input_ids"])
-    fits = connect(fake_sglang, "--max-total-input-tokens", str(sent))
+    fits = connect(fake_sglang, *CALIBRATED_SCORES, "--max-total-input-tokens", str(sent))
     before = len(fake_sglang.generate_calls)
     assert httpx.post(f"{fits.url}/v1/systemone", json=body({"s": score}), timeout=30).status_code == 200
     assert len(fake_sglang.generate_calls) - before == 3  # the content-free readout made, not charged
-    server = connect(fake_sglang, "--max-total-input-tokens", str(sent - 1))
+    server = connect(fake_sglang, *CALIBRATED_SCORES, "--max-total-input-tokens", str(sent - 1))
     response = httpx.post(f"{server.url}/v1/systemone", json=body({"s": score}), timeout=30)
     assert response.status_code == 422, response.text
     (issue,) = response.json()["detail"]
@@ -271,20 +275,20 @@ def test_content_free_readouts_never_count_against_the_callers_budget(connect, f
 
 def test_a_content_free_readout_longer_than_its_branch_is_openjevs_capacity_not_the_callers(connect, fake_sglang):
     score = {"type": "score", "instructions": "How urgent?", "criteria": ["Routine", "Urgent", "Emergency"]}
-    measure = connect(fake_sglang)
+    measure = connect(fake_sglang, *CALIBRATED_SCORES)
     before = len(fake_sglang.generate_calls)
     assert httpx.post(f"{measure.url}/v1/systemone", json=body({"s": score}, "x"), timeout=30).status_code == 200
     _, branch, readout = (len(call["body"]["input_ids"]) for call in fake_sglang.generate_calls[before:])
     assert readout > branch  # the content-free state "N/A" takes more tokens than the state "x"
     # The branch alone fits the per-question limit; its content-free readout, openjev's own, is served.
-    server = connect(fake_sglang, "--max-input-tokens", str(branch + 1))
+    server = connect(fake_sglang, *CALIBRATED_SCORES, "--max-input-tokens", str(branch + 1))
     before = len(fake_sglang.generate_calls)
     assert httpx.post(f"{server.url}/v1/systemone", json=body({"s": score}, "x"), timeout=30).status_code == 200
     sent = [len(call["body"]["input_ids"]) for call in fake_sglang.generate_calls[before:]]
     assert sorted(sent)[1:] == [branch, readout]  # the warm-up, the branch, the content-free readout
     # A model whose context holds the branch and not the readout (SGLang's limit is 6 below it): a 529.
     with FakeSGLang(context_length=branch + 1 + 6) as fake:
-        server = connect(fake)
+        server = connect(fake, *CALIBRATED_SCORES)
         before = len(fake.generate_calls)
         response = httpx.post(f"{server.url}/v1/systemone", json=body({"s": score}, "x"), timeout=30)
         assert response.status_code == 529, response.text

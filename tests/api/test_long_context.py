@@ -130,7 +130,7 @@ def test_the_sdk_sends_the_header_as_an_extra_and_so_does_openais(server, tokens
         # OpenAI's code and words for a context overflow, which clients (langchain-openai) act on.
         assert caught.value.param == "input" and caught.value.code == "context_length_exceeded"
         assert "maximum context length is 32768 tokens" in caught.value.message
-        # langchain-openai's test for a context overflow (`_handle_openai_bad_request`), on openai 3.57's text.
+        # langchain-openai's test for a context overflow (`_handle_openai_bad_request`), on openai 3.63's text.
         assert caught.value.message.startswith("Error code: 400 - Input tokens exceed the configured limit of 32768")
         assert "TypeSafe-Danger-Zone-Long-Context: true" in caught.value.message
         decision = client.decisions.create(
@@ -157,17 +157,29 @@ def choices(count: int, options: int = 4, examples: list[str] | None = None) -> 
 
 
 def test_a_29k_input_with_190_choices_is_answered_counting_only_the_callers_text(qwen_tokenizer_dir, tmp_path, tokens):
-    """openjev reads each choice in two rotations and, for choices, a content-free readout: its own
-    work, never the caller's (it made this request "need 71,735 tokens (... 380 question prompts)").
-    Default budgets; the fake's 400 calls of 29k ids each take minutes on a small CI machine, hence the
-    longer request timeout."""
+    """With each choice read in two rotations, each with a content-free readout (named here: the default
+    reads each once), openjev's own work is never the caller's (it once made this request "need 71,735
+    tokens (... 380 question prompts)"). Default budgets; the fake's 400 calls of 29k ids each take minutes
+    on a small CI machine, hence the longer request timeout."""
     from tests.conftest import launch_openjev, stop_openjev
 
     state = words(6_100)
     request = {"model": "jev-latest", "state": state, "questions": choices(190)}
     with FakeSGLang(context_length=CONTEXT) as fake:
         server = launch_openjev(
-            "--connect", fake.url, "--tokenizer", str(qwen_tokenizer_dir), "--request-timeout", "600", log_dir=tmp_path
+            "--connect",
+            fake.url,
+            "--tokenizer",
+            str(qwen_tokenizer_dir),
+            "--request-timeout",
+            "600",
+            "--option-shifts",
+            "2",
+            "--rotation-skip-above",
+            "1",
+            "--contextual-calibration",
+            "choice",
+            log_dir=tmp_path,
         )
         try:
             response = httpx.post(f"{server.url}/v1/systemone", json=request, timeout=600)
@@ -175,6 +187,8 @@ def test_a_29k_input_with_190_choices_is_answered_counting_only_the_callers_text
             stop_openjev(server)
     assert response.status_code == 200, response.text
     assert len(response.json()["answers"]) == 190
+    # Each choice's two rotations and their two content-free readouts (a warm-up reads one id).
+    assert sum(len(call["body"]["token_ids_logprob"]) > 1 for call in fake.generate_calls) == 4 * 190
     usage = response.json()["usage"]
     # The state once and each choice once, as sent: within the default 65,536, far below twice the state.
     assert tokens(state) < usage["input_tokens"] < min(65_536, 2 * tokens(state))

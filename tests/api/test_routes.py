@@ -65,10 +65,9 @@ def _eventually_ready(client: TestClient, attempts: int = 200) -> bool:
 
 def test_example_is_answered_with_one_backend_call_per_readout_plus_warm_up(ready_client) -> None:
     client, backend = ready_client
-    # The warm-up and one readout per question; the score's content-free readout
-    # (OPENJEV_CONTEXTUAL_CALIBRATION=score) is read once per question text, the first time it is seen.
+    # The warm-up and one readout per question: no content-free readout by default.
     first = client.post("/v1/systemone", json=support_ticket())
-    assert first.status_code == 200 and first.headers["x-openjev-backend-output-tokens"] == "5" == str(
+    assert first.status_code == 200 and first.headers["x-openjev-backend-output-tokens"] == "4" == str(
         len(backend.calls)
     )
     assert first.json()["usage"]["output_tokens"] == 3  # billed: one answer per question
@@ -182,10 +181,10 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
         assert limits["answer_settings"] == {
             "answer_cue": "plain", "option_shifts": 1, "rotation_average": "probability", "rotation_skip_above": 0.5,
             "option_keys": False, "temperature": 1.0,
-            "score_temperature": 0.5, "confidence": "typesafe",
+            "score_temperature": None, "confidence": "typesafe",
             "calibration_sha256": hashlib.sha256(calibration.read_bytes()).hexdigest(),
             "answer_cue_noul": "plain", "answer_cue_choice": "plain", "answer_cue_score": "plain",
-            "score_labels": "letters", "score_reverse": False, "contextual_calibration": "score",
+            "score_labels": "letters", "score_reverse": False, "contextual_calibration": "",
             "worked_examples": "block",
             "think_margin": 0.5, "think_max_share": 0.2, "think_window": 1000, "think_budget_tokens": None,
         }  # fmt: skip
@@ -202,7 +201,7 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
         assert limits["answer_settings"] == {
             "answer_cue": "json", "option_shifts": 4, "rotation_average": "log", "rotation_skip_above": 1.0,
             "option_keys": False, "temperature": 0.5,
-            "score_temperature": 0.5, "confidence": "entropy", "calibration_sha256": None,
+            "score_temperature": None, "confidence": "entropy", "calibration_sha256": None,
             "answer_cue_noul": "plain", "answer_cue_choice": "json", "answer_cue_score": "json",
             "score_labels": "digits", "score_reverse": True, "contextual_calibration": "noul,score",
             "worked_examples": "lines",

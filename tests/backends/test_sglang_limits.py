@@ -5,12 +5,14 @@ reported as backend errors (HTTP 502)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.responses import JSONResponse
 
 from openjev.backends.base import BackendError, BackendUnavailable, ReadoutCall
 from openjev.backends.sglang import SGLangBackend
@@ -82,6 +84,20 @@ def test_ready_only_after_a_real_generation() -> None:
 def test_no_context_length_means_not_ready() -> None:
     expected = pytest.raises(BackendUnavailable, match="no usable context length")
     with FakeSGLang(report_limits=False) as fake, expected:
+        with_backend(fake, nothing, startup_timeout=1)
+
+
+class SpeculativeSGLang(FakeSGLang):
+    """The fake as SGLang 0.5.19's Python frontend reports a server launched with speculative decoding."""
+
+    async def _server_info(self, request: Any) -> Any:
+        response = await super()._server_info(request)
+        return JSONResponse({**json.loads(response.body), "speculative_algorithm": "NEXTN"})
+
+
+def test_a_connected_sglang_with_speculative_decoding_is_refused_naming_it() -> None:
+    expected = pytest.raises(BackendUnavailable, match="speculative_algorithm='NEXTN'")
+    with SpeculativeSGLang() as fake, expected:
         with_backend(fake, nothing, startup_timeout=1)
 
 

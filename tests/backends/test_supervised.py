@@ -144,6 +144,9 @@ def test_extra_sglang_args_are_appended_and_may_not_take_openjev_flags(tmp_path:
             Settings(sglang_args=taken)
     with pytest.raises(ValueError, match="shell quoting"):
         Settings(sglang_args="--device 'cpu")
+    for speculative in ("--speculative-algorithm EAGLE", "--speculative-algorithm=NEXTN", "--spec NEXTN"):
+        with pytest.raises(ValueError, match="speculative decoding"):
+            Settings(sglang_args=f"--device cpu {speculative}")
 
 
 def test_every_flag_carrying_an_openjev_setting_is_protected(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Jev answers in OpenAI's Decisions shape (`openai/types/decision.py` of the 3.57.0 SDK).
+"""Jev answers in OpenAI's Decisions shape (`openai/types/decision.py` of the 3.63.0 SDK).
 
 `decision_payload` turns one evaluation's answers (keyed by question position, `request/decisions.py`)
 into the `Decision` body, answers in question order:

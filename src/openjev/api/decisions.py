@@ -12,6 +12,8 @@
   array may hold `image_url` and `input_image` items (`request/openrouter.py`), and whose `model` may be
   an OpenRouter slug (`~typesafe/jev-latest`, `openai/gpt-6-luna-decisions`); answers and errors as
   `/v1/systemone`'s, its `images` list too.
+- `POST /api/v1/systemone`: OpenRouter's System One route (its Python SDK's `system_one.create()` posts
+  there, under its server URL `.../api/v1`): the same body, answered as `/api/alpha/decisions`.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from openjev.api.errors import ERROR_RESPONSES
 from openjev.api.evaluating import answer_headers, answer_request, asks_long_context, evaluate_request, json_response
 from openjev.api.parsing import by_size
 from openjev.api.strict_json import StrictJSONRoute
-from openjev.endpoints import DECISIONS_PATH, OPENROUTER_PATH
+from openjev.endpoints import DECISIONS_PATH, OPENROUTER_PATH, OPENROUTER_SYSTEM_ONE_PATH
 from openjev.errors import RequestRejected
 from openjev.request.decision_answers import DecisionResponse, OpenAIError
 from openjev.request.decision_schema import DecisionRequest
@@ -104,6 +106,13 @@ async def answer_decisions(
     responses=ERROR_RESPONSES,
     dependencies=AUTHORIZED,
     summary="OpenRouter's decisions route: the System One contract, images as `image_url` state items",
+)
+@router.post(
+    OPENROUTER_SYSTEM_ONE_PATH,
+    response_model=SystemOneResponse,
+    responses=ERROR_RESPONSES,
+    dependencies=AUTHORIZED,
+    summary="OpenRouter's System One route (its SDK's `system_one.create()`): the body of `/api/alpha/decisions`",
 )
 async def openrouter_decisions(
     body: SystemOneRequest, request: Request, service: ServiceDep, runtime: RuntimeDep

@@ -1,6 +1,7 @@
 """The answering routes without FastAPI's request machinery, for the bodies they would take as they are.
 
-Contract: a `POST` to `/v1/systemone`, `/v1/decisions`, `/api/alpha/decisions` or `/v1/tasks` whose body is JSON
+Contract: a `POST` to `/v1/systemone`, `/v1/decisions`, `/api/alpha/decisions`, `/api/v1/systemone` or `/v1/tasks`
+whose body is JSON
 (`application/json`, parameters allowed) is read and validated by `parsing.parse_body` (on a worker
 thread past `parsing.JSON_INLINE_BYTES`); a valid request is answered here by its route's own code
 (`evaluating.answer_request`, `decisions.answer_decisions`, `decisions.answer_openrouter`,
@@ -42,7 +43,7 @@ from openjev.api.parsing import JSON_INLINE_BYTES, Parsed, is_media_type, issue_
 from openjev.api.task_fits import background_flag
 from openjev.api.tasks import fit_response
 from openjev.api.workers import gil_bound
-from openjev.endpoints import DECISIONS_PATH, OPENROUTER_PATH, SYSTEM_ONE_PATH, TASKS_PATH
+from openjev.endpoints import DECISIONS_PATH, OPENROUTER_PATH, OPENROUTER_SYSTEM_ONE_PATH, SYSTEM_ONE_PATH, TASKS_PATH
 from openjev.errors import OpenJevError
 from openjev.request.decision_schema import DecisionRequest
 from openjev.request.schema import SystemOneRequest
@@ -62,6 +63,7 @@ MODELS: dict[str, type[SystemOneRequest] | type[DecisionRequest] | type[TaskRequ
     SYSTEM_ONE_PATH: SystemOneRequest,
     DECISIONS_PATH: DecisionRequest,
     OPENROUTER_PATH: SystemOneRequest,
+    OPENROUTER_SYSTEM_ONE_PATH: SystemOneRequest,
     TASKS_PATH: TaskRequest,
 }
 FAST_PATHS = frozenset(MODELS)

@@ -18,13 +18,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from openjev import metrics
 from openjev.api.errors import HttpError, error_response
-from openjev.endpoints import DECISIONS_PATH, OPENROUTER_PATH, SYSTEM_ONE_PATH
+from openjev.endpoints import DECISIONS_PATH, OPENROUTER_PATH, OPENROUTER_SYSTEM_ONE_PATH, SYSTEM_ONE_PATH
 
 log = logging.getLogger("openjev")
 
 REQUEST_ID_HEADER = "x-typesafe-request-id"
 #: The routes that answer questions: the System One contract, OpenAI's and OpenRouter's.
-ANSWERING_PATHS = frozenset({SYSTEM_ONE_PATH, DECISIONS_PATH, OPENROUTER_PATH})
+ANSWERING_PATHS = frozenset({SYSTEM_ONE_PATH, DECISIONS_PATH, OPENROUTER_PATH, OPENROUTER_SYSTEM_ONE_PATH})
 #: Routes behind OPENJEV_API_KEY: everything under /v1/ and /api/, known route or not.
 PROTECTED_PREFIXES = ("/v1/", "/api/")
 #: What stops work from outside (a signal, an exit, a cancelled task): passed on, never answered as a 500.

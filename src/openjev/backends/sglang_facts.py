@@ -6,6 +6,10 @@ module doc says why).
 The length is SGLang 0.5.19's `max_req_input_len` = min(context_len - 1, max_total_num_tokens - 1) - 5
 (`tp_worker.py:543-556`): reported by the Python frontend's `/server_info`, else derived by the same
 rule from `/v1/models` `max_model_len`.
+
+A server whose info names a `speculative_algorithm` (EAGLE, NEXTN: the multi-token-prediction layers
+Qwen3.6 checkpoints ship) is refused: with speculative decoding a mixed batch can drop the requested
+label columns (SGLang #34719), so no readout of it can be trusted.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ async def read_server_facts(
     `tokenizer`: openjev's own tokenizer directory, read before any hub look-up."""
     model_info = await _get_object(control, "/model_info")
     server_info = await _get_object(control, "/server_info") or await _get_object(control, "/get_server_info")
+    refuse_speculative_decoding(server_info)
     # 0.5.19's Python frontend lists its server args there, `dp_size` among them.
     reported = server_info.get("dp_size")
     dp_size = data_parallel_size or (reported if positive_int(reported) else 1)
@@ -84,6 +89,17 @@ async def read_server_facts(
         vision=vision,
         vocab_size=vocab,
     )
+
+
+def refuse_speculative_decoding(server_info: dict[str, Any]) -> None:
+    """A readout worker never runs with speculative decoding (module doc)."""
+    algorithm = server_info.get("speculative_algorithm")
+    if algorithm not in (None, "", "NONE"):
+        raise BackendUnavailable(
+            f"SGLang runs speculative decoding (/server_info speculative_algorithm={algorithm!r}): a mixed batch "
+            "can drop the requested label columns, so openjev refuses it; restart SGLang without "
+            "--speculative-algorithm"
+        )
 
 
 async def _get_object(control: httpx.AsyncClient, path: str) -> dict[str, Any]:

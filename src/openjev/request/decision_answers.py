@@ -1,4 +1,4 @@
-"""OpenAI's Decisions API answer on the wire (`openai/types/decision.py`, the `openai` 3.57.0 SDK's types),
+"""OpenAI's Decisions API answer on the wire (`openai/types/decision.py`, the `openai` 3.63.0 SDK's types),
 and OpenAI's error envelope: what `/v1/decisions` returns, for the published schema and the route's
 response model. `answering/decisions.py` builds the payload these describe.
 """

@@ -1,4 +1,4 @@
-"""OpenAI's Decisions API on the wire (`POST /v1/decisions`, the `openai` 3.57.0 SDK's types): the request
+"""OpenAI's Decisions API on the wire (`POST /v1/decisions`, the `openai` 3.63.0 SDK's types): the request
 and the answer, and OpenAI's error envelope.
 
 The models follow `openai/types/decision_create_params.py` and `decision.py` field by field; every

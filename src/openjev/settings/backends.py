@@ -35,7 +35,7 @@ class BackendSettings(BaseSettings):
     sglang_args: str | None = Field(
         None,
         description="Supervised mode: more SGLang flags, shell-quoted, appended to its launch command "
-        "(e.g. `--tp-size 2`); the flags openjev sets itself are refused.",
+        "(e.g. `--tp-size 2`); the flags openjev sets itself and speculative decoding are refused.",
     )
     backend_api_key: SecretStr | None = Field(None, description="Bearer key sent to SGLang.")
     data_parallel_size: int | None = Field(
@@ -95,6 +95,12 @@ class BackendSettings(BaseSettings):
         if taken:
             raise ValueError(
                 f"OPENJEV_SGLANG_ARGS may not set {', '.join(taken)}: openjev sets it (see the README's settings)"
+            )
+        # Abbreviations too: `--spec` is as much speculative decoding as `--speculative-algorithm`.
+        if speculative := sorted(flag for flag in flags if flag.startswith("--spec")):
+            raise ValueError(
+                f"OPENJEV_SGLANG_ARGS may not set {', '.join(speculative)}: with speculative decoding a mixed "
+                "batch can drop the requested label columns, so a readout worker never runs with it"
             )
         return value
 

@@ -61,7 +61,7 @@ class ReadoutSettings(BaseSettings):
         "up to 9 levels, longer ones stay lettered).",
     )
     score_temperature: float | None = Field(
-        0.5, gt=0, description="Score questions: their readout's temperature; unset: OPENJEV_TEMPERATURE."
+        None, gt=0, description="Score questions: their readout's temperature; unset: OPENJEV_TEMPERATURE."
     )
     score_reverse: bool = Field(
         False,
@@ -69,7 +69,7 @@ class ReadoutSettings(BaseSettings):
         "space (one more backend call per score question).",
     )
     contextual_calibration: str = Field(
-        "score",
+        "",
         description="Question types (comma-separated: noul, choice, score) whose readout is divided by a "
         "content-free readout of the same question (state `N/A`), each view by its own, cached per question "
         "text; empty: none.",
