@@ -98,7 +98,9 @@ async def fit_response(
     existing = store.get(identifier)
     if existing is not None and existing.answer_settings == service.answer_settings:
         return JSONResponse(existing.public, status_code=200)
-    if not store.room_for(identifier):
+    # Fits' kept readouts count with the tasks (`FitJobs.make_room`).
+    room = store.max_tasks - len(store) - (0 if store.get(identifier) else 1)
+    if room < 0 or not service.fit_jobs.make_room(room, identifier):
         raise full(store.max_tasks)
     job = start_fit(body, identifier, service, runtime)
     return await answer_fit(job, receive, background, settings.retry_after)

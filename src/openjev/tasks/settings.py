@@ -27,6 +27,18 @@ class TaskSettings(BaseSettings):
     task_worked_examples: int = Field(
         2, ge=0, le=8, description="The most worked examples per label a task tries showing in the criteria."
     )
+    task_max_fits: int = Field(
+        4,
+        ge=1,
+        description="Fits running at once; one more posted is a 529 with Retry-After (an identical one shares its "
+        "job).",
+    )
+    task_fit_readouts: int = Field(
+        1,
+        ge=1,
+        description="Readouts every fit together asks at once, in slots of their own: a fit never takes a caller's "
+        "preparation or evaluation slot.",
+    )
     task_match_questions: bool = Field(
         False, description="A question equal to a task's question uses that task without naming it in x_task."
     )
