@@ -21,6 +21,11 @@ class TaskSettings(BaseSettings):
     task_max_bytes: int = Field(
         1024 * 1024, ge=1024, description="The most bytes of one task: its body (413 past it) and its stored file."
     )
+    task_page_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="The most bytes of JSON a page of GET /v1/tasks lists (at least one task whatever its size).",
+    )
     task_folds: int = Field(
         5, ge=2, description="Folds of a task's cross-validation (fewer when it has fewer examples or pairs)."
     )
