@@ -69,7 +69,8 @@ def live_latencies(url: str, stop: threading.Event) -> list[float]:
 
 def test_a_fit_of_a_255_option_choice_never_holds_the_event_loop(serve_openjev, fake, qwen_tokenizer_dir, tmp_path):
     """Its nested cross-validation is seconds of pure Python: on the loop (and on a thread, holding the
-    GIL) it kept `/health/live` waiting for seconds; in a process of its own, p99 stays under 50 ms."""
+    GIL) it kept `/health/live` waiting for seconds (a stall is one late answer, so the longest counts
+    too); in a process of its own, p99 stays under 50 ms and none waits a second."""
     server = start(serve_openjev, fake, qwen_tokenizer_dir, tmp_path / "tasks", OPENJEV_TASK_WORKED_EXAMPLES="0")
     options = {f"team {n}": None for n in range(255)}
     question = {"type": "choice", "instructions": "Which team?", "criteria": options}
@@ -82,4 +83,4 @@ def test_a_fit_of_a_255_option_choice_never_holds_the_event_loop(serve_openjev, 
         latencies = polled.result()
     assert fitted.status_code == 201, fitted.text
     p99 = statistics.quantiles(latencies, n=100, method="inclusive")[98]
-    assert p99 < 0.05, (p99, max(latencies), len(latencies))
+    assert p99 < 0.05 and max(latencies) < 1.0, (p99, max(latencies), len(latencies))

@@ -12,6 +12,7 @@ from tests.conftest import eventually
 
 #: The fake SGLang these fits read: test_tasks.py's, letter-biased.
 fake = test_tasks.fake
+ASKED = {"model": "jev-latest", "questions": {"q": QUESTION}}
 
 
 def refusal(response: httpx.Response) -> str:
@@ -134,3 +135,24 @@ def test_a_background_that_is_not_a_boolean_is_the_route_s_422_on_either_path(
         (entry,) = answer.json()["detail"]
         assert entry["loc"] == ["query", "background"] and entry["type"] == "bool_parsing"
     assert answers[0].json() == answers[1].json()
+
+
+def test_worked_questions_over_the_token_budget_refuse_the_fit_before_any_readout(
+    serve_openjev, fake, qwen_tokenizer_dir, tmp_path
+):
+    """The plain readouts fit the budget and the worked questions do not: the fit was refused only
+    after every plain readout had been read (1,000 of them for a 0.98 MiB fit)."""
+    server = start(serve_openjev, fake, qwen_tokenizer_dir, tmp_path / "tasks", OPENJEV_MAX_INPUT_TOKENS="600")
+    long = [
+        {**example, "state": example["state"] + " The parcel was meant to come on Monday." * 12} for example in EXAMPLES
+    ]
+    with server.client() as http:
+        assert http.post("/v1/systemone", json={**ASKED, "state": long[0]["state"]}).status_code == 200
+        before = len(fake.generate_calls)
+        refused = http.post("/v1/tasks", json={"question": QUESTION, "examples": long})
+        assert len(fake.generate_calls) == before  # nothing was read
+    assert refused.status_code == 422, refused.text
+    (entry,) = refused.json()["detail"]
+    assert entry["loc"][:2] == ["body", "examples"] and entry["loc"][3] == "state"
+    assert "worked examples per label (OPENJEV_TASK_WORKED_EXAMPLES)" in entry["msg"]
+    assert "OPENJEV_MAX_INPUT_TOKENS" in entry["msg"]

@@ -19,6 +19,7 @@ one more posted is a 529 with Retry-After (`FitJobs.start`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from typing import Any
 
@@ -95,11 +96,22 @@ def start_fit(body: TaskRequest, identifier: str, service: Service, runtime: Run
         assert answered is not None  # nothing disconnects a job's own readouts
         return answered.evaluation.answers
 
+    async def check(asked: SystemOneRequest) -> None:
+        async with service.fit_readouts:
+            await asyncio.to_thread(functools.partial(runtime.engine.prepare, asked, tasks=False))
+
     concurrency = settings.task_fit_readouts
 
     async def run(readouts, progress) -> dict[str, Any]:
         document = await fit_task(
-            body, settings, runtime.served_model_name, answer, concurrency=concurrency, kept=readouts, progress=progress
+            body,
+            settings,
+            runtime.served_model_name,
+            answer,
+            concurrency=concurrency,
+            kept=readouts,
+            progress=progress,
+            check=check,
         )
         return (await kept(service, document)).public
 

@@ -10,7 +10,10 @@
    label (OPENJEV_TASK_WORKED_EXAMPLES = W, at most OPENJEV_MAX_EXAMPLES_PER_OPTION) taken from the
    *other* folds (`examples.pick`; a state over OPENJEV_MAX_EXAMPLE_BYTES is never one; built once
    per fold), as questions `w1`, `w2`, …: one shared prefix, W readouts. So every readout is held out.
-   Readouts go at most `concurrency` at once, each request built when its turn comes (never all at
+   Before the first readout, each fold's longest state is prepared (tokenized, not read) with its
+   worked questions `w1`..`wW` through `check` (`check_worked`): worked questions over the token
+   budget refuse the fit there, a RequestRejected naming that example's state, not after every plain
+   readout. Readouts go at most `concurrency` at once, each request built when its turn comes (never all at
    once on the event loop); a readout refused as overloaded is asked again after `OVERLOAD_WAIT`
    seconds, doubling, at most `OVERLOAD_RETRIES` times, then the fit fails with that 529. Each is
    kept in `kept` (by its request) as it arrives, so a fit that is stopped and asked again reads only
@@ -37,6 +40,7 @@ from typing import Any
 
 from openjev.config import Settings
 from openjev.errors import Issue, Overloaded, RequestRejected
+from openjev.request.sizes import text_bytes
 from openjev.tasks.adoption import MIN_PER_LABEL, Candidate, at_cap, cut, unit_ids
 from openjev.tasks.calibration import LabelCalibration, answer_probabilities
 from openjev.tasks.deciding import decide, in_process, plain_accuracy
@@ -47,6 +51,8 @@ from openjev.tasks.store import FORMAT, question_json, task_id
 log = logging.getLogger(__name__)
 #: Given a request, its answers by question id (the path any request takes, with no task applied).
 Answer = Callable[[Any], Awaitable[dict[str, dict[str, Any]]]]
+#: Given a request, prepares it as `answer` would, reading nothing: RequestRejected where it cannot be asked.
+Check = Callable[[Any], Awaitable[None]]
 #: Told (readouts done, readouts to do) as each arrives.
 Progress = Callable[[int, int], None]
 #: The nested report, the candidate chosen, each count's scores and the calibration fitted.
@@ -157,6 +163,29 @@ async def _readouts(task: TaskRequest, gold: list[int], cut_: list[list[int]], c
     return found
 
 
+async def check_worked(
+    task: TaskRequest, gold: list[int], folds: list[list[int]], settings: Settings, check: Check
+) -> None:
+    """Each fold's longest state asked with that fold's worked questions, prepared through `check` (module
+    doc, step 3); RequestRejected naming the state whose request is over the budget."""
+    states = [example.state for example in task.examples]
+    most = min(settings.task_worked_examples, settings.max_examples_per_option)
+    if most == 0:
+        return
+    shown = showable(states, settings.max_example_bytes)
+    by_fold = _fold_questions(task, gold, folds, range(1, most + 1), shown)
+    for fold, questions in zip(folds, by_fold, strict=True):
+        index = max(fold, key=lambda each: text_bytes(states[each], settings.max_body_bytes))
+        try:
+            await check(question_request(task.question, states[index]).model_copy(update={"questions": questions}))
+        except RequestRejected as error:
+            message = (
+                f"asked with up to {most} worked examples per label (OPENJEV_TASK_WORKED_EXAMPLES), "
+                f"its request is over the token budget: {error.message}"
+            )
+            raise RequestRejected([Issue(("examples", index, "state"), message)]) from error
+
+
 async def read_and_choose(
     task: TaskRequest, gold: list[int], folds: list[list[int]], settings: Settings, reader: _Reader
 ) -> tuple[list[list[list[float]]], Decided]:
@@ -187,8 +216,10 @@ async def fit_task(
     concurrency: int = 1,
     kept: MutableMapping[str, Any] | None = None,
     progress: Progress | None = None,
+    check: Check | None = None,
 ) -> dict[str, Any]:
-    """The task's document (module doc); `model`: the served model it is fitted for."""
+    """The task's document (module doc); `model`: the served model it is fitted for; `check`: the worked
+    questions' budget checked before the first readout (module doc, step 3)."""
     labels = label_names(task.question)
     found = [label_index(task.question, example.label) for example in task.examples]
     gold = [index for index in found if index is not None]
@@ -200,6 +231,8 @@ async def fit_task(
     groups = [example.pair for example in task.examples]
     folds = cut(gold, unit_ids(groups), settings.task_folds)
     reader = _Reader(answer, concurrency, {} if kept is None else kept, progress)
+    if check is not None:
+        await check_worked(task, gold, folds, settings, check)
     _, (report, chosen, table, fitted) = await read_and_choose(task, gold, folds, settings, reader)
     if at_cap(fitted):
         log.warning("a task's calibration ran its temperature to the cap: its readouts barely tell the labels apart")
