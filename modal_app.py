@@ -74,7 +74,7 @@ VOLUME_COMMIT_SECONDS = 30
 EXIT_GRACE_SECONDS = API_STOP_SECONDS + VOLUME_COMMIT_SECONDS
 
 SGLANG_VERSION_ENV = "OPENJEV_SGLANG_VERSION"
-#: openjev's `config.DEFAULT_SGLANG_VERSION` (this file imports only the standard library and modal).
+#: openjev's `settings.backends.DEFAULT_SGLANG_VERSION` (this file imports only the standard library and modal).
 DEFAULT_SGLANG_VERSION = "0.5.19"
 UV_IMAGE = "ghcr.io/astral-sh/uv:0.13.9"
 PROJECT_DIR = "/opt/openjev"

@@ -11,7 +11,8 @@ import pytest
 from openjev.backends.base import ReadoutCall
 from openjev.backends.sglang_readouts import generate_payload
 from openjev.backends.supervised import sglang_command
-from openjev.config import Frontend, Settings
+from openjev.config import Settings
+from openjev.options import Frontend
 from tests.conftest import ServeOpenJev
 from tests.fake_sglang import FakeSGLang, payloads
 

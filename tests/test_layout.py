@@ -23,16 +23,15 @@ LAYERS: list[tuple[str, ...]] = [
     # Foundation: what every stage may use.
     (
         "errors",
+        "endpoints",
         "options",
+        "settings",
         "config",
         "calibration",
         "examples",
         "metrics",
         "affinity",
         "quality",
-        # A task's settings are inherited by config.Settings, so they sit with the foundation.
-        "tasks.settings",
-        "image_settings",
     ),
     # The request's journey, in order, each stage a package.
     ("request",),

@@ -183,7 +183,8 @@ def test_the_image_checks_itself_as_its_last_build_step() -> None:
 
 
 def test_the_sglang_release_is_a_setting_whose_default_is_openjevs() -> None:
-    from openjev.config import DEFAULT_SGLANG_VERSION, Settings
+    from openjev.config import Settings
+    from openjev.settings.backends import DEFAULT_SGLANG_VERSION
 
     assert modal_app.DEFAULT_SGLANG_VERSION == DEFAULT_SGLANG_VERSION == Settings().sglang_version
     assert modal_app.sglang_image({}) == "lmsysorg/sglang:v0.5.19-cu129"

@@ -7,8 +7,9 @@ an option was shown. A variant's name is `[CAL+]COMBINE`:
 
 - `CAL` (calibration, per view, before combining): none; `cc`, each view divided by its own readout
   over `N/A` (`content_free`); `ccn`, divided by its readout over the family's neutral state
-  (`content_free_neutral`). Dividing: pᵢ / max(priorᵢ, 1e-6), renormalised. A noul has no content-free
-  readout in this suite, so a noul is never calibrated.
+  (`content_free_neutral`). A noul has no content-free readout in this suite, so a noul is never
+  calibrated. Dividing and combining are the server's own (`answering/debias.py`: `divide_prior`,
+  `combined_views`), so a variant scores what a server so configured serves.
 - `COMBINE`: `plain` (the first readout alone), `rot` (the second alone: the choice's options shifted by
   n // 2, the score's rubric reversed), `avg2` (both: probability mean for a choice, normalised
   geometric mean for a score), `gateT` (the first readout alone when its top probability is at least
@@ -25,7 +26,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-FLOOR = 1e-6
+from openjev.answering.debias import combined_views, divide_prior
+from openjev.options import RotationAverage
+
 GATES = (0.5, 0.7, 0.9)
 CALIBRATIONS = {"": None, "cc": "content_free", "ccn": "content_free_neutral"}
 COMBINES = ("plain", "rot", "avg2", *(f"gate{t}" for t in GATES))
@@ -37,16 +40,10 @@ def normalised(values: Sequence[float]) -> list[float]:
     return [v / total for v in values] if total > 0 else [1.0 / len(values)] * len(values)
 
 
-def divided(probabilities: Sequence[float], prior: Sequence[float]) -> list[float]:
-    """Contextual calibration of one view: each probability over its content-free readout."""
-    return normalised([p / max(q, FLOOR) for p, q in zip(probabilities, prior, strict=True)])
-
-
 def averaged(kind: str, first: Sequence[float], second: Sequence[float]) -> list[float]:
-    """Two views combined: the probability mean (choice), the normalised geometric mean (score)."""
-    if kind == "score":
-        return normalised([math.sqrt(max(a, FLOOR) * max(b, FLOOR)) for a, b in zip(first, second, strict=True)])
-    return [(a + b) / 2 for a, b in zip(first, second, strict=True)]
+    """Two views combined as the server combines them: the probability mean (choice), the normalised
+    geometric mean (score)."""
+    return combined_views(kind, [first, second], RotationAverage.probability)
 
 
 def split_name(variant: str) -> tuple[str, str]:
@@ -68,9 +65,9 @@ def views(record: dict[str, Any], cal: str) -> tuple[list[float], list[float] | 
     if not priors:
         raise ValueError(f"{record['id']}: variant needs `{field}`, which this run did not read")
     view_names = ["plain", *record["views"]]
-    first = divided(first, priors[view_names[0]])
+    first = divide_prior(first, priors[view_names[0]])
     if second is not None:
-        second = divided(second, priors[view_names[1]])
+        second = divide_prior(second, priors[view_names[1]])
     return first, second
 
 

@@ -36,7 +36,8 @@ from typing import Any
 
 from evals.harness.runs import ANSWER_SETTINGS, read_meta
 from evals.harness.variants import read_scored
-from openjev.batch.compare import compare_runs, comparison_text, is_eval_run
+from openjev.batch.compare import compare_runs, is_eval_run
+from openjev.batch.compare_text import comparison_text
 from openjev.quality import metrics
 
 DRAWS = 10_000

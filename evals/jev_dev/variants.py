@@ -90,7 +90,7 @@ def corrected(record: dict[str, Any], corrections: frozenset[str]) -> list[float
     priors = [record["content_free"].get(view) if "cc" in corrections else None for view in views]
     if "cc" in corrections and any(prior is None for prior in priors):
         raise ValueError(f"{record['id']} has no content-free readout for {views}")
-    return debiased(vectors, priors)
+    return debiased(record["type"], vectors, priors)
 
 
 def jev_variant_record(record: dict[str, Any], variant: str, served: frozenset[str] = frozenset()) -> dict[str, Any]:

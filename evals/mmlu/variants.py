@@ -23,7 +23,7 @@ from typing import Any
 from evals.harness.variants import answered_as
 from openjev.answering.answers import argmax_first, sharpen
 from openjev.answering.debias import combine_views
-from openjev.config import RotationAverage
+from openjev.options import RotationAverage
 
 VARIANTS = ("shift0", "average", "log")
 

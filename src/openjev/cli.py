@@ -1,7 +1,6 @@
 """The `openjev` command: serve the API, print its OpenAPI schema, smoke-test a deployment, fit tasks,
 evaluate a server on a labelled file (`eval`) and answer a file (`classify`)."""
 
-import asyncio
 import inspect
 import json
 import logging
@@ -16,9 +15,11 @@ from typing import Annotated, Any
 import typer
 from pydantic import SecretStr, ValidationError
 
+from openjev.batch.compare_command import compare_command
 from openjev.batch.default_group import DefaultCommandGroup
 from openjev.batch.file_commands import answer_rows_of, file_command_options, read_file_rows, target_of
-from openjev.config import COMPAT_MODEL_ALIAS, Settings
+from openjev.config import Settings
+from openjev.endpoints import COMPAT_MODEL_ALIAS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="openjev: a self-hosted Jev System One API.")
 
@@ -165,7 +166,7 @@ def _question(value: str) -> Any:
 @tasks_app.command("fit")
 def tasks_fit(
     file: Annotated[
-        Path, typer.Argument(help="Labelled states: JSONL (state, label, pair) or CSV with those columns.")
+        Path, typer.Argument(help="Labelled states: JSONL, JSON, CSV, TSV or Parquet (state, label or gold, pair).")
     ],
     question: Annotated[str, typer.Option(help="The question (noul, choice or score) as JSON, or a JSON file.")],
     url: Annotated[
@@ -174,31 +175,15 @@ def tasks_fit(
     ] = None,
     api_key: Annotated[str | None, typer.Option(envvar="OPENJEV_API_KEY", help="Bearer key of --url.")] = None,
     json_file: Annotated[Path | None, typer.Option("--json", help="Also write the task as JSON here.")] = None,
+    state_column: Annotated[str, typer.Option(help="The file's column (or key) holding each state.")] = "state",
+    label_column: Annotated[str, typer.Option(help="The file's column holding the label (else gold).")] = "label",
+    pair_column: Annotated[str, typer.Option(help="The file's column naming contrastive pairs.")] = "pair",
 ) -> None:
     """Fit a task from a file of labelled states and print its held-out report; exit 1 if it is refused."""
-    from openjev.batch.client import ServerUnreachable
-    from openjev.batch.jobs import Target, served
-    from openjev.batch.local_server import ServerFailed
-    from openjev.batch.task_fit import fit
-    from openjev.request.labelled_files import LabelledFileError, read_labelled
-    from openjev.tasks.client import report_lines
+    from openjev.batch.fit_command import fit_file
 
-    try:
-        body = {"question": _question(question), "examples": read_labelled(file)}
-    except LabelledFileError as error:
-        raise typer.BadParameter(str(error), param_hint="FILE") from None
-    try:
-        with served(Target(url)) as base:
-            status, task = asyncio.run(fit(base, body, api_key))
-    except (ServerUnreachable, ServerFailed) as error:
-        typer.echo(f"openjev: {error}", err=True)
-        raise typer.Exit(1) from None
-    if status not in (200, 201):
-        typer.echo(f"openjev: the task was refused ({status}): {task}", err=True)
-        raise typer.Exit(1)
-    if json_file is not None:
-        json_file.write_text(json.dumps(task, indent=1, ensure_ascii=False))
-    typer.echo("\n".join(report_lines(task)))
+    columns = {"state": state_column, "label": label_column, "pair": pair_column}
+    fit_file(file, _question(question), columns, url, api_key, json_file)
 
 
 TaskUrl = Annotated[str, typer.Option(help="The running openjev whose tasks these are.")]
@@ -263,9 +248,15 @@ def eval_file(
 
     Accuracy, precision, recall, F1, the confusion matrix, Brier, ECE and pairs, with plots."""
     from openjev.batch.evaluation import evaluate, now, run_metadata
+    from openjev.batch.outputs import OutputError, check_eval_out
     from openjev.batch.rows import read_question
     from openjev.batch.server_info import server_facts
 
+    try:
+        check_eval_out(out, [file, options["question"]])
+    except OutputError as error:
+        typer.echo(f"openjev: {error}", err=True)
+        raise typer.Exit(2) from None
     rows = read_file_rows(file, options, need_gold=True)
     out.mkdir(parents=True, exist_ok=True)
     target, started, facts = target_of(options), now(), {}
@@ -287,29 +278,11 @@ def eval_file(
         raise typer.Exit(1)
 
 
-@eval_app.command("compare")
-def eval_compare(
-    run_a: Annotated[Path, typer.Argument(help="The --out folder of one `openjev eval` run (A).")],
-    run_b: Annotated[Path, typer.Argument(help="The --out folder of another run on the same rows (B).")],
-    json_file: Annotated[Path | None, typer.Option("--json", help="Also write the comparison as JSON here.")] = None,
-) -> None:
-    """Run B against run A on the rows both answered: the paired difference, per question and overall.
-
-    Accuracy of each, B - A with a paired bootstrap 95% interval, and the 2x2 table of right and wrong."""
-    from openjev.batch.compare import NotAnEvalRun, compare_runs, comparison_text
-
-    try:
-        comparison = compare_runs(run_a, run_b)
-    except NotAnEvalRun as error:
-        typer.echo(f"openjev: {error}", err=True)
-        raise typer.Exit(2) from None
-    typer.echo(comparison_text(comparison), nl=False)
-    if json_file is not None:
-        json_file.write_text(json.dumps(comparison, indent=2, ensure_ascii=False))
+eval_app.command("compare")(compare_command)
 
 
 @app.command()
-@file_command_options
+@file_command_options(gold=False)
 def classify(
     file: Annotated[Path, typer.Argument(help="Rows to answer: JSONL, JSON, CSV, TSV or Parquet (.gz too).")],
     out: Annotated[
@@ -318,16 +291,18 @@ def classify(
     **options: Any,
 ) -> None:
     """Answer every row of a file, one JSON line per row as it finishes; exit 1 if any row got an error."""
-    from openjev.batch.outputs import OutputError, journal_path, write_table
+    from openjev.batch.outputs import OutputError, check_classify_out, write_table
 
     try:
-        journal = journal_path(out)
+        journal = check_classify_out(out, [file, options["question"]])
     except OutputError as error:
         typer.echo(f"openjev: {error}", err=True)
         raise typer.Exit(2) from None
     rows = read_file_rows(file, options, need_gold=False)
     records = answer_rows_of(rows, options, journal, file)
     write_table(out, rows, records)
+    if out != journal:
+        typer.echo(f"answers written to {out} (as they came: {journal})", err=True)
     if any("answer" not in records.get(row.id, {}) for row in rows):
         raise typer.Exit(1)
 

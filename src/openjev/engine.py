@@ -12,19 +12,19 @@
    a capacity matter (529), never the caller's. Nothing is truncated. Image
    assets (`image_marks.py`) become the model's vision spans where their placeholders stand, and
    every position they take counts.
-2. `evaluate` (backend I/O): one warm-up readout of the shared prefix, awaited so the backend's
-   prefix cache holds it, then one readout per question view and the content-free readouts, all
-   together as one `Backend.readout_batch` (SGLang: one `/generate`, whose readouts reach its
-   scheduler at once), beside one constrained generation per box question (`box_reading.py`). A
-   choice's deferred rotations (`readouts.py`, OPENJEV_ROTATION_SKIP_ABOVE) follow as a second batch,
-   with their content-free readouts, for the questions whose first readout is unsure; the budget and
-   the rank's load counted them from the start. The
-   warm-up is skipped while the prefix is certainly cached already (`warm_prefixes.py`): the branches
-   go out at once. Every readout in the process holds one of `OPENJEV_MAX_CONCURRENT_BRANCHES` slots
-   (`backends/slots.py`): a batch goes out in chunks of the slots free, never holding one idle.
-   The first failure cancels the siblings (each backend aborts its own cancelled work); the whole
-   backend phase is bounded by OPENJEV_REQUEST_TIMEOUT. With a data-parallel backend every call of one
-   evaluation carries one rank, chosen from the conversation's key (`affinity.py`).
+2. `evaluate` (backend I/O; the branches sent by `branch_reading.py`): one warm-up readout of the shared
+   prefix, awaited so the backend's prefix cache holds it, then one readout per question view and the
+   content-free readouts, all together as one `Backend.readout_batch` (SGLang: one `/generate`, whose
+   readouts reach its scheduler at once), beside one constrained generation per box question
+   (`box_reading.py`). A choice's deferred rotations (`readouts.py`, OPENJEV_ROTATION_SKIP_ABOVE) follow
+   as a second batch, with their content-free readouts, for the questions whose first readout is unsure;
+   the budget and the rank's load counted them from the start. The warm-up is skipped while the prefix is
+   certainly cached already (`warm_prefixes.py`): the branches go out at once. Every readout in the
+   process holds one of `OPENJEV_MAX_CONCURRENT_BRANCHES` slots (`backends/slots.py`): a batch goes out
+   in chunks of the slots free, never holding one idle. The first failure cancels the siblings (each
+   backend aborts its own cancelled work); the whole backend phase is bounded by OPENJEV_REQUEST_TIMEOUT.
+   With a data-parallel backend every call of one evaluation carries one rank, chosen from the
+   conversation's key (`affinity.py`).
 3. Answer: `readouts.py` turns each question's readouts into its typed answer (views combined,
    content-free priors divided out, the temperature applied). `usage` bills what the caller sent,
    counted once (`usage.py`); every call's tokens are the evaluation's own counts, for the headers.
@@ -38,17 +38,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from functools import partial
+from typing import Any
 
 from openjev.affinity import Pin, RankRouter, pinned
 from openjev.answering.box_reading import BoxReader, BoxReading
+from openjev.answering.branch_reading import BranchReader
 from openjev.answering.content_free import ContentFreePlan, ContentFreePriors
+from openjev.answering.escalation import escalation_calls
 from openjev.answering.evaluation import Branch, Evaluation, PreparedRequest, Rewrites
 from openjev.answering.readouts import QuestionViews, Readout
-from openjev.answering.thinking import Limits, Thinker, escalation_calls, reading
+from openjev.answering.thinking import Limits, Thinker, reading
 from openjev.answering.usage import billed
-from openjev.backends.base import Backend, BackendError, BackendTimeout, LabelLogprobs, ReadoutCall, new_rid
+from openjev.backends.base import Backend, BackendError, BackendTimeout
 from openjev.backends.slots import BackendSlots
 from openjev.backends.warm_prefixes import WarmPrefixes
 from openjev.config import Settings
@@ -57,8 +60,9 @@ from openjev.prompting.budget import TokenBudget
 from openjev.prompting.conversation_memo import ConversationMemo, Lookup
 from openjev.prompting.encoding import PromptEncoder
 from openjev.prompting.image_marks import PromptImages
-from openjev.prompting.prompt_ids import PromptIds, SharedIds
-from openjev.prompting.prompts import ANSWER_CUES, template_header_length
+from openjev.prompting.prompt_ids import SharedIds
+from openjev.prompting.prompts import template_header_length
+from openjev.prompting.question_texts import ANSWER_CUES
 from openjev.prompting.tokenizer import ChatTokenizer, TemplateError
 from openjev.request.images import ImageInput
 from openjev.request.schema import BoxQuestion, SystemOneRequest
@@ -85,18 +89,20 @@ class Engine:
         #: The budgets of a request without and with the long-context header (`budget.py`).
         self.budget = TokenBudget.of(settings, backend.context_length, long_context=False)
         self.long_budget = TokenBudget.of(settings, backend.context_length, long_context=True)
-        self._backend_slots = BackendSlots(settings.max_concurrent_branches)
-        self._ids_in_vocabulary = chat.ids_below(backend.vocab_size)
+        slots = BackendSlots(settings.max_concurrent_branches)
         #: Several data-parallel ranks: which one serves each evaluation (None: one rank, nothing routed).
         self.router = RankRouter.of(backend.data_parallel_size)
         self._template_header = template_header_length(chat)
         self.warm_prefixes = WarmPrefixes(backend.prefix_cache_tokens, settings.warm_prefix_share)
         self.thinker = Thinker(
-            settings, chat, backend, self._backend_slots, [ANSWER_CUES[cue] for cue in set(self.views.cues.values())]
+            settings, chat, backend, slots, [ANSWER_CUES[cue] for cue in set(self.views.cues.values())]
         )
         #: Box questions (`box_reading.py`), stopped where a turn ends; the views read its digits.
-        self.boxes = BoxReader(chat, backend, self._backend_slots, self.thinker.end_ids)
+        self.boxes = BoxReader(chat, backend, slots, self.thinker.end_ids)
         self.views.box_ids = self.boxes.read_ids
+        self.reader = BranchReader(
+            self.views, self.content_free, self.boxes, backend, slots, chat.ids_below(backend.vocab_size)
+        )
         #: The calibration file in force (its path as configured), for /health and /v1/limits.
         self.calibration_source: str | None = self.views.calibration.source if self.views.calibration else None
         #: The served model's images in prompts (`image_marks.py`); its `vision` is None for a text-only model.
@@ -157,24 +163,26 @@ class Engine:
         asked = [view == 0 for _, _, view, *_ in planned]
         new_prefix_ids, *suffixes = budget.encode_within(self.encoder, prompts, len(known), extra, question_ids, asked)
         shared_prefix_ids = known + new_prefix_ids
-        branches = [
-            Branch(question_id, question, suffix_ids, ids, offset, images, more)
-            for (question_id, question, offset, _, ids), suffix_ids, images, more in zip(
-                planned, suffixes, shown[1:], extra[1:], strict=True
-            )
-        ]
+        branches = branches_of(planned, suffixes, shown[1:], extra[1:])
         # A question's own image is no content-free text: its prior is not read.
         wanted = [self.views.wants_content_free(branch.question) and not branch.images for branch in branches]
         content_free = self.content_free.plan(branches, wanted)
         tokens_left = self._first_pass_left(budget, len(shared_prefix_ids) + extra[0], branches, asked, content_free)
         if marks is None:
             self.memo.remember(framing, shared_prefix_ids)
-        key = self.images.affinity_key(shared_prefix_ids, self._template_header, shown[0])
-        thinking = request.model == self.settings.think_model
         return PreparedRequest(
-            shared_prefix_ids, branches, content_free, tokens_left, key, thinking, shown[0], extra[0], long_context,
-            len(known), rewrites,
-        )  # fmt: skip
+            shared_prefix_ids=shared_prefix_ids,
+            branches=branches,
+            content_free=content_free,
+            tokens_left=tokens_left,
+            affinity_key=self.images.affinity_key(shared_prefix_ids, self._template_header, shown[0]),
+            thinking=request.model == self.settings.think_model,
+            prefix_images=shown[0],
+            prefix_image_tokens=extra[0],
+            long_context=long_context,
+            known_tokens=len(known),
+            rewrites=rewrites,
+        )
 
     def _first_pass_left(
         self, budget: TokenBudget, prefix: int, branches: list[Branch], asked: list[bool], content_free: ContentFreePlan
@@ -228,13 +236,10 @@ class Engine:
         try:
             async with asyncio.timeout(self.settings.request_timeout):
                 started = time.perf_counter()
-                # Any non-empty id list works: every call must carry one (SGLang #34719).
-                warm = None if use.cached else await self._call_backend(
-                    PromptIds(prefix, []), prepared.branches[0].label_token_ids[:1], pin, seen
-                )  # fmt: skip
+                warm = None if use.cached else await self.reader.warm_up(prefix, prepared, pin)
                 warmed = time.perf_counter()
                 try:
-                    read, results, priors, prior_calls, prior_tokens = await self._fan_out(prefix, prepared, pin)
+                    read, results, priors, prior_calls, prior_tokens = await self.reader.fan_out(prefix, prepared, pin)
                 except* BackendError as failures:
                     raise failures.exceptions[0] from None
                 finished = time.perf_counter()
@@ -267,90 +272,24 @@ class Engine:
         )
         return evaluation, readouts
 
-    async def _fan_out(
-        self, prefix: SharedIds, prepared: PreparedRequest, pin: Pin
-    ) -> tuple[list[Branch], list[LabelLogprobs | BoxReading], list[tuple[float, ...] | None], int, int]:
-        """The branches read, in order (`_readouts`), their answers and content-free priors, and the priors'
-        calls and prompt tokens: the readouts beside each box's generation."""
-        branches, seen = prepared.branches, prepared.prefix_images
-        boxed = [index for index, branch in enumerate(branches) if isinstance(branch.question, BoxQuestion)]
-        async with asyncio.TaskGroup() as group:
-            readouts = group.create_task(self._readouts(prefix, prepared, pin))
-            boxes = [
-                group.create_task(
-                    self.boxes.read(PromptIds(prefix, branches[i].suffix_ids), seen + branches[i].images, pin)
-                )
-                for i in boxed
-            ]
-        read, calls, tokens = readouts.result()
-        found: dict[int, tuple[LabelLogprobs | BoxReading, tuple[float, ...] | None]] = dict(read)
-        found.update({index: (task.result(), None) for index, task in zip(boxed, boxes, strict=True)})
-        order = sorted(found)
-        return [branches[i] for i in order], [found[i][0] for i in order], [found[i][1] for i in order], calls, tokens
 
-    async def _readouts(
-        self, prefix: SharedIds, prepared: PreparedRequest, pin: Pin
-    ) -> tuple[dict[int, tuple[LabelLogprobs, tuple[float, ...] | None]], int, int]:
-        """Each readout branch read, by its index: (its answer, its content-free prior); the priors' calls and
-        prompt tokens. Every branch but the deferred rotations goes out at once; a deferred rotation follows
-        where its question's first readout is unsure (`readouts.py`)."""
-        branches = prepared.branches
-        readable = [index for index, branch in enumerate(branches) if not isinstance(branch.question, BoxQuestion)]
-        first = [
-            index for index in readable if not self.views.deferred(branches[index].question, branches[index].offset)
-        ]
-        found, calls, tokens = await self._read_round(prefix, prepared, first, {}, pin)
-        firsts = {branches[i].question_id: (0, answer.logprobs, prior) for i, (answer, prior) in found.items()
-                  if branches[i].offset == 0}  # fmt: skip
-        later = [i for i in readable if i not in found and self.views.unsure(firsts[branches[i].question_id])]
-        if later:
-            keys = prepared.content_free.keys
-            known = {
-                key: prior for i, (_, prior) in found.items() if (key := keys[i]) is not None and prior is not None
-            }
-            more, more_calls, more_tokens = await self._read_round(prefix, prepared, later, known, pin)
-            found, calls, tokens = found | more, calls + more_calls, tokens + more_tokens
-        return found, calls, tokens
-
-    async def _read_round(
-        self,
-        prefix: SharedIds,
-        prepared: PreparedRequest,
-        indices: list[int],
-        known: dict[bytes, tuple[float, ...]],
-        pin: Pin,
-    ) -> tuple[dict[int, tuple[LabelLogprobs, tuple[float, ...] | None]], int, int]:
-        """The readouts of the branches at `indices` and the content-free readouts they still need, together;
-        `known`: the priors earlier rounds read."""
-        plan = prepared.content_free.part(indices, known)
-        seen = prepared.prefix_images
-        calls = [
-            self._readout_call(PromptIds(prefix, branch.suffix_ids), branch.label_token_ids, pin, seen + branch.images)
-            for branch in (prepared.branches[index] for index in indices)
-        ]
-        calls += [self._readout_call(ids, labels, pin) for ids, labels in self.content_free.requests(plan)]
-        answered = await self._call_batch(calls, pin) if calls else []
-        mine, theirs = answered[: len(indices)], answered[len(indices) :]
-        priors, prior_calls, prior_tokens = self.content_free.priors(plan, theirs)
-        return dict(zip(indices, zip(mine, priors, strict=True), strict=True)), prior_calls, prior_tokens
-
-    def _readout_call(
-        self, input_ids: Sequence[int], label_token_ids: tuple[int, ...], pin: Pin, images: tuple[ImageInput, ...] = ()
-    ) -> ReadoutCall:
-        """A readout on the evaluation's rank; `images`: one per image pad of `input_ids`, in order."""
-        return ReadoutCall(new_rid(), input_ids, label_token_ids, self._ids_in_vocabulary, pin.rank, images)
-
-    async def _call_backend(
-        self, input_ids: Sequence[int], label_token_ids: tuple[int, ...], pin: Pin, images: tuple[ImageInput, ...] = ()
-    ) -> LabelLogprobs:
-        """One readout on the evaluation's rank (`_readout_call`)."""
-        [result] = await self._call_batch([self._readout_call(input_ids, label_token_ids, pin, images)], pin)
-        return result
-
-    async def _call_batch(self, calls: list[ReadoutCall], pin: Pin) -> list[LabelLogprobs]:
-        """Readouts that go out together, one slot each, in chunks of the slots free; every answer's counts
-        recorded on the rank."""
-        results = await self._backend_slots.in_chunks(calls, self.backend.readout_batch)
-        for result in results:
-            pin.record(result.prompt_tokens, result.cached_tokens)
-        return results
+def branches_of(
+    planned: list[tuple[Any, ...]],
+    suffixes: list[list[int]],
+    images: list[tuple[ImageInput, ...]],
+    extra: list[int],
+) -> list[Branch]:
+    """One branch per planned view (`QuestionViews.plan`): its suffix ids, and its images and the
+    positions they add beyond their pads."""
+    return [
+        Branch(
+            question_id=qid,
+            question=question,
+            suffix_ids=suffix,
+            label_token_ids=ids,
+            offset=offset,
+            images=shown,
+            image_tokens=more,
+        )
+        for (qid, question, offset, _, ids), suffix, shown, more in zip(planned, suffixes, images, extra, strict=True)
+    ]

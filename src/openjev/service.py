@@ -37,7 +37,8 @@ from typing import Any, TypeVar
 from openjev import metrics
 from openjev.answering.answer_settings import answer_settings
 from openjev.backends.base import Backend
-from openjev.config import COMPAT_MODEL_ALIAS, Settings, default_cache_dir, served_model_name
+from openjev.config import Settings, default_cache_dir, served_model_name
+from openjev.endpoints import COMPAT_MODEL_ALIAS
 from openjev.engine import Engine
 from openjev.errors import ModelNotFound, NotReady, Overloaded
 from openjev.prompting.tokenizer import ChatTokenizer

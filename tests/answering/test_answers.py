@@ -20,7 +20,7 @@ from openjev.answering.answers import (
     shift_offsets,
 )
 from openjev.answering.debias import combine_views
-from openjev.config import ConfidenceMode, RotationAverage
+from openjev.options import ConfidenceMode, RotationAverage
 
 
 def test_renormalise_matches_softmax_and_is_stable_for_huge_magnitudes():

@@ -20,7 +20,8 @@ from openjev.answering.readouts import MAX_SHIFTED_OPTIONS, QuestionViews
 from openjev.backends.base import BackendError, LabelLogprobs, ReadoutCall
 from openjev.config import Settings
 from openjev.engine import Engine
-from openjev.prompting.prompts import ANSWER_CUES, frame_conversation
+from openjev.prompting.prompts import frame_conversation
+from openjev.prompting.question_texts import ANSWER_CUES
 from openjev.prompting.tokenizer import ChatTokenizer
 from openjev.request.schema import ChoiceQuestion, NoulQuestion
 from tests.conftest import ServeOpenJev
@@ -43,8 +44,8 @@ def test_log_space_combination_and_prior_division() -> None:
     content = [0.1, 0.2, 0.7]
     prior = [0.6, 0.3, 0.1]
     seen = [c * q for c, q in zip(content, prior, strict=True)]
-    assert debiased([seen, seen], [prior, prior]) == pytest.approx(content)
-    assert debiased([seen], [None]) == pytest.approx(seen)
+    assert debiased("score", [seen, seen], [prior, prior]) == pytest.approx(content)
+    assert debiased("score", [seen], [None]) == pytest.approx(seen)
 
 
 class PositionBiasedModel(PromptReadingModel):

@@ -5,8 +5,9 @@ import math
 
 import pytest
 
+from openjev.answering.escalation import EscalationPolicy, escalation_calls, margin, share_cap
 from openjev.answering.readouts import QuestionViews
-from openjev.answering.thinking import EscalationPolicy, Thinker, escalation_calls, margin, reading, share_cap
+from openjev.answering.thinking import Thinker, reading
 from openjev.backends.base import Backend, LabelLogprobs, ReadoutCall
 from openjev.backends.slots import BackendSlots
 from openjev.config import Settings

@@ -9,7 +9,7 @@ import gzip
 import pytest
 import zstandard
 
-from openjev.api import body
+from openjev.api import body_decoding
 from openjev.api.errors import HttpError
 
 RAW = b"The order arrived late and the box was dented. " * 2000
@@ -28,19 +28,19 @@ def declared(data: bytes) -> bytes:
 def careful_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many times the careful way ran."""
     calls: list[int] = []
-    careful = body._unzstd_frames
+    careful = body_decoding._unzstd_frames
 
     def counted(data: bytes, limit: int) -> bytes:
         calls.append(len(data))
         return careful(data, limit)
 
-    monkeypatch.setattr(body, "_unzstd_frames", counted)
+    monkeypatch.setattr(body_decoding, "_unzstd_frames", counted)
     return calls
 
 
 @pytest.mark.parametrize("frame", [declared, undeclared])
 def test_one_frame_is_decoded_in_one_call(frame, careful_calls: list[int]) -> None:
-    assert body.decode_body(frame(RAW), ["zstd"], len(RAW)) == RAW
+    assert body_decoding.decode_body(frame(RAW), ["zstd"], len(RAW)) == RAW
     assert careful_calls == []
 
 
@@ -50,7 +50,7 @@ def test_one_frame_is_decoded_in_one_call(frame, careful_calls: list[int]) -> No
     ids=["two-frames", "three-frames-one-empty"],
 )
 def test_several_frames_are_one_stream(data: bytes, careful_calls: list[int]) -> None:
-    assert body.decode_body(data, ["zstd"], len(RAW)) == RAW
+    assert body_decoding.decode_body(data, ["zstd"], len(RAW)) == RAW
     assert careful_calls == [len(data)]
 
 
@@ -67,7 +67,7 @@ def test_several_frames_are_one_stream(data: bytes, careful_calls: list[int]) ->
 )
 def test_a_body_that_does_not_decode_whole_is_a_400(data: bytes, message: str) -> None:
     with pytest.raises(HttpError) as refused:
-        body.decode_body(data, ["zstd"], 10 * len(RAW))
+        body_decoding.decode_body(data, ["zstd"], 10 * len(RAW))
     assert refused.value.status == 400 and message in str(refused.value)
 
 
@@ -83,41 +83,41 @@ def test_a_body_that_does_not_decode_whole_is_a_400(data: bytes, message: str) -
 )
 def test_one_byte_past_the_cap_is_a_413(data: bytes, size: int) -> None:
     with pytest.raises(HttpError) as refused:
-        body.decode_body(data, ["zstd"], size - 1)
+        body_decoding.decode_body(data, ["zstd"], size - 1)
     assert refused.value.status == 413
-    assert len(body.decode_body(data, ["zstd"], size)) == size
+    assert len(body_decoding.decode_body(data, ["zstd"], size)) == size
 
 
 def test_a_frame_declaring_more_than_the_cap_is_refused_before_it_is_decoded(careful_calls: list[int]) -> None:
     bomb = declared(bytes(64 << 20))
     with pytest.raises(HttpError) as refused:
-        body.decode_body(bomb, ["zstd"], 1 << 20)
+        body_decoding.decode_body(bomb, ["zstd"], 1 << 20)
     assert refused.value.status == 413 and careful_calls == []
 
 
 @pytest.mark.parametrize("coding", ["gzip", "zstd"])
 def test_members_and_frames_past_the_cap_are_a_400_however_empty(coding: str) -> None:
     compress = gzip.compress if coding == "gzip" else declared
-    parts = [compress(RAW[i : i + 100]) for i in range(0, 100 * body.MAX_MEMBERS, 100)]
-    assert body.decode_body(b"".join(parts), [coding], len(RAW)) == RAW[: 100 * body.MAX_MEMBERS]
+    parts = [compress(RAW[i : i + 100]) for i in range(0, 100 * body_decoding.MAX_MEMBERS, 100)]
+    assert body_decoding.decode_body(b"".join(parts), [coding], len(RAW)) == RAW[: 100 * body_decoding.MAX_MEMBERS]
     for extra in (compress(b""), compress(b"") * 100_000):  # one more, or 2 MB of empty ones
         with pytest.raises(HttpError) as refused:
-            body.decode_body(b"".join(parts) + extra, [coding], len(RAW))
+            body_decoding.decode_body(b"".join(parts) + extra, [coding], len(RAW))
         assert refused.value.status == 400 and "members or frames" in str(refused.value)
 
 
 def test_a_gzip_body_is_fed_in_pieces_whatever_its_size() -> None:
     data = gzip.compress(RAW * 40)  # 3.8 MB of text in one member
-    assert len(data) > 2 * body.STEP_INPUT or len(RAW * 40) > 2 * body.STEP_OUTPUT
-    assert body.decode_body(data, ["gzip"], len(RAW) * 40) == RAW * 40
+    assert len(data) > 2 * body_decoding.STEP_INPUT or len(RAW * 40) > 2 * body_decoding.STEP_OUTPUT
+    assert body_decoding.decode_body(data, ["gzip"], len(RAW) * 40) == RAW * 40
     with pytest.raises(HttpError) as refused:
-        body.decode_body(data, ["gzip"], len(RAW) * 40 - 1)
+        body_decoding.decode_body(data, ["gzip"], len(RAW) * 40 - 1)
     assert refused.value.status == 413
 
 
 @pytest.mark.parametrize("header", ["gzip, gzip", "zstd, gzip", "gzip,identity,zstd"])
 def test_more_than_one_coding_is_a_415_naming_content_encoding(header: str) -> None:
     with pytest.raises(HttpError) as refused:
-        body.parse_encodings(header)
+        body_decoding.parse_encodings(header)
     assert refused.value.status == 415 and "Content-Encoding" in str(refused.value)
-    assert body.parse_encodings("identity, gzip") == ["gzip"]
+    assert body_decoding.parse_encodings("identity, gzip") == ["gzip"]

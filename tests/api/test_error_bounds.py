@@ -15,8 +15,9 @@ import httpx
 import pytest
 import zstandard
 
-from openjev.api.body import MAX_MEMBERS
-from openjev.api.errors import LISTED_BYTES, MAX_LISTED_ISSUES, json_bytes
+from openjev.api.body_decoding import MAX_MEMBERS
+from openjev.api.errors import LISTED_BYTES, MAX_LISTED_ISSUES
+from openjev.errors import json_bytes
 from openjev.examples import support_ticket
 
 SYSTEM_ONE, DECISIONS, OPENROUTER = "/v1/systemone", "/v1/decisions", "/api/alpha/decisions"

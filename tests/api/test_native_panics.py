@@ -19,8 +19,9 @@ import tiktoken
 from starlette.types import Receive, Scope, Send
 
 from openjev import metrics
-from openjev.api.middleware import ANSWERING_PATHS, DECISIONS_PATH, RequestIdMiddleware, StatusMetricsMiddleware
+from openjev.api.middleware import ANSWERING_PATHS, RequestIdMiddleware, StatusMetricsMiddleware
 from openjev.api.openai_errors import OpenAIErrorEnvelope
+from openjev.endpoints import DECISIONS_PATH
 from tests.conftest import RunningOpenJev, zstd_compress
 
 SPACES = " " * 1_000_010

@@ -95,7 +95,7 @@ def test_the_share_cap_escalates_the_least_confident(think_server, fake_sglang):
     limits = httpx.get(f"{server.url}/v1/limits").json()["thinking"]
     assert limits == {"model": "openjev-think", "mode": "template", "margin_nats": 1000.0, "max_share": 0.25,
                       "window_questions": 1000, "budget_tokens": 16}  # fmt: skip
-    from openjev.answering.thinking import margin
+    from openjev.answering.escalation import margin
 
     margins = sorted((margin(answer), qid) for qid, answer in first["answers"].items())
     changed = {qid for qid, answer in response.json()["answers"].items() if answer != first["answers"][qid]}

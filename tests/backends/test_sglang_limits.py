@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from openjev.backends.base import BackendError, BackendUnavailable, ReadoutCall
-from openjev.backends.sglang import SGLangBackend, admissible_budget
+from openjev.backends.sglang import SGLangBackend
 from openjev.backends.sglang_answers import parse_label_logprobs
+from openjev.backends.sglang_facts import admissible_budget
 from openjev.config import Settings
 from openjev.engine import Engine
 from openjev.prompting.tokenizer import ChatTokenizer

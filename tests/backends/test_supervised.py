@@ -17,8 +17,9 @@ import httpx
 import pytest
 
 from openjev.backends.supervised import redacted, sglang_command, sglang_environment
-from openjev.config import SGLANG_FLAGS_SET_BY_OPENJEV, Frontend, Settings
+from openjev.config import Settings
 from openjev.examples import support_ticket
+from openjev.options import SGLANG_FLAGS_SET_BY_OPENJEV, Frontend
 from tests.conftest import RunningOpenJev, ServeOpenJev, eventually, wait_for
 from tests.fake_sglang import payloads
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from openjev.batch.answers_file import ResumeRefused, kept_answers, open_answers, run_header
+from openjev.batch.answers_file import ResumeRefused, compact, kept_answers, open_answers, run_header, run_path
 from openjev.batch.rows import read_rows
 
 CHOICE = {"type": "choice", "instructions": "Which team?", "criteria": {"billing": "Payments", "technical": None}}
@@ -38,4 +38,18 @@ def test_another_question_is_refused_and_restart_starts_over(tmp_path: Path) -> 
         open_answers(out, run_header(source, other), restart=False)
     out.write_text(out.read_text() + '{"id": "x", "answer": {"ty')
     assert open_answers(out, run_header(source, other), restart=True).lost == 0
-    assert [json.loads(line)["openjev_answers"]["file"] for line in out.read_text().splitlines()] == ["rows.csv"]
+    assert out.read_text() == ""
+    assert json.loads(run_path(out).read_text())["openjev_answers"]["file"] == "rows.csv"
+
+
+def test_an_answers_file_whose_first_line_named_its_run_resumes_and_moves_it_beside(tmp_path: Path) -> None:
+    source, out = tmp_path / "rows.csv", tmp_path / "answers.jsonl"
+    source.write_text("id,state\na,Charged twice\n")
+    rows = read_rows(source, question=CHOICE, need_gold=False)
+    header = run_header(source, rows)
+    record = {"id": "a", "input": rows[0].digest, "server": "s", "answer": {"type": "choice", "choice": "billing"}}
+    out.write_text(json.dumps({"openjev_answers": header}) + "\n" + json.dumps(record) + "\n")
+    assert open_answers(out, header, restart=False).records == {"a": record}
+    compact(out, rows)
+    assert [json.loads(line) for line in out.read_text().splitlines()] == [record]
+    assert json.loads(run_path(out).read_text())["openjev_answers"] == header

@@ -78,7 +78,7 @@ def constructed(source: Path, target: Path, correct: bool, changed: str | None =
             continue
         record["correct"] = correct
         if record["id"] == changed:
-            record["row_sha256"] = "0" * 64
+            record["row_sha256"] = record["item_sha256"] = "0" * 64
     (target / "answers.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
     return target
 
@@ -106,3 +106,9 @@ def test_compare_of_constructed_runs_matches_the_hand_computation(
     assert overall["n"] == 7 and overall["only_b_right"] == 7 and overall["both_right"] == 0
     assert overall["difference"] == 1.0 and overall["ci95"] == [1.0, 1.0]
     assert "same id but another row 1 (left out)" in done.stdout
+    # McNemar: 7 discordant pairs all one way, p = 2 * (1/2)^7.
+    assert overall["mcnemar_p"] == pytest.approx(2 / 2**7)
+    # The CI gate: B worse than A with an interval wholly below 0 fails; better passes.
+    worse = openjev_cli("eval", "compare", str(right), str(wrong), "--fail-if-worse")
+    assert worse.returncode == 1 and "wholly below 0" in worse.stderr
+    assert openjev_cli("eval", "compare", str(wrong), str(right), "--fail-if-worse").returncode == 0

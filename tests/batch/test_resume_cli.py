@@ -43,23 +43,31 @@ def test_a_resume_keeps_only_answers_made_for_the_same_row_and_refuses_another_q
     first = openjev_cli("classify", str(csv_of(rows, states)), "--question", str(team), "--url", url, "--out", str(out))
     assert first.returncode == 0, first.stderr
     by_state = answers_by_state(rows, out)
-    # One row inserted at the top of the id-less CSV: only it is asked, and no answer lands on a neighbour.
+    # One row inserted at the top of the id-less CSV: the file's bytes changed, so it is refused unless
+    # named as the same file edited; then only the new row is asked, and no answer lands on a neighbour.
     shifted = ["Ticket new: where is my invoice", *states]
     asked = requests_with_status(openjev_on_fake, 200)
-    second = openjev_cli(
-        "classify", str(csv_of(rows, shifted)), "--question", str(team), "--url", url, "--out", str(out)
-    )
+    command = ("classify", str(csv_of(rows, shifted)), "--question", str(team), "--url", url, "--out", str(out))
+    refused = openjev_cli(*command)
+    assert refused.returncode == 2 and "--resume-edited" in refused.stderr
+    second = openjev_cli(*command, "--resume-edited")
     assert second.returncode == 0, second.stderr
     assert requests_with_status(openjev_on_fake, 200) - asked == 1
     answered = answers_by_state(rows, out)
     assert len(answers_of(out)) == len(shifted) and all(answered[state] == by_state[state] for state in states)
-    # Another question, or another file, into the same answers file is refused, naming the difference.
+    # Another question, or another file, into the same answers file is refused, naming the difference;
+    # the same bytes under another name are the same input.
     other = openjev_cli("classify", str(rows), "--question", str(urgency), "--url", url, "--out", str(out))
     assert other.returncode == 2
     assert "this run asks score question 'How urgent?'" in other.stderr and "--restart" in other.stderr
-    renamed = csv_of(tmp_path / "other.csv", shifted)
-    mixed = openjev_cli("classify", str(renamed), "--question", str(team), "--url", url, "--out", str(out))
-    assert mixed.returncode == 2 and "rows of 'tickets.csv'; this run reads 'other.csv'" in mixed.stderr
+    different = csv_of(tmp_path / "other.csv", states[:3])
+    mixed = openjev_cli("classify", str(different), "--question", str(team), "--url", url, "--out", str(out))
+    assert mixed.returncode == 2 and f"rows of {rows.resolve()} (sha256" in mixed.stderr
+    assert f"this run reads {different.resolve()} (sha256" in mixed.stderr
+    renamed = tmp_path / "renamed.csv"
+    renamed.write_bytes(rows.read_bytes())
+    same = openjev_cli("classify", str(renamed), "--question", str(team), "--url", url, "--out", str(out))
+    assert same.returncode == 0, same.stderr
     assert requests_with_status(openjev_on_fake, 200) - asked == 1
     again = openjev_cli("classify", str(rows), "--question", str(urgency), "--url", url, "--out", str(out), "--restart")
     assert again.returncode == 0, again.stderr

@@ -58,9 +58,9 @@ def test_a_csv_with_one_question_file(tmp_path: Path) -> None:
         ([{"state": "s", "question": SCORE, "gold": 3}], "neither a level index 0-2"),
         ([{"state": "s", "question": {"type": "noul"}, "gold": "maybe"}], "is not yes or no"),
         ([{"state": "s", "question": {"type": "rank"}, "gold": "a"}], "not a Jev question"),
-        ([{"state": "s", "question": CHOICE}], "rows.jsonl:1: gold is missing"),
-        ([{"question": CHOICE, "gold": "billing"}], "state is missing"),
-        ([{"state": "s", "gold": "billing"}], "question is missing"),
+        ([{"state": "s", "question": CHOICE}], "rows.jsonl: no row has a gold answer"),
+        ([{"question": CHOICE, "gold": "billing"}], "no row has a state"),
+        ([{"state": "s", "gold": "billing"}], "no row has a question"),
         ([{"id": 1, "state": "s", "question": CHOICE, "gold": "billing"}] * 2, "used twice"),
     ],
 )

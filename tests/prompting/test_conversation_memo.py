@@ -15,7 +15,8 @@ from openjev.config import Settings
 from openjev.engine import Engine
 from openjev.errors import RequestRejected
 from openjev.prompting.conversation_memo import ConversationMemo, prove_shape, split_segments
-from openjev.prompting.prompts import ANSWER_CUE, frame_conversation, state_messages
+from openjev.prompting.prompts import frame_conversation, state_messages
+from openjev.prompting.question_texts import ANSWER_CUE
 from openjev.prompting.tokenizer import ChatTokenizer
 from openjev.request.schema import SystemOneRequest
 from tests.prompting.test_tokenizer import tokenizer_with

@@ -8,19 +8,10 @@ from hypothesis import strategies as st
 
 from openjev.errors import RequestRejected
 from openjev.prompting.labels import build_label_set, candidate_labels
-from openjev.prompting.prompts import (
-    ANSWER_CUE,
-    ANSWER_CUES,
-    choice_text,
-    frame_conversation,
-    last_occurrence,
-    noul_text,
-    render_value,
-    score_text,
-    state_messages,
-)
+from openjev.prompting.prompts import frame_conversation, last_occurrence, state_messages
+from openjev.prompting.question_texts import ANSWER_CUE, ANSWER_CUES, choice_text, noul_text, score_text
 from openjev.prompting.tokenizer import ChatTokenizer
-from openjev.request.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion
+from openjev.request.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion, render_value
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from openjev.options import WorkedExamples
-from openjev.prompting.prompts import choice_text, noul_text, score_text
+from openjev.prompting.question_texts import choice_text, noul_text, score_text
 from openjev.request.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion
 
 BILLING = {"what": "Payments", "examples": ["Charged twice.", {"msg": "Refund please"}]}

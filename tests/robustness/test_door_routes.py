@@ -84,7 +84,7 @@ def test_every_method_a_route_or_mount_does_not_take_is_a_405_from_the_head(keye
     assert tried > 40 and wrong == []
 
 
-def test_the_static_files_are_public_and_take_no_body_read_slot(keyed) -> None:
+def test_the_static_files_are_public_and_a_post_to_one_is_a_405_from_the_head(keyed) -> None:
     server, _ = keyed
     with server.client() as http:  # no key
         assert http.get("/static/scalar/standalone.js").status_code == 200

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from openjev.config import ConfidenceMode
+from openjev.options import ConfidenceMode
 from openjev.tasks import calibration as tc
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 
-from openjev.config import QUESTION_TYPES, Settings
+from openjev.config import Settings
+from openjev.options import QUESTION_TYPES
 
 
 def answer_settings(settings: Settings) -> dict[str, object]:

@@ -34,7 +34,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from openjev.config import ConfidenceMode
+from openjev.options import ConfidenceMode
 
 
 class NonFiniteLogprob(ValueError):

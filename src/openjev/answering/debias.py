@@ -7,7 +7,8 @@ corrections, each optional per question type (`OPENJEV_OPTION_SHIFTS`, `OPENJEV_
 views than options that estimate is the content of the options that visited a letter):
 
 - Rotations (choice questions): the views' distributions, each mapped back to the options, are
-  averaged (`combine_views`): their mean (OPENJEV_ROTATION_AVERAGE=probability) or their renormalised
+  averaged (`combine_views`; `combined_views` picks the rule by question type, for the server's
+  `readouts.py` and `evals/` alike): their mean (OPENJEV_ROTATION_AVERAGE=probability) or their renormalised
   geometric mean (`log`). A preference for a shown position lands on different options in different
   views and is spread over them; views that agree are returned unchanged.
 
@@ -38,7 +39,7 @@ import math
 from collections.abc import Sequence
 
 from openjev.answering.answers import PROBABILITY_FLOOR, renormalise
-from openjev.config import RotationAverage
+from openjev.options import RotationAverage
 
 #: The state a content-free readout is read over: carries no content, only the question.
 CONTENT_FREE_STATE = "N/A"
@@ -73,9 +74,24 @@ def divide_prior(probabilities: Sequence[float], prior: Sequence[float]) -> list
     return renormalise([q - c for q, c in zip(log_floor(probabilities), log_floor(prior), strict=True)])
 
 
-def debiased(views: Sequence[Sequence[float]], priors: Sequence[Sequence[float] | None]) -> list[float]:
-    """Each view (in rubric/option order) divided by its own prior where one is given, then combined."""
+def combined_views(kind: str, views: Sequence[Sequence[float]], average: RotationAverage) -> list[float]:
+    """Views of one question of type `kind`, each in its own order, combined as the server combines them:
+    a choice's rotations as `average` says (`combine_views`), a score's forward and reversed readouts in
+    log space (`combine_log_space`)."""
+    if len(views) == 1:
+        return list(views[0])
+    return combine_log_space(views) if kind == "score" else combine_views(views, average)
+
+
+def debiased(
+    kind: str,
+    views: Sequence[Sequence[float]],
+    priors: Sequence[Sequence[float] | None],
+    average: RotationAverage = RotationAverage.probability,
+) -> list[float]:
+    """Each view (in rubric/option order) divided by its own prior where one is given (`divide_prior`), then
+    combined as the server combines them (`combined_views`): what `evals/` scores is what the server serves."""
     corrected = [
         list(view) if prior is None else divide_prior(view, prior) for view, prior in zip(views, priors, strict=True)
     ]
-    return corrected[0] if len(corrected) == 1 else combine_log_space(corrected)
+    return combined_views(kind, corrected, average)

@@ -20,7 +20,7 @@ from openjev.request.images import ImageInput
 Rewrites = Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Branch:
     question_id: str
     question: AnyQuestion
@@ -33,7 +33,7 @@ class Branch:
     image_tokens: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PreparedRequest:
     shared_prefix_ids: list[int]
     branches: list[Branch]

@@ -23,12 +23,12 @@ Contract:
 - Contextual calibration (OPENJEV_CONTEXTUAL_CALIBRATION, per type): each view's label logprobs l
   and the same view's content-free logprobs c (content_free.py) give log(divide_prior(softmax l,
   softmax c)) (debias.py), which then goes where l went. A question type not listed is untouched.
-- Answer. `answers` gathers each question's readouts from its branches (a box's reading is its
-  answer; non-finite label logprobs are the backend's error). Noul and choice answers are
-  answers.py's (a choice read in several rotations: each mapped back to its options and the
-  views averaged, OPENJEV_ROTATION_AVERAGE, debias.combine_views); a score read in both views
-  combines the forward distribution and the mirrored reversed one in log space
-  (debias.combine_log_space) before the temperature and the confidence are applied.
+- Answer. `answers` gathers each question's readouts from its branches (a box's reading is its answer;
+  non-finite label logprobs are the backend's error). Noul and choice answers are answers.py's (a choice
+  read in several rotations: each mapped back to its options and the views averaged,
+  OPENJEV_ROTATION_AVERAGE); a score read in both views combines the forward distribution and the
+  mirrored reversed one in log space (both: debias.combined_views) before the temperature and the
+  confidence are applied.
 - Temperature. The calibration file's (OPENJEV_CALIBRATION_FILE, read once at start-up) for the
   question's type and option count (2 for a noul), else OPENJEV_SCORE_TEMPERATURE for a score
   question where it is set, else OPENJEV_TEMPERATURE.
@@ -51,22 +51,16 @@ from openjev.answering.answers import (
     shift_offsets,
 )
 from openjev.answering.box_reading import BoxReading
-from openjev.answering.debias import combine_log_space, combine_views, divide_prior, log_floor, mirrored
+from openjev.answering.debias import combined_views, divide_prior, log_floor, mirrored
 from openjev.backends.base import BackendError, LabelLogprobs
 from openjev.calibration import Calibration, load_calibration
-from openjev.config import AnswerCue, ScoreLabels, Settings
+from openjev.config import Settings
+from openjev.options import AnswerCue, ScoreLabels
 from openjev.prompting.box_grammar import CUE as BOX_CUE
 from openjev.prompting.image_marks import ImageMarks
 from openjev.prompting.labels import LabelSet, build_label_set
-from openjev.prompting.prompts import (
-    ANSWER_CUES,
-    ConversationFrame,
-    box_text,
-    choice_text,
-    frame_conversation,
-    noul_text,
-    score_text,
-)
+from openjev.prompting.prompts import ConversationFrame, frame_conversation
+from openjev.prompting.question_texts import ANSWER_CUES, box_text, choice_text, noul_text, score_text
 from openjev.prompting.tokenizer import ChatTokenizer, Segment
 from openjev.request.schema import BoxQuestion, ChoiceQuestion, NoulQuestion, ScoreQuestion
 
@@ -232,12 +226,12 @@ class QuestionViews:
             if views == [0]:
                 return choice_answer(names, logprobs[0], temperature, mode)
             rotations = [by_option(values, view) for values, view in zip(logprobs, views, strict=True)]
-            combined = combine_views(rotations, self.settings.rotation_average)
+            combined = combined_views(question.type, rotations, self.settings.rotation_average)
             return choice_from_probabilities(names, sharpen(combined, temperature), mode)
         if views == [0]:
             return score_answer(question.criteria, logprobs[0], temperature, mode)
         forward, backward = (renormalise(values) for values in logprobs)
-        combined = combine_log_space([forward, mirrored(backward)])
+        combined = combined_views(question.type, [forward, mirrored(backward)], self.settings.rotation_average)
         return score_answer(question.criteria, log_floor(combined), temperature, mode)
 
 

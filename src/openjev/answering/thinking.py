@@ -3,16 +3,8 @@
 A request naming OPENJEV_THINK_MODEL is first answered exactly like any other (the one-token readout).
 Then:
 
-1. Who escalates (`EscalationPolicy`, pure). A question's margin is the gap, in nats, between the
-   log-probabilities of its two most likely answers after normalisation (`margin`; a noul's two
-   answers are yes and no). Those below OPENJEV_THINK_MARGIN are candidates, least confident first.
-   With share s = OPENJEV_THINK_MAX_SHARE, a request of n questions may escalate at most
-   ceil(s n), and at most ceil(s m) - e where the window holds the last m <= OPENJEV_THINK_WINDOW
-   questions of this tier counting this request's (m = n for a request larger than the window),
-   e of them escalated before; of a request larger than the window, its last m questions (those the
-   window keeps) hold at most ceil(s m) escalations. Unused budget does
-   not pile up: a request never takes more than its own share, whatever the window left unused.
-   s = 1 with a huge margin escalates every question (evaluations).
+1. Who escalates (`EscalationPolicy`, pure: `escalation.py`): questions whose top-two margin is
+   below OPENJEV_THINK_MARGIN, least confident first, within OPENJEV_THINK_MAX_SHARE of the window.
 2. How it thinks (`Thinker`). Call 1 (`Backend.generate`, greedy) decodes at most the budget
    (OPENJEV_THINK_BUDGET_TOKENS, else the backend's default) after the shared prefix and the
    question turn. Where the chat template has a thinking mode (it reads `enable_thinking` and the
@@ -39,7 +31,7 @@ Cost model: latency ~ first pass + (budget / decode speed) for the slowest escal
 escalated questions think concurrently; the backend's output tokens add each generated id and each call 2,
 `usage.output_tokens` each generated id (`usage.py`).
 Every call is recorded on the evaluation's data-parallel rank (`affinity.Pin`); while it is pinned,
-the rank counts the most calls the tier may make (`escalation_calls`).
+the rank counts the most calls the tier may make (`escalation.escalation_calls`).
 """
 
 from __future__ import annotations
@@ -47,86 +39,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
-from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from openjev.affinity import Pin
-from openjev.answering.answers import PROBABILITY_FLOOR, NonFiniteLogprob
+from openjev.answering.answers import NonFiniteLogprob
+from openjev.answering.escalation import EscalationPolicy, margin
 from openjev.answering.readouts import AnswerableQuestion, AnyQuestion, QuestionViews, Readout
 from openjev.backends.base import Backend, BackendError, GenerationCall, ReadoutCall, new_rid
 from openjev.backends.slots import BackendSlots
 from openjev.config import Settings
 from openjev.prompting.budget import TokenBudget
-from openjev.prompting.prompts import ANSWER_CUES, frame_conversation
+from openjev.prompting.prompts import frame_conversation
+from openjev.prompting.question_texts import ANSWER_CUES
 from openjev.prompting.tokenizer import ChatTokenizer
 
 log = logging.getLogger("openjev.answering.thinking")
 
 THINK_CLOSE = "</think>"
 REASONING_REQUEST = "Before you answer, reason step by step in a few short sentences."
-#: Guards ceil() against float noise (0.7 * 10 = 7.000000000000001).
-_SHARE_EPSILON = 1e-9
-
-
-def margin(answer: dict[str, Any]) -> float:
-    """Top-two log-probability gap (nats) of a typed answer's distribution; 0 for a tie."""
-    if answer["type"] == "noul":
-        probabilities = [answer["noul"], 1.0 - answer["noul"]]
-    else:
-        probabilities = list(answer["probabilities"].values())
-    first, second = sorted(probabilities, reverse=True)[:2]
-    return math.log(max(first, PROBABILITY_FLOOR)) - math.log(max(second, PROBABILITY_FLOOR))
-
-
-def share_cap(share: float, count: int) -> int:
-    return math.ceil(share * count - _SHARE_EPSILON)
-
-
-def escalation_calls(question_ids: Sequence[str], max_share: float) -> int:
-    """The most backend calls the tier may make for a request whose first pass reads one branch per
-    entry of `question_ids`: two for each view of as many questions as may escalate, those with the
-    most views."""
-    views = Counter(question_ids)
-    return 2 * sum(sorted(views.values(), reverse=True)[: share_cap(max_share, len(views))])
-
-
-class EscalationPolicy:
-    """Which questions of a thinking-tier request think (module doc, step 1). Not thread-safe: the
-    engine calls it on the event loop."""
-
-    def __init__(self, threshold: float, max_share: float, window: int) -> None:
-        self.threshold, self.max_share = threshold, max_share
-        self._window: deque[bool] = deque(maxlen=window)
-
-    @property
-    def escalated_share(self) -> float:
-        return sum(self._window) / len(self._window) if self._window else 0.0
-
-    def select(self, margins: Sequence[tuple[str, float]]) -> list[str]:
-        """The question ids to escalate, least confident first; records the request in the window."""
-        count, window = len(margins), self._window.maxlen or 0
-        retained = list(self._window)[max(0, len(self._window) - max(0, window - count)) :]
-        allowed = min(
-            share_cap(self.max_share, count),
-            # A request larger than the window is a window of its own.
-            share_cap(self.max_share, max(count, min(window, len(retained) + count))) - sum(retained),
-        )
-        # Of a request larger than the window, the window keeps its last `window` questions: they hold
-        # at most the window's own share, so no later request sees more than the share escalated.
-        tail_start, tail_cap = count - window, share_cap(self.max_share, window)
-        chosen: set[int] = set()
-        for value, index in sorted((value, index) for index, (_, value) in enumerate(margins)):
-            if value >= self.threshold or len(chosen) >= allowed:
-                break
-            in_tail = sum(1 for kept in chosen if kept >= tail_start)
-            if count <= window or index < tail_start or in_tail < tail_cap:
-                chosen.add(index)
-        self._window.extend(index in chosen for index in range(count))
-        return [margins[index][0] for _, index in sorted((margins[i][1], i) for i in chosen)]
 
 
 @dataclass(slots=True)

@@ -29,7 +29,6 @@ from openjev.api.errors import install_error_handlers
 from openjev.api.fast_path import SystemOneFastPath
 from openjev.api.middleware import (
     ANSWERING_PATHS,
-    DECISIONS_PATH,
     ApiKeyMiddleware,
     RequestIdMiddleware,
     StatusMetricsMiddleware,
@@ -41,6 +40,7 @@ from openjev.api.tasks import router as tasks_router
 from openjev.api.workers import worker_pool
 from openjev.backends.base import Backend
 from openjev.config import Settings
+from openjev.endpoints import DECISIONS_PATH
 from openjev.service import Service
 
 

@@ -19,9 +19,9 @@ from typing import Any
 
 from fastapi import APIRouter, Query
 
+from openjev.api.dependencies import AUTHORIZED, ServiceDep
 from openjev.api.errors import AUTH_RESPONSES
-from openjev.api.routes import AUTHORIZED, ServiceDep
-from openjev.config import COMPAT_MODEL_ALIAS
+from openjev.endpoints import COMPAT_MODEL_ALIAS
 from openjev.request.openrouter import DECISIONS_MODALITY, DECISIONS_SUFFIX, modalities_asked
 from openjev.request.schema import ModelList
 from openjev.service import Service

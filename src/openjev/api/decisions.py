@@ -1,7 +1,7 @@
 """The routes of the other decision contracts, each answered by `/v1/systemone`'s own evaluation.
 
 - `POST /v1/decisions`: OpenAI's Decisions API. The body is translated (`request/decisions.py`) into
-  a Jev request, evaluated by `routes.evaluate_request` (the same checks, admission, preparation,
+  a Jev request, evaluated by `evaluating.evaluate_request` (the same checks, admission, preparation,
   readout and answering), and the answers shaped as OpenAI's `Decision` (`answering/decisions.py`).
   A rejection names OpenAI's field; `openai_errors.py` writes every error in OpenAI's envelope. The
   answer's `model` is the name the request asked for.
@@ -24,22 +24,15 @@ from fastapi.responses import Response
 from starlette.types import Receive
 
 from openjev.answering.decisions import decision_payload, decision_usage
+from openjev.api.dependencies import AUTHORIZED, RuntimeDep, ServiceDep
 from openjev.api.errors import ERROR_RESPONSES
-from openjev.api.middleware import DECISIONS_PATH, OPENROUTER_PATH
+from openjev.api.evaluating import answer_headers, answer_request, asks_long_context, evaluate_request, json_response
 from openjev.api.parsing import by_size
-from openjev.api.routes import (
-    AUTHORIZED,
-    RuntimeDep,
-    ServiceDep,
-    answer_headers,
-    answer_request,
-    asks_long_context,
-    evaluate_request,
-    json_response,
-)
 from openjev.api.strict_json import StrictJSONRoute
+from openjev.endpoints import DECISIONS_PATH, OPENROUTER_PATH
 from openjev.errors import RequestRejected
-from openjev.request.decision_schema import DecisionRequest, DecisionResponse, OpenAIError
+from openjev.request.decision_answers import DecisionResponse, OpenAIError
+from openjev.request.decision_schema import DecisionRequest
 from openjev.request.decisions import translate
 from openjev.request.openrouter import model_of_slug, with_image_assets
 from openjev.request.positional_images import ImagePlaces

@@ -17,7 +17,6 @@ routes); everything the core raises keeps its own class and gets its status from
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -29,7 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
 
 from openjev.backends.base import BackendError, BackendTimeout, BackendUnavailable
-from openjev.errors import ModelNotFound, NotReady, OpenJevError, Overloaded, RequestRejected
+from openjev.errors import ModelNotFound, NotReady, OpenJevError, Overloaded, RequestRejected, clipped, json_bytes
 from openjev.request.schema import ErrorResponse, ValidationErrorResponse, error_body
 
 log = logging.getLogger("openjev")
@@ -96,34 +95,18 @@ MAX_LOC_PARTS = 16
 MESSAGE_BYTES = 4096
 
 
-def json_bytes(value: Any) -> int:
-    """Bytes of `value` as a response writes it (compact JSON, UTF-8; a lone surrogate as 3 bytes)."""
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
-
-
-def clipped(text: str, limit: int = ENTRY_BYTES) -> str:
-    """`text` if it takes at most `limit` bytes as JSON, else its longest start that does with the count
-    of characters left out; the result takes at most `limit` bytes, so clipping twice changes nothing."""
-    if len(text) <= limit and json_bytes(text) <= limit:
-        return text
-    room = limit - json_bytes(f"... ({len(text)} characters more)")  # the start's bytes, its quotes included
-    low, high = 0, min(len(text), room)
-    while low < high:  # the longest start within `room`
-        middle = (low + high + 1) // 2
-        low, high = (middle, high) if json_bytes(text[:middle]) <= room else (low, middle - 1)
-    return f"{text[:low]}... ({len(text) - low} characters more)"
-
-
 def bounded_entry(entry: dict[str, Any]) -> dict[str, Any]:
     """The one place an error entry is bounded: every key of its location, its message and every context
     value clipped to ENTRY_BYTES, its location to MAX_LOC_PARTS parts."""
-    loc = [clipped(part) if isinstance(part, str) else part for part in entry["loc"]]
+    loc = [clipped(part, ENTRY_BYTES) if isinstance(part, str) else part for part in entry["loc"]]
     if len(loc) > MAX_LOC_PARTS:
         loc = [*loc[: MAX_LOC_PARTS - 1], f"... ({len(loc) - MAX_LOC_PARTS + 1} parts more)"]
-    bounded = {**entry, "loc": loc, "msg": clipped(str(entry["msg"]))}
+    bounded = {**entry, "loc": loc, "msg": clipped(str(entry["msg"]), ENTRY_BYTES)}
     if entry.get("ctx"):
         bounded["ctx"] = {
-            clipped(str(key)): value if isinstance(value, int | float) else clipped(str(value))
+            clipped(str(key), ENTRY_BYTES): value
+            if isinstance(value, int | float)
+            else clipped(str(value), ENTRY_BYTES)
             for key, value in entry["ctx"].items()
         }
     return bounded

@@ -3,7 +3,7 @@
 Contract: a `POST` to `/v1/systemone`, `/v1/decisions`, `/api/alpha/decisions` or `/v1/tasks` whose body is JSON
 (`application/json`, parameters allowed) is read and validated by `parsing.parse_body` (on a worker
 thread past `parsing.JSON_INLINE_BYTES`); a valid request is answered here by its route's own code
-(`routes.answer_request`, `decisions.answer_decisions`, `decisions.answer_openrouter`,
+(`evaluating.answer_request`, `decisions.answer_decisions`, `decisions.answer_openrouter`,
 `tasks.fit_response`), with errors
 mapped by `errors.handled_error_response`, the route's own mapping: the same readiness check first
 (503), then the same answer. An invalid body with many issues, or a large one, gets its 422 here,
@@ -32,16 +32,17 @@ from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from openjev.api.body import INLINE_BYTES, replay
+from openjev.api.body import replay
+from openjev.api.body_decoding import INLINE_BYTES
 from openjev.api.decisions import answer_decisions, answer_openrouter
 from openjev.api.errors import handled_error_response
-from openjev.api.middleware import DECISIONS_PATH, OPENROUTER_PATH, SYSTEM_ONE_PATH
+from openjev.api.evaluating import IMAGE_PARTS, answer_request, asks_long_context
 from openjev.api.multipart import split_body
 from openjev.api.parsing import JSON_INLINE_BYTES, Parsed, is_media_type, issue_entries, parse_body
-from openjev.api.routes import IMAGE_PARTS, answer_request, asks_long_context
 from openjev.api.task_fits import background_flag
-from openjev.api.tasks import TASKS_PATH, fit_response
+from openjev.api.tasks import fit_response
 from openjev.api.workers import gil_bound
+from openjev.endpoints import DECISIONS_PATH, OPENROUTER_PATH, SYSTEM_ONE_PATH, TASKS_PATH
 from openjev.errors import OpenJevError
 from openjev.request.decision_schema import DecisionRequest
 from openjev.request.schema import SystemOneRequest

@@ -16,8 +16,9 @@ import math
 from typing import Any
 
 from openjev.answering.box_reading import BoxReader
-from openjev.api.middleware import ANSWERING_PATHS, DECISIONS_PATH
+from openjev.api.middleware import ANSWERING_PATHS
 from openjev.config import Settings
+from openjev.endpoints import DECISIONS_PATH
 from openjev.prompting.budget import LONG_CONTEXT_HEADER, TokenBudget
 from openjev.prompting.vision import VisionSpec
 from openjev.request import decision_limits as openai

@@ -18,13 +18,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from openjev import metrics
 from openjev.api.errors import HttpError, error_response
+from openjev.endpoints import DECISIONS_PATH, OPENROUTER_PATH, SYSTEM_ONE_PATH
 
 log = logging.getLogger("openjev")
 
 REQUEST_ID_HEADER = "x-typesafe-request-id"
-SYSTEM_ONE_PATH = "/v1/systemone"
-DECISIONS_PATH = "/v1/decisions"
-OPENROUTER_PATH = "/api/alpha/decisions"
 #: The routes that answer questions: the System One contract, OpenAI's and OpenRouter's.
 ANSWERING_PATHS = frozenset({SYSTEM_ONE_PATH, DECISIONS_PATH, OPENROUTER_PATH})
 #: Routes behind OPENJEV_API_KEY: everything under /v1/ and /api/, known route or not.

@@ -28,8 +28,9 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from openjev.api.errors import LISTED_BYTES, MESSAGE_BYTES, clipped
+from openjev.api.errors import LISTED_BYTES, MESSAGE_BYTES
 from openjev.api.middleware import REQUEST_ID_HEADER
+from openjev.errors import clipped
 from openjev.prompting.budget import CONTEXT_LENGTH_EXCEEDED
 
 #: Pydantic's names for the members of a tagged union, after a list index (`_tagged` in request/decisions.py).

@@ -10,7 +10,7 @@
 - A waiting client that leaves cancels the job unless another client waits on it or it was posted
   in the background.
 
-A fit's readouts go through `routes.evaluate_request` with no task applied, in the fit slots every
+A fit's readouts go through `evaluating.evaluate_request` with no task applied, in the fit slots every
 fit shares (OPENJEV_TASK_FIT_READOUTS, `Service.fit_readouts`), never in a caller's preparation or
 evaluation slot: fits never make a caller's request a 529. Past OPENJEV_TASK_MAX_FITS running fits,
 one more posted is a 529 with Retry-After (`FitJobs.start`).
@@ -29,9 +29,11 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.datastructures import QueryParams
 from starlette.types import Receive
 
-from openjev.api.errors import AUTH_RESPONSES, HttpError, clipped, error_response
-from openjev.api.routes import AUTHORIZED, ClientDisconnected, ServiceDep, evaluate_request, run_while_connected
-from openjev.errors import Issue, OpenJevError, RequestRejected
+from openjev.api.dependencies import AUTHORIZED, ServiceDep
+from openjev.api.errors import AUTH_RESPONSES, ENTRY_BYTES, HttpError, error_response
+from openjev.api.evaluating import ClientDisconnected, evaluate_request, run_while_connected
+from openjev.endpoints import FITS_PATH
+from openjev.errors import Issue, OpenJevError, RequestRejected, clipped, shown_id
 from openjev.request.schema import ErrorResponse, SystemOneRequest
 from openjev.service import Runtime, Service
 from openjev.tasks.fitting import fit_task
@@ -39,9 +41,7 @@ from openjev.tasks.jobs import FitJob
 from openjev.tasks.schema import TaskRequest
 from openjev.tasks.store import StoreFull, Task, TaskTooLarge
 
-FITS_PATH = "/v1/tasks/fits"
 #: Characters of an unknown task or fit id its 404 repeats.
-SHOWN_ID = 64
 router = APIRouter()
 
 
@@ -76,7 +76,7 @@ async def kept(service: Service, document: dict[str, Any]) -> Task:
     except TaskTooLarge as error:
         raise too_large(error.args[0], store.max_bytes) from None
     except ValueError as error:
-        message = f"the fit gave a task that cannot serve: {clipped(str(error))}"
+        message = f"the fit gave a task that cannot serve: {clipped(str(error), ENTRY_BYTES)}"
         raise RequestRejected([Issue(("examples",), message)]) from None
 
 
@@ -160,7 +160,7 @@ async def answer_fit(job: FitJob, receive: Receive, background: bool, retry_afte
 def _known(request: Request, service: Service, identifier: str) -> FitJob:
     job = service.fit_jobs.get(identifier)
     if job is None:
-        raise HttpError(404, "not_found", f"no fit {clipped(identifier, SHOWN_ID)!r} here")
+        raise HttpError(404, "not_found", f"no fit {shown_id(identifier)} here")
     return job
 
 

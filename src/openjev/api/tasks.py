@@ -8,7 +8,7 @@
   the task's document without its examples: 201 when it was fitted now, 200 when the same content
   (question, examples, served model) was fitted before under the answer settings in force (under
   others it is fitted again and replaces the first). Each example is asked through
-  `routes.evaluate_request`, the path of every `/v1/systemone` request (the same admission, budgets
+  `evaluating.evaluate_request`, the path of every `/v1/systemone` request (the same admission, budgets
   and errors), with no task applied. The fit runs as a job (`api/task_fits.py`: `?background=true`
   answers 202 with it; progress, cancel, resume, identical fits shared).
 - `GET /v1/tasks?limit=&after=` lists them a page at a time, in id order: `{"tasks": [summary, ...],
@@ -30,21 +30,18 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.types import Receive
 
-from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HttpError, clipped
-from openjev.api.routes import AUTHORIZED, RuntimeDep, ServiceDep
+from openjev.api.dependencies import AUTHORIZED, RuntimeDep, ServiceDep
+from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HttpError
 from openjev.api.strict_json import StrictJSONRoute
-from openjev.api.task_fits import SHOWN_ID, answer_fit, full, start_fit, too_large
+from openjev.api.task_fits import answer_fit, full, start_fit, too_large
 from openjev.api.task_fits import router as fits_router
-from openjev.errors import RequestRejected
+from openjev.endpoints import TASKS_MAX_PAGE, TASKS_PAGE, TASKS_PATH
+from openjev.errors import RequestRejected, shown_id
 from openjev.request.schema import ErrorResponse
 from openjev.service import Runtime, Service
 from openjev.tasks.schema import TaskRequest, canonical_examples, check_task
 from openjev.tasks.store import Task, TaskStore, task_id
 
-TASKS_PATH = "/v1/tasks"
-#: Tasks a page of `GET /v1/tasks` lists by default and at most.
-PAGE = 100
-MAX_PAGE = 1000
 router = APIRouter(route_class=StrictJSONRoute)
 router.include_router(fits_router)
 NOT_FOUND = {404: {"model": ErrorResponse, "description": "No task with this id (`not_found`)."}}
@@ -97,7 +94,7 @@ def within_bytes(tasks: list[Task], most: int) -> list[dict[str, Any]]:
 def _known(store: TaskStore, identifier: str) -> Task:
     task = store.get(identifier)
     if task is None:
-        raise HttpError(404, "not_found", f"no task {clipped(identifier, SHOWN_ID)!r} here")
+        raise HttpError(404, "not_found", f"no task {shown_id(identifier)} here")
     return task
 
 
@@ -141,7 +138,7 @@ async def create_task(
 @router.get(TASKS_PATH, responses=AUTH_RESPONSES, dependencies=AUTHORIZED, summary="List the tasks, a page at a time")
 async def list_tasks(
     service: ServiceDep,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Tasks on this page.")] = PAGE,
+    limit: Annotated[int, Query(ge=1, le=TASKS_MAX_PAGE, description="Tasks on this page.")] = TASKS_PAGE,
     after: Annotated[str | None, Query(max_length=256, description="The last id of the page before.")] = None,
 ) -> dict[str, Any]:
     tasks, more = service.tasks.page(limit, after)

@@ -14,7 +14,8 @@
 
 Readiness: `/health` must answer 200, then one real generation must succeed (the Rust frontend's
 `/health` has no "starting" state, so a 200 alone does not prove the warm-up is done), then the
-server's limits must be known: no readout may reach what SGLang 0.5.19 refuses or crashes on.
+server's limits must be known: no readout may reach what SGLang 0.5.19 refuses or crashes on
+(`sglang_facts.py` reads them).
 
 - Length: its scheduler refuses a prompt of `max_req_input_len` tokens or more
   (`managers/utils.py:219`, `scheduler.py:2835`), `max_req_input_len = min(context_len - 1,
@@ -30,7 +31,6 @@ server's limits must be known: no readout may reach what SGLang 0.5.19 refuses o
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import itertools
 import logging
@@ -55,11 +55,11 @@ from openjev.backends.base import (
     ReadoutCall,
 )
 from openjev.backends.sglang_answers import error_message, parse_label_logprobs
+from openjev.backends.sglang_facts import positive_int, read_server_facts
 from openjev.backends.sglang_generation import generation_payload, parse_generation
 from openjev.backends.sglang_images import Base64Images, ImageTransport, image_transport
 from openjev.backends.sglang_readouts import ListFormRefused, batch_payload, generate_payload, parse_batch
-from openjev.backends.sglang_vision import read_vision
-from openjev.backends.sglang_vocab import check_vocabulary, model_vocab_size
+from openjev.backends.sglang_vocab import check_vocabulary
 from openjev.config import Settings
 from openjev.prompting.vision import VisionSpec
 from openjev.request.images import ImageInput
@@ -73,8 +73,6 @@ _JSON_HEADERS = {"content-type": "application/json"}
 _CONTROL_CONNECTIONS = 4
 #: Batches sent one call per readout at most between two tries of a refused list form.
 LIST_FORM_RETRY_CAP = 256
-# What SGLang 0.5.19's scheduler keeps back from `min(context_len - 1, max_total_num_tokens - 1)`.
-SCHEDULER_RESERVED_TOKENS = 5
 
 
 def client_options(settings: Settings, *, co_located: bool = False) -> dict[str, Any]:
@@ -89,13 +87,6 @@ def client_options(settings: Settings, *, co_located: bool = False) -> dict[str,
         "data_parallel_size": settings.data_parallel_size,
         "tokenizer": settings.tokenizer,
     }
-
-
-def admissible_budget(context_len: int, max_total_num_tokens: int | None = None) -> int:
-    """SGLang 0.5.19's `max_req_input_len`: it admits a prompt only when shorter than this, so this is
-    the largest prompt plus its one output token."""
-    room = context_len - 1 if max_total_num_tokens is None else min(context_len - 1, max_total_num_tokens - 1)
-    return room - SCHEDULER_RESERVED_TOKENS
 
 
 class SGLangBackend(Backend):
@@ -263,7 +254,7 @@ class SGLangBackend(Backend):
     def prefix_cache_tokens(self) -> int | None:
         # The scheduler's KV pool, which its radix cache fills (the Python frontend's /server_info).
         pool = self.server_info.get("max_total_num_tokens")
-        return pool if _positive_int(pool) else None
+        return pool if positive_int(pool) else None
 
     @property
     def vocab_size(self) -> int | None:
@@ -295,7 +286,15 @@ class SGLangBackend(Backend):
             if time.monotonic() > deadline:
                 raise BackendUnavailable(f"SGLang at {self.base_url} was not ready within {self.startup_timeout:g}s")
             await asyncio.sleep(_PROBE_INTERVAL)
-        await self._read_model_facts()
+        facts = await read_server_facts(
+            self._control,
+            vocab_size=self._configured_vocab_size,
+            data_parallel_size=self._configured_dp_size,
+            tokenizer=self._tokenizer,
+        )
+        self.model_info, self.server_info = facts.model_info, facts.server_info
+        self._dp_size, self._context_length = facts.data_parallel_size, facts.context_length
+        self._vision, self._vocab_size = facts.vision, facts.vocab_size
         log.info(
             "SGLang at %s is ready (%.1fs): prompts up to %d tokens, vocabulary of %d ids",
             self.base_url, time.monotonic() - started, self._context_length - 1, self._vocab_size,
@@ -307,59 +306,6 @@ class SGLangBackend(Backend):
         except httpx.HTTPError:
             return False
         return response.status_code == 200
-
-    async def _get_object(self, path: str) -> dict[str, Any]:
-        with contextlib.suppress(httpx.HTTPError, ValueError):
-            response = await self._control.get(path)
-            body = response.json() if response.status_code == 200 else None
-            if isinstance(body, dict):
-                return body
-        return {}
-
-    async def _read_model_facts(self) -> None:
-        self.model_info = await self._get_object("/model_info")
-        self.server_info = await self._get_object("/server_info") or await self._get_object("/get_server_info")
-        # 0.5.19's Python frontend lists its server args there, `dp_size` among them.
-        reported = self.server_info.get("dp_size")
-        self._dp_size = self._configured_dp_size or (reported if _positive_int(reported) else 1)
-        self._context_length = self._admissible_budget(await self._get_object("/v1/models"))
-        if self._context_length is None or self._context_length < 2:
-            raise BackendUnavailable(
-                "SGLang reports no usable context length (/server_info max_req_input_len, /v1/models "
-                "max_model_len): openjev cannot keep prompts below its refusal limit"
-            )
-        revision = self.server_info.get("revision")
-        revision = revision if isinstance(revision, str) else None
-        self._vision = await asyncio.to_thread(
-            read_vision, self.model_info, self.server_info, revision, self._tokenizer
-        )
-        vocab = self._configured_vocab_size or self.model_info.get("vocab_size")
-        self._vocab_size = vocab if _positive_int(vocab) else await self._read_vocab_size()
-        if self._vocab_size is None:
-            raise BackendUnavailable(
-                f"cannot learn the vocabulary size of SGLang's model {self.model_info.get('model_path')!r} "
-                "(its config.json; or set OPENJEV_BACKEND_VOCAB_SIZE): openjev cannot keep out-of-vocabulary ids "
-                "from SGLang"
-            )
-
-    def _admissible_budget(self, models: dict[str, Any]) -> int | None:
-        # The Python frontend reports the scheduler's own limit; otherwise derive it by the same rule.
-        reported = self.server_info.get("max_req_input_len")
-        if _positive_int(reported):
-            return reported
-        with contextlib.suppress(KeyError, IndexError, TypeError, AttributeError):
-            context_len = models["data"][0].get("max_model_len")
-            if _positive_int(context_len):
-                kv = self.server_info.get("max_total_num_tokens")
-                return admissible_budget(context_len, kv if _positive_int(kv) else None)
-        return None
-
-    async def _read_vocab_size(self) -> int | None:
-        path = self.model_info.get("model_path")
-        if not isinstance(path, str) or not path:
-            return None
-        revision = self.server_info.get("revision")
-        return await asyncio.to_thread(model_vocab_size, path, revision if isinstance(revision, str) else None)
 
     async def health(self) -> BackendHealth:
         ok = await self._health_ok()
@@ -379,7 +325,3 @@ class SGLangBackend(Backend):
             await pool.aclose()
         await self._control.aclose()
         self.images.close()
-
-
-def _positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0

@@ -37,7 +37,8 @@ from pathlib import Path
 
 from openjev.backends.base import BackendError
 from openjev.backends.sglang import SGLangBackend, client_options
-from openjev.config import Frontend, Settings, served_model_name
+from openjev.config import Settings, served_model_name
+from openjev.options import Frontend
 from openjev.prompting.tokenizer_source import resolve_tokenizer_dir
 
 log = logging.getLogger("openjev.supervised")
@@ -70,7 +71,7 @@ def sglang_command(settings: Settings, port: int, tokenizer_dir: Path) -> list[s
         "--port", str(port),
         # SGLang's context length: the model's own unless the operator caps long contexts. The API admits
         # prompts strictly below the scheduler's limit derived from it (`max_req_input_len`, six tokens
-        # less: see `sglang.admissible_budget`), which SGLang reports once ready.
+        # less: see `sglang_facts.admissible_budget`), which SGLang reports once ready.
         *(["--context-length", str(cap)] if (cap := settings.max_long_context_tokens) else []),
         # SGLang's own start-up warm-up asks for no logprobs; the Rust frontend's /health is 200 before
         # it runs, and a readout batched with it crashes the scheduler (#34719). openjev's readiness

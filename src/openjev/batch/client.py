@@ -1,24 +1,21 @@
-"""Asking any Jev server a file's rows: bounded concurrency, failures retried, every answer kept.
+"""Sending to any Jev server: failures retried with floored, jittered waits, and a run stopped when the
+server is plainly down rather than slow.
 
 Contract:
-- At most `concurrency` requests in flight. 408, 429, 5xx (not 501) and connection errors are retried
-  by tenacity: after `retry-after-ms`, `Retry-After` (seconds or an HTTP date; at most
-  MAX_RETRY_WAIT_S a wait) where the server sends one, else after an exponential backoff with jitter
-  (0.5 s doubling to 30 s). A server that says when to come back (overload) is retried until
-  RETRY_DEADLINE_S has passed; other failures at most MAX_FAILURES times. Then the last answer
-  stands, or a connection still failing stops the run (ServerUnreachable): what was answered is kept,
-  and the same command resumes it. Each retry is reported to `on_retry` with its reason (the status,
-  or `connection`).
-- Each row is one `POST /v1/systemone` with the row's state and its one question under the id `q`.
-- Before the first row, the server is identified as it reports itself: the served model of
-  `/health`, the answer settings of `/v1/limits` and, where it answers a question equal to a task's
-  with that task unnamed (`tasks.match_questions`), the digest of the tasks it keeps (None where it
-  does not say), with the requested model name. Its digest is `server` in every record; the answers
-  file (`batch/answers_file.py`) keeps an answer only where the row's digest and this one are the ones
-  it was made with.
-- Every finished row is appended to the answers file as one JSON line the moment it finishes:
-  `{"id", "line", "input", "server", "answer", "latency_s", "attempts"}` for a 200, `"error":
-  {"status", "body"}` in place of `answer` for anything else.
+- A URL must name its scheme and host (`http://host:port`); one that does not is a BadUrl at once,
+  never retried.
+- 408, 429, 5xx (not 501) and connection errors are retried by tenacity: after `retry-after-ms`,
+  `Retry-After` (seconds or an HTTP date; at most MAX_RETRY_WAIT_S a wait) where the server sends one,
+  else after an exponential backoff (0.5 s doubling to 30 s). Every wait is at least MIN_WAIT_S and
+  stretched by a random share of up to JITTER, so `Retry-After: 0` never spins and clients that
+  failed together do not come back together. A server that says when to come back (overload) is
+  retried until RETRY_DEADLINE_S has passed; other failures at most `max_retries` times after the
+  first try. Then the last answer stands, or a connection still failing raises httpx.TransportError.
+- A `Breaker` shared by a run counts failures in a row over all its requests (a failure: a
+  connection error, or a retried status with no Retry-After); any other answer resets it. At
+  `max_failures` the run stops (ServerDown): a server answering 500 to everything, or gone, ends the
+  run in seconds instead of retrying each row for minutes.
+- A `Pacer` starts at most `rps` requests a second, retries included.
 """
 
 from __future__ import annotations
@@ -26,34 +23,49 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
-import json
+import random
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import httpx
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
-
-from openjev.batch.answers_file import Opened, kept_answers, read_answers
-from openjev.batch.progress import Progress
-from openjev.batch.rows import Row, digest_of
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_delay, wait_exponential
 
 RETRY_DEADLINE_S = 1800.0
 MAX_RETRY_WAIT_S = 60.0
-MAX_FAILURES = 8
+MIN_WAIT_S = 0.5
+JITTER = 0.25
+MAX_RETRIES = 8
+MAX_FAILURES_IN_A_ROW = 10
 REQUEST_TIMEOUT_S = 600.0
-QUESTION_ID = "q"
-BACKOFF = wait_exponential_jitter(initial=0.5, max=30.0, jitter=0.5)
+BACKOFF = wait_exponential(multiplier=0.5, max=30.0)
 
 
 class ServerUnreachable(RuntimeError):
     """The server could not be reached (or went away) during a run."""
 
 
+class ServerDown(ServerUnreachable):
+    """Failures in a row reached the breaker's limit: the server is taken as down."""
+
+
+class BadUrl(ValueError):
+    """A server URL that cannot be asked (no scheme or no host)."""
+
+
 class _Retryable(Exception):
     def __init__(self, response: httpx.Response) -> None:
         self.response = response
+
+
+def checked_url(url: str) -> str:
+    """`url` without a trailing slash; BadUrl naming what is missing."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        guess = f"; did you mean http://{url}?" if "://" not in url else ""
+        raise BadUrl(f"--url {url!r} is not an http:// or https:// URL with a host{guess}")
+    return url.rstrip("/")
 
 
 def retryable(status: int) -> bool:
@@ -75,43 +87,100 @@ def retry_delay(headers: httpx.Headers) -> float | None:
     return None
 
 
+def jittered(seconds: float) -> float:
+    """`seconds`, at least MIN_WAIT_S, times 1 + U(0, JITTER)."""
+    return max(seconds, MIN_WAIT_S) * (1.0 + random.uniform(0.0, JITTER))
+
+
+@dataclass
+class Breaker:
+    """Failures in a row over every request of a run (module doc); `last` says what the last one was."""
+
+    limit: int = MAX_FAILURES_IN_A_ROW
+    in_a_row: int = 0
+    last: str = ""
+
+    def failed(self, what: str) -> None:
+        self.in_a_row, self.last = self.in_a_row + 1, what
+        if self.in_a_row >= self.limit:
+            raise ServerDown(f"stopped after {self.in_a_row} failures in a row (the last: {what})")
+
+    def answered(self) -> None:
+        self.in_a_row = 0
+
+
+@dataclass
+class Pacer:
+    """At most `rps` request starts a second (None: no limit)."""
+
+    rps: float | None = None
+    next_at: float = 0.0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def wait(self) -> None:
+        if self.rps is None:
+            return
+        async with self.lock:
+            now = time.monotonic()
+            self.next_at = max(self.next_at, now) + 1.0 / self.rps
+            await asyncio.sleep(max(self.next_at - 1.0 / self.rps - now, 0.0))
+
+
+@dataclass
+class RetryPolicy:
+    """How a run sends: its retries, its breaker and its pace (module doc)."""
+
+    max_retries: int = MAX_RETRIES
+    breaker: Breaker = field(default_factory=Breaker)
+    pacer: Pacer = field(default_factory=Pacer)
+    deadline_s: float = RETRY_DEADLINE_S
+
+
 def _reason(state: RetryCallState) -> str:
     error = state.outcome.exception() if state.outcome else None
     return str(error.response.status_code) if isinstance(error, _Retryable) else "connection"
+
+
+def _wait(state: RetryCallState) -> float:
+    error = state.outcome.exception() if state.outcome else None
+    asked = retry_delay(error.response.headers) if isinstance(error, _Retryable) else None
+    return jittered(BACKOFF(state) if asked is None else asked)
 
 
 async def send_with_retry(
     send: Callable[[], Awaitable[httpx.Response]],
     deadline_s: float = RETRY_DEADLINE_S,
     on_retry: Callable[[str], None] = lambda reason: None,
+    policy: RetryPolicy | None = None,
 ) -> tuple[httpx.Response, int, float]:
     """The first response that is not retried (module doc), or the last one; its attempts and latency.
-    httpx.TransportError when the connection still fails after MAX_FAILURES tries."""
+    httpx.TransportError when the connection still fails after the retries; ServerDown from the breaker."""
+    policy = policy or RetryPolicy(deadline_s=deadline_s, breaker=Breaker(limit=1 << 30))
     failures, latency = 0, 0.0
 
     async def attempt() -> httpx.Response:
         nonlocal failures, latency
+        await policy.pacer.wait()
         started = time.perf_counter()
         try:
             response = await send()
-        except httpx.TransportError:
+        except httpx.TransportError as error:
             failures += 1
+            policy.breaker.failed(f"connection: {error!r}")
             raise
         latency = time.perf_counter() - started
         if retryable(response.status_code):
-            failures += retry_delay(response.headers) is None
+            if retry_delay(response.headers) is None:
+                failures += 1
+                policy.breaker.failed(f"HTTP {response.status_code} {response.text[:200]}")
             raise _Retryable(response)
+        policy.breaker.answered()
         return response
-
-    def wait(state: RetryCallState) -> float:
-        error = state.outcome.exception() if state.outcome else None
-        asked = retry_delay(error.response.headers) if isinstance(error, _Retryable) else None
-        return BACKOFF(state) if asked is None else asked
 
     retrying = AsyncRetrying(
         retry=retry_if_exception_type((_Retryable, httpx.TransportError)),
-        wait=wait,
-        stop=stop_after_delay(deadline_s) | (lambda state: failures >= MAX_FAILURES),
+        wait=_wait,
+        stop=stop_after_delay(policy.deadline_s) | (lambda state: failures > policy.max_retries),
         before_sleep=lambda state: on_retry(_reason(state)),
         reraise=True,
     )
@@ -126,107 +195,15 @@ def bearer(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-async def post_with_retry(
-    url: str, path: str, body: dict[str, Any], api_key: str | None, read_timeout_s: float = REQUEST_TIMEOUT_S
-) -> httpx.Response:
-    """One JSON POST to `url` + `path`, overload retried as every row is (module doc); ServerUnreachable
-    when the server cannot be reached."""
-    async with httpx.AsyncClient(base_url=url.rstrip("/"), headers=bearer(api_key), timeout=read_timeout_s) as client:
-        try:
-            response, _, _ = await send_with_retry(lambda: client.post(path, json=body))
-        except httpx.TransportError as error:
-            raise ServerUnreachable(f"{url}: {error!r}") from error
-    return response
+@dataclass(frozen=True)
+class Sending:
+    """A run's sending flags: `--max-retries`, `--max-failures`, `--rps`, `--timeout` (module doc)."""
 
+    max_retries: int = MAX_RETRIES
+    max_failures: int = MAX_FAILURES_IN_A_ROW
+    rps: float | None = None
+    timeout_s: float = REQUEST_TIMEOUT_S
 
-def request_for(row: Row, model: str) -> dict[str, Any]:
-    """The `/v1/systemone` body that asks `row`'s question of its state."""
-    return {"model": model, "state": row.state, "questions": {QUESTION_ID: row.question}}
-
-
-async def server_identity(client: httpx.AsyncClient, model: str) -> dict[str, Any]:
-    """The requested model, the served model (`/health`), the answer settings (`/v1/limits`) and, where
-    the server answers a question with a task it matches unnamed, the tasks it keeps; as the server
-    reports them, None for what it does not report. ServerUnreachable when it cannot be reached."""
-    health, limits = [await _json_of(client, path) for path in ("/health", "/v1/limits")]
-    tasks = limits.get("tasks") if isinstance(limits.get("tasks"), dict) else {}
-    return {
-        "model": model,
-        "served_model": health.get("model"),
-        "answer_settings": limits.get("answer_settings"),
-        "matched_tasks": tasks.get("ids_sha256") if tasks.get("match_questions") else None,
-    }
-
-
-async def _json_of(client: httpx.AsyncClient, path: str) -> dict[str, Any]:
-    """The JSON object at `path` ({} for an answer that is not one)."""
-    try:
-        response, _, _ = await send_with_retry(lambda: client.get(path))
-    except httpx.TransportError as error:
-        raise ServerUnreachable(f"{client.base_url}: {error!r}") from error
-    with contextlib.suppress(ValueError):
-        value = response.json()
-        if isinstance(value, dict):
-            return value
-    return {}
-
-
-async def answer_rows(
-    rows: list[Row],
-    *,
-    url: str,
-    opened: Opened,
-    answers_path: Path,
-    api_key: str | None = None,
-    model: str = "jev-latest",
-    concurrency: int = 4,
-    progress: Progress | None = None,
-) -> dict[str, dict[str, Any]]:
-    """Ask every row whose answer in `opened` does not stand (`answers_file.kept_answers`), appending each
-    record to `answers_path` as it finishes; all records of the file."""
-    progress = progress or Progress(len(rows))
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    slots = asyncio.Semaphore(concurrency)
-    async with httpx.AsyncClient(
-        base_url=url.rstrip("/"), headers=bearer(api_key), timeout=REQUEST_TIMEOUT_S, limits=limits
-    ) as client:
-        server = digest_of(await server_identity(client, model))
-        kept, changed, other_server = kept_answers(opened.records, rows, server)
-        progress.started(len(kept), changed=changed, other_server=other_server, lost=opened.lost)
-        with answers_path.open("a", encoding="utf-8") as sink:
-
-            async def ask(row: Row) -> None:
-                async with slots:
-                    body = request_for(row, model)
-                    try:
-                        response, attempts, latency = await send_with_retry(
-                            lambda: client.post("/v1/systemone", json=body), on_retry=progress.retried
-                        )
-                    except httpx.TransportError as error:
-                        raise ServerUnreachable(f"{url}: {error!r}") from error
-                record = {**_record(row, response, latency), "server": server, "attempts": attempts}
-                sink.write(json.dumps(record, ensure_ascii=False) + "\n")
-                sink.flush()
-                progress.finished(record)
-
-            tasks = [asyncio.ensure_future(ask(row)) for row in rows if row.id not in kept]
-            try:
-                await asyncio.gather(*tasks)
-            finally:
-                # One row that stops the run stops the others before the file closes under them.
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-    return read_answers(answers_path)
-
-
-def _record(row: Row, response: httpx.Response, latency: float) -> dict[str, Any]:
-    named = {"id": row.id, "line": row.line, "input": row.digest}
-    if response.status_code == 200:
-        answer = response.json()["answers"][QUESTION_ID]
-        return {**named, "answer": answer, "latency_s": round(latency, 4)}
-    try:
-        body: Any = response.json()
-    except ValueError:
-        body = response.text[:2000]
-    return {**named, "error": {"status": response.status_code, "body": body}}
+    def policy(self) -> RetryPolicy:
+        """A fresh policy for one run: its own breaker and pacer."""
+        return RetryPolicy(self.max_retries, Breaker(limit=self.max_failures), Pacer(self.rps))

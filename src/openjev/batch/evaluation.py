@@ -3,14 +3,15 @@
 `evaluate` judges every answered row, writes `report.json` (the figures per question, `summary.py`,
 and the run's metadata under `run`), `report.md` (also printed) and, with matplotlib, the plots
 (`plots.py`), and marks each answer record in `answers.jsonl` with the row's `gold`, the `predicted`
-label, whether it is `correct`, its `question_key` and `row_sha256` (what `openjev eval compare` pairs
-rows by). Rows that got no answer are counted as errors and left out of the figures, never scored
-as wrong.
+label, whether it is `correct`, its `question_key`, `item_sha256` (what `openjev eval compare` pairs
+rows by: `judging.item_digests`) and `row_sha256` (what it pairs by with --strict); a record of a row
+this run did not judge (one no longer in the file) loses those marks, so a comparison pairs only the
+rows of this run. Rows that got no answer are counted as errors and left out of the figures, never
+scored as wrong.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -18,7 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from openjev.batch.judging import Judged, judge, question_key, row_digest
+from openjev.batch.answers_file import file_digest
+from openjev.batch.judging import Judged, item_digests, judge, question_key, row_digest
 from openjev.batch.plots import write_plots
 from openjev.batch.report_text import report_text
 from openjev.batch.rows import Row
@@ -26,18 +28,12 @@ from openjev.batch.summary import summarize
 
 #: At most this many ids of unanswered rows are listed in the report.
 LISTED_ERRORS = 50
+#: What `mark_answers` adds to the record of a judged row.
+MARKS = ("gold", "predicted", "correct", "question_key", "item_sha256", "row_sha256")
 
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as source:
-        for block in iter(lambda: source.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def run_metadata(file: Path, question: Mapping[str, Any] | None, rows: list[Row], started: str) -> dict[str, Any]:
@@ -46,7 +42,7 @@ def run_metadata(file: Path, question: Mapping[str, Any] | None, rows: list[Row]
     tasks = sorted({str(row.question["x_task"]) for row in rows if row.question.get("x_task")})
     return {
         "file": file.name,
-        "file_sha256": file_sha256(file),
+        "file_sha256": file_digest(file),
         "question": dict(question) if question is not None else None,
         "tasks": tasks,
         "started": started,
@@ -82,19 +78,22 @@ def evaluate(
 
 
 def mark_answers(path: Path, judged: Mapping[str, Judged], rows: Mapping[str, Row]) -> None:
-    """Add gold, predicted, correct, question_key and row_sha256 to every answer record of a judged row;
-    every other line is kept as it is. The file is replaced in one step, so a crash leaves the old one."""
+    """Add MARKS to every answer record of a judged row and take them from every other record; lines
+    that are not records are kept as they are. Replaced in one step, so a crash leaves the old file."""
+    items = item_digests(list(rows.values()))
     lines = []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
             record = json.loads(line)
         except ValueError:
             record = None
-        item = judged.get(str(record.get("id"))) if isinstance(record, dict) and "answer" in record else None
-        if item is not None:
-            row = rows[item.id]
-            record |= {"gold": item.gold, "predicted": item.predicted, "correct": item.correct}
-            record |= {"question_key": item.question, "row_sha256": row_digest(row)}
+        if isinstance(record, dict) and "id" in record:
+            item = judged.get(str(record["id"])) if "answer" in record else None
+            record = {key: value for key, value in record.items() if key not in MARKS}
+            if item is not None:
+                row = rows[item.id]
+                record |= {"gold": item.gold, "predicted": item.predicted, "correct": item.correct}
+                record |= {"question_key": item.question, "item_sha256": items[item.id], "row_sha256": row_digest(row)}
             line = json.dumps(record, ensure_ascii=False)
         lines.append(line + "\n")
     partial = path.with_name(path.name + ".partial")

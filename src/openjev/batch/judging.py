@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,8 @@ from openjev.batch.rows import Row
 
 #: How many characters of a score level's text name it in tables and plots.
 LEVEL_NAME_CHARS = 24
+#: The hex digits of a row's digest that name a row its file gives no id (`batch/rows.py`).
+DIGEST_ID_CHARS = 12
 
 
 def question_key(question: Mapping[str, Any]) -> str:
@@ -32,6 +35,23 @@ def row_digest(row: Row) -> str:
     """The sha256 of what makes a row the same row in two runs: its id, state, question and gold."""
     text = json.dumps([row.id, row.state, row.question, row.gold], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def item_digests(rows: Sequence[Row]) -> dict[str, str]:
+    """Each row's sha256 of what makes it the same item under another question (another prompt, a task
+    named or not): its id, state and gold. A row whose id is the digest of its state and question
+    (`batch/rows.py`: the file names none) is named instead by its state, gold and which occurrence of
+    that pair it is in file order, so two prompts over an id-less file pair their rows."""
+    seen: Counter[str] = Counter()
+    digests = {}
+    for row in rows:
+        named = [row.id, row.state, row.gold]
+        if row.id == row.digest[:DIGEST_ID_CHARS] or row.id.startswith(f"{row.digest[:DIGEST_ID_CHARS]}#"):
+            key = json.dumps([row.state, row.gold], sort_keys=True, ensure_ascii=False)
+            seen[key] += 1
+            named = [None, row.state, row.gold, seen[key]]
+        digests[row.id] = hashlib.sha256(json.dumps(named, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    return digests
 
 
 def question_labels(question: Mapping[str, Any]) -> dict[str, str]:

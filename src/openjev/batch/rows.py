@@ -52,6 +52,22 @@ def digest_of(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
+class Missing(LabelledFileError):
+    """A row without a value the command needs: `kind` names it."""
+
+    def __init__(self, kind: str, hint: str) -> None:
+        super().__init__(f"{kind} is missing{hint}")
+        self.kind = kind
+
+
+#: What a file where no row has the value is told, once, in place of a line per row.
+NONE_HAS = {
+    "state": "no row has a state (name the file's own column with --state-column)",
+    "question": "no row has a question: give one per row (a question column) or --question FILE",
+    "gold": "no row has a gold answer (no gold or label column; name the file's own with --label-column)",
+}
+
+
 def read_rows(
     path: Path,
     *,
@@ -59,12 +75,19 @@ def read_rows(
     need_gold: bool,
     columns: Mapping[str, str] | None = None,
     score_gold: str = "auto",
+    label_names: list[str] | None = None,
 ) -> list[Row]:
-    """Every row of `path` checked; one LabelledFileError listing every problem (an empty file is one)."""
+    """Every row of `path` checked; one LabelledFileError listing every problem (an empty file is one).
+    A value no row has is one problem, not one a row; `label_names` name integer gold (0 the first)."""
     rows, seen, repeats, problems = [], set(), {}, Problems(path)
-    for line, record in read_records(path, columns, problems):
+    records = read_records(path, columns, problems)
+    missing: dict[str, list[tuple[int, str]]] = {}
+    for line, record in records:
         try:
-            row = _row(record, line, question, need_gold, score_gold)
+            row = _row(_named_gold(record, label_names), line, question, need_gold, score_gold)
+        except Missing as error:
+            missing.setdefault(error.kind, []).append((line, str(error)))
+            continue
         except LabelledFileError as error:
             problems.add(line, str(error))
             continue
@@ -75,8 +98,27 @@ def read_rows(
             problems.add(line, f"id {row.id!r} is used twice")
         seen.add(row.id)
         rows.append(row)
+    for kind, lines in missing.items():
+        if len(lines) == len(records):
+            problems.add(None, NONE_HAS[kind])
+        else:
+            for line, message in lines:
+                problems.add(line, message)
     problems.raise_any()
     return rows
+
+
+def _named_gold(record: dict[str, Any], names: list[str] | None) -> dict[str, Any]:
+    """`record` with an integer gold (or label) replaced by its name in `names`, 0 the first."""
+    if not names:
+        return record
+    key = "gold" if record.get("gold") not in (None, "") else "label"
+    value = record.get(key)
+    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdecimal())):
+        return record
+    if int(value) >= len(names):
+        raise LabelledFileError(f"gold {value!r} has no name: --label-names lists {len(names)} (0 the first)")
+    return {**record, key: names[int(value)]}
 
 
 def read_question(path: Path) -> dict[str, Any]:
@@ -137,16 +179,16 @@ def _expected(question: Question, score_gold: str) -> str:
 
 def _row(record: dict[str, Any], line: int, default: Mapping[str, Any] | None, need_gold: bool, how: str) -> Row:
     if "state" not in record or record["state"] in (None, ""):
-        raise LabelledFileError("state is missing")
+        raise Missing("state", "")
     asked = record.get("question") or default
     if asked is None:
-        raise LabelledFileError("question is missing (give one per row, or --question FILE)")
+        raise Missing("question", " (give one per row, or --question FILE)")
     question = _checked_question(asked, where="question")
     label = None
     if need_gold:
         gold = record.get("gold", record.get("label"))
         if gold in (None, ""):
-            raise LabelledFileError("gold is missing")
+            raise Missing("gold", "")
         label = gold_label(question, gold, score_gold=how)
     pair = record.get("pair")
     digest = digest_of({"state": record["state"], "question": question})

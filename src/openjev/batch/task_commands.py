@@ -16,8 +16,8 @@ from urllib.parse import quote
 
 import httpx
 
-from openjev.api.tasks import MAX_PAGE, TASKS_PATH
 from openjev.batch.client import bearer
+from openjev.endpoints import TASKS_MAX_PAGE, TASKS_PATH
 
 TIMEOUT_S = 60.0
 #: Characters of a refusal's body printed at most.
@@ -47,7 +47,7 @@ def pages(url: str, api_key: str | None) -> Iterator[dict[str, Any]]:
     with _client(url, api_key) as client:
         after: str | None = None
         while True:
-            params: dict[str, Any] = {"limit": MAX_PAGE, **({"after": after} if after else {})}
+            params: dict[str, Any] = {"limit": TASKS_MAX_PAGE, **({"after": after} if after else {})}
             page = _send(client, "GET", TASKS_PATH, **params).json()
             yield from page["tasks"]
             if not page["has_more"]:

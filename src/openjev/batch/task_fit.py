@@ -17,9 +17,8 @@ import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from openjev.api.task_fits import FITS_PATH
-from openjev.api.tasks import TASKS_PATH
 from openjev.batch.client import ServerUnreachable, bearer, send_with_retry
+from openjev.endpoints import FITS_PATH, TASKS_PATH
 
 POLL_SECONDS = 1.0
 #: One poll or post; the fit itself runs as long as it needs on the server.

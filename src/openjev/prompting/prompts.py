@@ -6,11 +6,11 @@ Contract:
   part is shown by `image_marks.py` or refused; a null `name`, `tool_call_id`, `tool_calls` or
   `reasoning_content` is absent). Any other state is serialized intact (JSON, non-ASCII kept) into
   one user turn.
-- Each question is one more user turn holding its instructions and its options as `A: description`
-  (a null description shows the option's name; OPENJEV_OPTION_KEYS: `A: name - description`),
-  followed by the assistant header with thinking off and the answer cue (`ANSWER_CUES`,
-  `OPENJEV_ANSWER_CUE`): `Answer:` and a newline (`plain`), or the opening of a JSON answer,
-  `{"answer": "` (`json`). The label is read as the very next token.
+- Each question is one more user turn holding its text (`question_texts.py`): its instructions and its
+  options as `A: description` (a null description shows the option's name; OPENJEV_OPTION_KEYS: `A: name
+  - description`), followed by the assistant header with thinking off and the answer cue
+  (`question_texts.ANSWER_CUES`, `OPENJEV_ANSWER_CUE`): `Answer:` and a newline (`plain`), or the opening
+  of a JSON answer, `{"answer": "` (`json`). The label is read as the very next token.
 - A choice question may be shown with its options cyclically rotated (`offset`: position j shows
   option (j + offset) mod n, lettered by position), one rotation per readout; `answers.py` maps the
   letters back to the options. Question ids and option names never
@@ -41,13 +41,10 @@ from typing import Any
 
 from openjev.affinity import common_prefix_length
 from openjev.errors import Issue, Loc, RequestRejected
-from openjev.options import WorkedExamples
+from openjev.prompting.question_texts import ANSWER_CUE
 from openjev.prompting.tokenizer import ChatTokenizer, Segment
-from openjev.prompting.worked_examples import entry_lines, example_block
-from openjev.request.schema import BoxQuestion, ChoiceQuestion, FreeForm, NoulQuestion, ScoreQuestion, render_value
+from openjev.request.schema import FreeForm, render_value
 
-ANSWER_CUES = {"plain": "Answer:\n", "json": '{"answer": "'}
-ANSWER_CUE = ANSWER_CUES["plain"]
 CHAT_ROLES = frozenset({"system", "user", "assistant", "tool"})
 #: Content part types that stand for an image; one holding an asset's placeholder shows that image
 #: (`image_marks.py`), any other is refused.
@@ -183,70 +180,6 @@ def sent_messages(state: FreeForm) -> tuple[list[Any], Loc]:
 def state_messages(state: FreeForm) -> list[dict[str, Any]]:
     """The state as chat turns."""
     return normalize_messages(*sent_messages(state))
-
-
-def noul_text(question: NoulQuestion, style: WorkedExamples = WorkedExamples.block) -> str:
-    """`style`: how worked examples in the criteria are shown (`worked_examples.py`)."""
-    lines = []
-    if question.instructions is not None:
-        lines.append(render_value(question.instructions))
-    criteria = question.criteria
-    sides = [] if criteria is None else [("Yes", criteria.true), ("No", criteria.false)]
-    shown = [(label, None, value) for label, value in sides if value is not None]
-    lines += entry_lines(shown, style, " means: ")
-    lines += example_block(shown, style)
-    lines.append("")
-    lines.append("Answer Yes or No.")
-    return "\n".join(lines)
-
-
-def choice_text(
-    question: ChoiceQuestion,
-    labels: Sequence[str],
-    offset: int = 0,
-    style: WorkedExamples = WorkedExamples.block,
-    keys: bool = False,
-) -> str:
-    """The options lettered in `offset`'s rotation; `keys`: each described option shows its key before
-    its description (`A: refund - The user asks for money back`)."""
-    head = render_value(question.instructions) if question.instructions is not None else "Choose the best option."
-    items = list(question.criteria.items())
-    shown = [
-        (label, name, value) for label, (name, value) in zip(labels, items[offset:] + items[:offset], strict=False)
-    ]
-    options = entry_lines(shown, style, keys=keys)
-    return "\n".join(
-        [head, "", "Options:", *options, *example_block(shown, style), "", "Answer with the letter of the best option."]
-    )
-
-
-def score_text(
-    question: ScoreQuestion, labels: Sequence[str], reverse: bool = False, style: WorkedExamples = WorkedExamples.block
-) -> str:
-    """The rubric as levels from lowest to highest; `reverse` lists them in reverse order (each level
-    keeping its text), exactly as a client sending the reversed rubric would see it."""
-    head = render_value(question.instructions) if question.instructions is not None else "Rate the content."
-    levels = question.criteria[::-1] if reverse else question.criteria
-    shown = [(label, None, level) for label, level in zip(labels, levels, strict=False)]
-    word = "number" if labels and labels[0].isdigit() else "letter"
-    return "\n".join(
-        [
-            head,
-            "",
-            "Levels, from lowest to highest:",
-            *entry_lines(shown, style),
-            *example_block(shown, style),
-            "",
-            f"Answer with the {word} of the level that fits.",
-        ]
-    )
-
-
-def box_text(question: BoxQuestion) -> str:
-    """A box question's turn: what to locate, and the model's own grounding format, whose opening the
-    answer cue writes (`box_grammar.CUE`)."""
-    target = render_value(question.instructions) if question.instructions is not None else "the main subject"
-    return f'Locate {target} in the image.\n\nAnswer with its bounding box as JSON: {{"bbox_2d": [x1, y1, x2, y2]}}.'
 
 
 @dataclass(frozen=True, slots=True)

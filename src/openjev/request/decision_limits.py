@@ -22,6 +22,11 @@ MAX_QUESTIONS = 200
 MIN_CHOICES, MAX_CHOICES = 2, 255
 MIN_LEVELS, MAX_LEVELS = 2, 10
 MAX_IMAGES = 128
+#: OpenAI's bounds on one `input_json` part, and the media types a data URL may carry (`decisions.py` checks them).
+JSON_MAX_DEPTH = 32
+JSON_MAX_VALUES = 10_000
+JSON_MAX_BYTES = 256 * 1024
+IMAGE_TYPES = {"image/png": "png", "image/jpeg": "jpeg", "image/jpg": "jpeg"}
 #: Fields of OpenAI's generation endpoints that a decision cannot honour, and why: each is refused by name.
 UNSUPPORTED = {
     "temperature": "answers are read from the model's probabilities, never sampled",

@@ -41,12 +41,8 @@ from typing import Any
 import orjson
 
 from openjev.errors import Issue, Loc, RequestRejected
-from openjev.request.decision_limits import MAX_IMAGES
+from openjev.request.decision_limits import IMAGE_TYPES, JSON_MAX_BYTES, JSON_MAX_DEPTH, JSON_MAX_VALUES, MAX_IMAGES
 from openjev.request.decision_schema import (
-    IMAGE_TYPES,
-    JSON_MAX_BYTES,
-    JSON_MAX_DEPTH,
-    JSON_MAX_VALUES,
     ChoiceListQuestion,
     ChoiceOption,
     ChoiceValue,

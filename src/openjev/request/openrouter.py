@@ -24,7 +24,7 @@ import secrets
 from collections.abc import Collection
 from typing import Any
 
-from openjev.config import COMPAT_MODEL_ALIAS
+from openjev.endpoints import COMPAT_MODEL_ALIAS
 from openjev.errors import Loc
 from openjev.request.decisions import data_url_asset, image_key
 from openjev.request.positional_images import ImagePlaces

@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 import httpx
 
-from openjev.config import COMPAT_MODEL_ALIAS
+from openjev.endpoints import COMPAT_MODEL_ALIAS
 from openjev.smoke.checks import CHECKS
 from openjev.smoke.probe import (
     STARTUP_STATUSES,

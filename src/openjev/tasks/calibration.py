@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from openjev.answering.answers import PROBABILITY_FLOOR, choice_answer, noul_answer, renormalise, score_answer
-from openjev.config import ConfidenceMode
+from openjev.options import ConfidenceMode
 from openjev.quality import metrics
 
 MAX_TEMPERATURE = 100.0

@@ -21,7 +21,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from openjev.config import COMPAT_MODEL_ALIAS, Settings
+from openjev.config import Settings
+from openjev.endpoints import COMPAT_MODEL_ALIAS
 from openjev.errors import Issue
 from openjev.request.schema import ChoiceQuestion, FreeForm, NoulQuestion, ScoreQuestion, SystemOneRequest
 from openjev.request.validation import check_request

@@ -19,19 +19,12 @@ from functools import partial
 from typing import Any
 
 from openjev.answering.evaluation import Rewrites
-from openjev.config import ConfidenceMode
-from openjev.errors import Issue, RequestRejected
+from openjev.errors import Issue, RequestRejected, shown_id
+from openjev.options import ConfidenceMode
 from openjev.request.schema import BoxQuestion, SystemOneRequest
 from openjev.tasks.calibration import calibrated_answer
 from openjev.tasks.schema import label_names
 from openjev.tasks.store import Task, TaskStore
-
-#: Characters of a named id shown in a refusal: an id is 29; a client's may be anything.
-SHOWN_ID = 64
-
-
-def shown_id(identifier: str) -> str:
-    return repr(identifier if len(identifier) <= SHOWN_ID else identifier[:SHOWN_ID] + "...")
 
 
 def settings_differences(fitted: Mapping[str, Any], current: Mapping[str, Any]) -> str:

@@ -65,10 +65,9 @@ def test_eval_on_the_embedded_default_writes_figures_that_match_its_answers(tmp_
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    # The file's first line names the run; the answers follow it, one record per row.
-    (header, *lines) = (out / "answers.jsonl").read_text().splitlines()
-    assert "openjev_answers" in json.loads(header)
-    answers = [json.loads(line) for line in lines]
+    # One record per row in the answers file; the run that made them is named beside it.
+    assert "openjev_answers" in json.loads((out / "answers.run.json").read_text())
+    answers = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
     assert sorted(record["id"] for record in answers) == ["1", "2", "3", "4"]
     report = json.loads((out / "report.json").read_text())
     by_id = {record["id"]: record for record in answers}

@@ -1,6 +1,4 @@
-"""The settings of tasks (`POST /v1/tasks`), a part of `config.Settings`, which inherits them.
-
-They live in a module of their own so `config.py` stays within the size limit; they are read,
+"""The settings of tasks (`POST /v1/tasks`), a part of `config.Settings`, which inherits them; read,
 documented and mirrored by CLI flags exactly as every other `OPENJEV_*` setting.
 """
 

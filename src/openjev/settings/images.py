@@ -1,8 +1,6 @@
 """The settings of image assets (a vision backend only; `request/images.py`), a part of
-`config.Settings`, which inherits them.
-
-They live in a module of their own so `config.py` stays within the size limit; they are read,
-documented and mirrored by CLI flags exactly as every other `OPENJEV_*` setting.
+`config.Settings`, which inherits them; read, documented and mirrored by CLI flags exactly as every
+other `OPENJEV_*` setting.
 """
 
 from __future__ import annotations

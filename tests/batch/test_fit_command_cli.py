@@ -1,0 +1,49 @@
+"""`openjev tasks fit` reads a file as `eval` does and speaks as it does: column flags, `gold` where no
+`label`, problems and refusals as `openjev: FILE:LINE: ...` lines; against openjev over the fake SGLang."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from openjev.batch.fit_command import calibration_warnings
+from tests.conftest import ServeOpenJev
+from tests.fake_sglang import FakeSGLang
+from tests.test_cli_tasks import QUESTION, STATES, run_cli
+
+
+def test_fit_takes_eval_s_columns_and_says_each_problem_on_its_line(
+    serve_openjev: ServeOpenJev, fake_sglang: FakeSGLang, qwen_tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    env = {"OPENJEV_TASKS_DIR": str(tmp_path / "tasks")}
+    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env=env)
+    question = json.dumps(QUESTION)
+    table = tmp_path / "refunds.csv"
+    table.write_text("Text,gold\n" + "".join(f'"{state}",{str(label).lower()}\n' for state, label in STATES))
+    done = run_cli(str(table), "--question", question, "--url", server.url, "--state-column", "text")
+    assert done.returncode == 0, done.stderr
+    assert "adopted by nested cross-validation" in done.stdout
+    broken = tmp_path / "broken.csv"
+    broken.write_text("state,label\nRefund me,true\nI paid, twice,true\n")
+    done = run_cli(str(broken), "--question", question, "--url", server.url)
+    assert done.returncode == 2 and f"openjev: {broken}:3: 3 fields where the header has 2" in done.stderr
+    assert "│" not in done.stderr and "╭" not in done.stderr
+    wrong = tmp_path / "wrong.jsonl"
+    rows = [{"state": state, "label": label} for state, label in STATES] + [{"state": "Refund?", "label": "perhaps"}]
+    wrong.write_text("\n" + "".join(json.dumps(row) + "\n" for row in rows))
+    done = run_cli(str(wrong), "--question", question, "--url", server.url)
+    assert done.returncode == 1, done.stderr
+    assert f"openjev: {wrong}:{len(rows) + 1}: label: " in done.stderr and '"detail"' not in done.stderr
+
+
+def test_a_calibration_at_its_cap_or_answering_one_label_is_warned_and_the_identity_is_named() -> None:
+    report = {"nested": {"adopted": True}}
+    identity = {"labels": ["yes", "no"], "calibration": {"temperature": 1.0, "biases": [0.0, 0.0]}, "report": report}
+    assert calibration_warnings(identity) == [
+        "adopted, but the calibration stored is the identity (temperature 1, no biases): the plain readout answers"
+    ]
+    capped = {"labels": ["yes", "no"], "calibration": {"temperature": 100.0, "biases": [40.0, 0.0]}, "report": report}
+    said = calibration_warnings(capped)
+    assert "temperature cap (100)" in said[0] and "it answers 'yes' for every state" in said[1]
+    fitted = {"labels": ["yes", "no"], "calibration": {"temperature": 1.4, "biases": [0.3, -0.3]}, "report": report}
+    assert calibration_warnings(fitted) == []
