@@ -207,6 +207,18 @@ def _shown_with(task: TaskRequest, gold: list[int], per_label: int, most_bytes: 
     return worked_question(task.question, [[states[j] for j in indices] for indices in picked])
 
 
+def _gold(task: TaskRequest, labels: list[str]) -> list[int]:
+    """Each example's label index, once they can be cross-validated (module doc, step 1)."""
+    found = [label_index(task.question, example.label) for example in task.examples]
+    gold = [index for index in found if index is not None]
+    if len(gold) != len(found):
+        raise ValueError("fit_task: every label must be the question's (check_task first)")
+    issues = check_examples(gold, labels)
+    if issues:
+        raise RequestRejected(issues)
+    return gold
+
+
 async def fit_task(
     task: TaskRequest,
     settings: Settings,
@@ -221,13 +233,7 @@ async def fit_task(
     """The task's document (module doc); `model`: the served model it is fitted for; `check`: the worked
     questions' budget checked before the first readout (module doc, step 3)."""
     labels = label_names(task.question)
-    found = [label_index(task.question, example.label) for example in task.examples]
-    gold = [index for index in found if index is not None]
-    if len(gold) != len(found):
-        raise ValueError("fit_task: every label must be the question's (check_task first)")
-    issues = check_examples(gold, labels)
-    if issues:
-        raise RequestRejected(issues)
+    gold = _gold(task, labels)
     groups = [example.pair for example in task.examples]
     folds = cut(gold, unit_ids(groups), settings.task_folds)
     reader = _Reader(answer, concurrency, {} if kept is None else kept, progress)
