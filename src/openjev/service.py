@@ -15,6 +15,10 @@ Contract:
   (OPENJEV_MAX_CONCURRENT_IMAGE_PREPARATIONS), before the request takes any other slot, with a short
   queue (OPENJEV_IMAGE_PREPARATION_QUEUE, first come first served) and `Overloaded` past it: seconds
   of image decoding never hold a slot a text request needs, and each kind is refused on its own.
+- A fit's readouts (`api/task_fits.py`) hold one of OPENJEV_TASK_FIT_READOUTS slots shared by every
+  fit (`fit_readouts`, waited for in turn, never refused) and, within it, `admit(fit=True)` and
+  `prepare(..., fit=True)` take no caller's slot: fits never make a caller's request a 529, and the
+  backend sees at most OPENJEV_MAX_CONCURRENT_REQUESTS + OPENJEV_TASK_FIT_READOUTS evaluations.
 - `runtime().check_model(name)` accepts the compatibility alias, the served name, configured aliases
   (OPENJEV_MODEL_ALIASES, OPENJEV_OPENAI_MODEL_ALIASES) and the thinking tier's name (OPENJEV_THINK_MODEL).
 """
@@ -39,6 +43,7 @@ from openjev.engine import Engine
 from openjev.errors import ModelNotFound, NotReady, Overloaded
 from openjev.prompting.tokenizer import ChatTokenizer
 from openjev.prompting.tokenizer_source import resolve_tokenizer_dir
+from openjev.tasks.deciding import shut_down as shut_down_fits
 from openjev.tasks.jobs import FitJobs
 from openjev.tasks.stage import TaskStage
 from openjev.tasks.store import TaskStore
@@ -144,6 +149,8 @@ class Service:
                 f"OPENJEV_IMAGE_PREPARATION_QUEUE={settings.image_preparation_queue}); retry shortly"
             ),
         )
+        self.fit_readouts = asyncio.Semaphore(settings.task_fit_readouts)
+        self.fit_evaluations = 0
         self.startup_error: str | None = None
         #: Read once, as the engine reads the calibration file once (see `answering.answer_settings`).
         self.answer_settings = answer_settings(settings)
@@ -153,7 +160,7 @@ class Service:
         directory = settings.tasks_dir or (settings.cache_dir or default_cache_dir()) / "tasks"
         self.tasks = TaskStore(directory, settings.task_max_tasks, settings.task_max_bytes)
         #: Fits running or finished since start (`/v1/tasks/fits`), their readouts kept beside the tasks.
-        self.fit_jobs = FitJobs(directory)
+        self.fit_jobs = FitJobs(directory, settings.task_max_fits)
 
     @property
     def current(self) -> Runtime | None:
@@ -203,15 +210,18 @@ class Service:
         log.info("openjev is ready: serving %s (startup %.1fs)", served, self._runtime.startup_seconds)
 
     async def aclose(self) -> None:
+        shut_down_fits()
         await self.backend.aclose()
 
     def prepares_inline(self, new_bytes: int) -> bool:
         """Whether a request that brings `new_bytes` of new text (`Engine.look_up`) is prepared on the event loop."""
         return new_bytes <= self.settings.inline_preparation_bytes
 
-    async def prepare(self, work: Callable[[], T], *, inline: bool = False) -> T:
+    async def prepare(self, work: Callable[[], T], *, inline: bool = False, fit: bool = False) -> T:
         """Run `work` on a worker thread (`inline`: here, on the event loop) in one of the preparation
-        slots (`Overloaded` when none is free)."""
+        slots (`Overloaded` when none is free); a fit's readout (`fit`) in the fit slot it holds."""
+        if fit:
+            return work() if inline else await asyncio.to_thread(work)
         return await self.preparations.run(work, inline=inline)
 
     async def prepare_images(self, work: Callable[[], T]) -> T:
@@ -220,17 +230,24 @@ class Service:
         return await self.image_preparations.run(work)
 
     @contextlib.contextmanager
-    def admit(self) -> Iterator[None]:
+    def admit(self, *, fit: bool = False) -> Iterator[None]:
+        """One of OPENJEV_MAX_CONCURRENT_REQUESTS evaluation slots (`Overloaded` when none is free); a fit's
+        readout (`fit`) is counted apart, in the fit slot it holds (module doc)."""
         limit = self.settings.max_concurrent_requests
-        if self.active_evaluations >= limit:
+        if not fit and self.active_evaluations >= limit:
             raise Overloaded(
                 f"{self.active_evaluations} evaluations are in progress (OPENJEV_MAX_CONCURRENT_REQUESTS={limit}); "
                 "retry shortly"
             )
-        self.active_evaluations += 1
-        metrics.IN_FLIGHT.inc()
+        self._count(fit, 1)
         try:
             yield
         finally:
-            self.active_evaluations -= 1
-            metrics.IN_FLIGHT.dec()
+            self._count(fit, -1)
+
+    def _count(self, fit: bool, change: int) -> None:
+        if fit:
+            self.fit_evaluations += change
+        else:
+            self.active_evaluations += change
+        metrics.IN_FLIGHT.inc(change)

@@ -4,6 +4,7 @@ never refused by their own readouts on an idle server, and run as jobs (progress
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.api import test_tasks
 from tests.api.test_tasks import EXAMPLES, QUESTION, start
@@ -11,6 +12,7 @@ from tests.conftest import eventually
 
 #: The fake SGLang these fits read: test_tasks.py's, letter-biased.
 fake = test_tasks.fake
+ASKED = {"model": "jev-latest", "questions": {"q": QUESTION}}
 
 
 def refusal(response: httpx.Response) -> str:
@@ -64,13 +66,15 @@ def follow(http: httpx.Client, job: str, until, timeout: float = 120) -> dict:
     return found
 
 
-def test_a_fit_job_shows_progress_is_cancelled_and_resumes_from_its_kept_readouts(
+def test_a_fit_job_shows_progress_a_cancel_removes_its_readouts_and_a_left_fit_resumes_from_them(
     serve_openjev, fake, qwen_tokenizer_dir, tmp_path
 ):
+    """A cancelled fit's readout file went with it; only one whose waiting client left keeps its own."""
     tasks = tmp_path / "tasks"
     server = start(serve_openjev, fake, qwen_tokenizer_dir, tasks, OPENJEV_TASK_WORKED_EXAMPLES="0")
     fake.generate_delay = 0.5
     body = {"question": QUESTION, "examples": EXAMPLES}
+    readouts = tasks / "fits"
     with server.client() as http:
         posted = http.post("/v1/tasks", params={"background": "true"}, json=body)
         assert posted.status_code == 202, posted.text
@@ -78,11 +82,17 @@ def test_a_fit_job_shows_progress_is_cancelled_and_resumes_from_its_kept_readout
         assert posted.headers["location"] == f"/v1/tasks/fits/{job}" and posted.json()["status"] == "running"
         running = follow(http, job, lambda seen: seen["progress"]["readouts_done"] >= 2)
         assert running["progress"]["readouts_planned"] == len(EXAMPLES)
+        assert (readouts / f"{job}.jsonl").is_file()
         cancelled = http.delete(f"/v1/tasks/fits/{job}").json()
-        assert cancelled["status"] == "cancelled" and "cancelled" in cancelled["events"][-1]["event"]
-        kept = len((tasks / "fits" / f"{job}.jsonl").read_text().splitlines())
-        assert 2 <= kept < len(EXAMPLES)
+        assert cancelled["status"] == "cancelled" and "readouts removed" in cancelled["events"][-1]["event"]
+        assert not (readouts / f"{job}.jsonl").exists()
         assert http.get(f"/v1/tasks/{job}").status_code == 404
+
+        with pytest.raises(httpx.ReadTimeout):  # a waiting client that leaves: the job stops, its readouts kept
+            http.post("/v1/tasks", json=body, timeout=2.5)
+        left = follow(http, job, lambda seen: seen["status"] == "cancelled")
+        kept = len((readouts / f"{job}.jsonl").read_text().splitlines())
+        assert 2 <= kept < len(EXAMPLES) and "kept for a fit posted again" in left["events"][-1]["event"]
 
         fake.generate_delay = 0.0
         again = http.post("/v1/tasks", params={"background": "true"}, json=body).json()
@@ -90,7 +100,7 @@ def test_a_fit_job_shows_progress_is_cancelled_and_resumes_from_its_kept_readout
         done = follow(http, job, lambda seen: seen["status"] == "done")
         assert done["task"]["id"] == job and done["progress"]["readouts_done"] == len(EXAMPLES)
         assert http.get(f"/v1/tasks/{job}").json() == done["task"]
-    assert not (tasks / "fits" / f"{job}.jsonl").exists()
+    assert not (readouts / f"{job}.jsonl").exists()
 
 
 def test_identical_fits_share_one_job(serve_openjev, fake, qwen_tokenizer_dir, tmp_path):
@@ -125,3 +135,24 @@ def test_a_background_that_is_not_a_boolean_is_the_route_s_422_on_either_path(
         (entry,) = answer.json()["detail"]
         assert entry["loc"] == ["query", "background"] and entry["type"] == "bool_parsing"
     assert answers[0].json() == answers[1].json()
+
+
+def test_worked_questions_over_the_token_budget_refuse_the_fit_before_any_readout(
+    serve_openjev, fake, qwen_tokenizer_dir, tmp_path
+):
+    """The plain readouts fit the budget and the worked questions do not: the fit was refused only
+    after every plain readout had been read (1,000 of them for a 0.98 MiB fit)."""
+    server = start(serve_openjev, fake, qwen_tokenizer_dir, tmp_path / "tasks", OPENJEV_MAX_INPUT_TOKENS="600")
+    long = [
+        {**example, "state": example["state"] + " The parcel was meant to come on Monday." * 12} for example in EXAMPLES
+    ]
+    with server.client() as http:
+        assert http.post("/v1/systemone", json={**ASKED, "state": long[0]["state"]}).status_code == 200
+        before = len(fake.generate_calls)
+        refused = http.post("/v1/tasks", json={"question": QUESTION, "examples": long})
+        assert len(fake.generate_calls) == before  # nothing was read
+    assert refused.status_code == 422, refused.text
+    (entry,) = refused.json()["detail"]
+    assert entry["loc"][:2] == ["body", "examples"] and entry["loc"][3] == "state"
+    assert "worked examples per label (OPENJEV_TASK_WORKED_EXAMPLES)" in entry["msg"]
+    assert "OPENJEV_MAX_INPUT_TOKENS" in entry["msg"]

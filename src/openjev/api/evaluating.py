@@ -175,13 +175,14 @@ async def evaluate_request(
     *,
     long_context: bool = False,
     conversation: str | None = None,
-    tasks: bool = True,
+    fit: bool = False,
 ) -> Answered | None:
     """The one evaluation behind every answering route, for a valid Jev request of `body_bytes` bytes;
     None when the client left first. `long_context`: the request sent the long-context header;
     `conversation`: the caller's name for its conversation, which keys the data-parallel rank in place
-    of the prompt's opening; `tasks`: the engine applies tasks (False: the raw readouts a fit reads).
-    Images are decoded in an image slot, never on the event loop."""
+    of the prompt's opening; `fit`: a fit's readout, raw (no task applied) and admitted in the fit slot
+    it holds, never a caller's (`Service.admit`). Images are decoded in an image slot, never on the
+    event loop."""
     settings = service.settings
     # The checks walk every string (surrogates, depth, placeholders): a large request's on a worker thread.
     images = await by_size(body_bytes, functools.partial(checked_sources, body, parts, settings, runtime))
@@ -190,7 +191,7 @@ async def evaluate_request(
         # Images first, in slots of their own: decoding them never holds a slot a text request needs.
         decode = functools.partial(runtime.engine.images.prepare, body, images)
         safe = await run_while_connected(receive, service.prepare_images(decode)) if images else {}
-        with service.admit():
+        with service.admit(fit=fit):
             lookup, new_bytes = runtime.engine.look_up(body, body_bytes)
             work = functools.partial(
                 runtime.engine.prepare,
@@ -199,10 +200,10 @@ async def evaluate_request(
                 lookup=lookup,
                 images=safe,
                 long_context=long_context,
-                tasks=tasks,
+                tasks=not fit,
             )
             # The images are decoded already: what is left is text, prepared inline when small.
-            prepared = await service.prepare(work, inline=service.prepares_inline(new_bytes))
+            prepared = await service.prepare(work, inline=service.prepares_inline(new_bytes), fit=fit)
             if conversation is not None:
                 prepared = replace(prepared, affinity_key=caller_key(conversation))
             prepared_at = time.perf_counter()

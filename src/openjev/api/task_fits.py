@@ -10,13 +10,16 @@
 - A waiting client that leaves cancels the job unless another client waits on it or it was posted
   in the background.
 
-A fit's readouts go through `evaluating.evaluate_request` with no task applied, as many at once as the
-server's preparation and evaluation slots hold, waiting out 529 rather than failing on it.
+A fit's readouts go through `evaluating.evaluate_request` with no task applied, in the fit slots every
+fit shares (OPENJEV_TASK_FIT_READOUTS, `Service.fit_readouts`), never in a caller's preparation or
+evaluation slot: fits never make a caller's request a 529. Past OPENJEV_TASK_MAX_FITS running fits,
+one more posted is a 529 with Retry-After (`FitJobs.start`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from typing import Any
 
@@ -59,7 +62,7 @@ def too_large(size: int, limit: int) -> HttpError:
 
 
 def full(limit: int) -> HttpError:
-    message = f"{limit} tasks are kept (OPENJEV_TASK_MAX_TASKS); delete one first"
+    message = f"{limit} tasks and fits' readouts are kept at most (OPENJEV_TASK_MAX_TASKS); delete a task first"
     return HttpError(409, "conflict", message)
 
 
@@ -87,16 +90,28 @@ def start_fit(body: TaskRequest, identifier: str, service: Service, runtime: Run
     settings = service.settings
 
     async def answer(asked: SystemOneRequest) -> dict[str, dict[str, Any]]:
-        size = len(asked.model_dump_json())
-        answered = await evaluate_request(asked, size, _never_disconnects, service, runtime, tasks=False)
+        async with service.fit_readouts:
+            size = len(asked.model_dump_json())
+            answered = await evaluate_request(asked, size, _never_disconnects, service, runtime, fit=True)
         assert answered is not None  # nothing disconnects a job's own readouts
         return answered.evaluation.answers
 
-    concurrency = min(settings.max_concurrent_preparations, settings.max_concurrent_requests)
+    async def check(asked: SystemOneRequest) -> None:
+        async with service.fit_readouts:
+            await asyncio.to_thread(functools.partial(runtime.engine.prepare, asked, tasks=False))
+
+    concurrency = settings.task_fit_readouts
 
     async def run(readouts, progress) -> dict[str, Any]:
         document = await fit_task(
-            body, settings, runtime.served_model_name, answer, concurrency=concurrency, kept=readouts, progress=progress
+            body,
+            settings,
+            runtime.served_model_name,
+            answer,
+            concurrency=concurrency,
+            kept=readouts,
+            progress=progress,
+            check=check,
         )
         return (await kept(service, document)).public
 

@@ -14,12 +14,16 @@
 - `GET /v1/tasks?limit=&after=` lists them a page at a time, in id order: `{"tasks": [summary, ...],
   "has_more", "first_id", "last_id"}`, a summary being the id, model, created, question type, labels,
   examples, the chosen worked-example count and held-out accuracy; the next page is `after=<last_id>`.
+  A page holds `limit` tasks and at most OPENJEV_TASK_PAGE_BYTES of summaries' JSON (`within_bytes`),
+  one task at least: a summary is within OPENJEV_TASK_MAX_BYTES, its labels being part of its file, so
+  a page is never more than the larger of the two (a 255-label task of long names is ~145 KB).
   `GET /v1/tasks/{id}` gives one; `DELETE /v1/tasks/{id}` removes it and its file (204). An unknown
   id is a 404 `not_found`, the id clipped.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -74,6 +78,19 @@ def summary(task: Task) -> dict[str, Any]:
     }
 
 
+def within_bytes(tasks: list[Task], most: int) -> list[dict[str, Any]]:
+    """The summaries of the first of `tasks` whose JSON takes at most `most` bytes in all (one at least)."""
+    shown: list[dict[str, Any]] = []
+    size = 0
+    for task in tasks:
+        row = summary(task)
+        size += len(json.dumps(row, ensure_ascii=False).encode())
+        if shown and size > most:
+            break
+        shown.append(row)
+    return shown
+
+
 def _known(store: TaskStore, identifier: str) -> Task:
     task = store.get(identifier)
     if task is None:
@@ -95,7 +112,9 @@ async def fit_response(
     existing = store.get(identifier)
     if existing is not None and existing.answer_settings == service.answer_settings:
         return JSONResponse(existing.public, status_code=200)
-    if not store.room_for(identifier):
+    # Fits' kept readouts count with the tasks (`FitJobs.make_room`).
+    room = store.max_tasks - len(store) - (0 if store.get(identifier) else 1)
+    if room < 0 or not service.fit_jobs.make_room(room, identifier):
         raise full(store.max_tasks)
     job = start_fit(body, identifier, service, runtime)
     return await answer_fit(job, receive, background, settings.retry_after)
@@ -123,11 +142,12 @@ async def list_tasks(
     after: Annotated[str | None, Query(max_length=256, description="The last id of the page before.")] = None,
 ) -> dict[str, Any]:
     tasks, more = service.tasks.page(limit, after)
+    shown = within_bytes(tasks, service.settings.task_page_bytes)
     return {
-        "tasks": [summary(task) for task in tasks],
-        "has_more": more,
-        "first_id": tasks[0].id if tasks else None,
-        "last_id": tasks[-1].id if tasks else None,
+        "tasks": shown,
+        "has_more": more or len(shown) < len(tasks),
+        "first_id": shown[0]["id"] if shown else None,
+        "last_id": shown[-1]["id"] if shown else None,
     }
 
 

@@ -8,15 +8,18 @@ its `calibration` (per-label `biases`, finite and within ±MAX_BIAS, and a `temp
 name are kept as they are. A document is checked whole before it serves, at fit and at load: its
 labels are its questions' (both of one type), one bias per label, the id its file's name.
 
-`read_task` reads a file of at most OPENJEV_TASK_MAX_BYTES (its size is looked at before a byte is
-read), parsed by orjson (whose nesting limit ends any recursion) and walked without recursion to
-refuse a value nested deeper than MAX_DEPTH, then validated: ValueError says what is wrong.
+`read_task` reads a regular file of at most OPENJEV_TASK_MAX_BYTES (opened without blocking, its kind
+and size looked at before a byte is read: a FIFO, socket, directory or device is refused), parsed by
+orjson (whose nesting limit ends any recursion) and walked without recursion to refuse a value nested
+deeper than MAX_DEPTH, then validated: ValueError says what is wrong.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -113,11 +116,19 @@ def checked(document: Any) -> TaskFile:
 
 def read_task(path: Path, max_bytes: int) -> tuple[dict[str, Any], TaskFile]:
     """The file's JSON and the task it holds, within `max_bytes` (module doc); ValueError or OSError."""
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise ValueError(f"{size} bytes, over OPENJEV_TASK_MAX_BYTES={max_bytes}")
-    with path.open("rb") as file:
-        data = file.read(max_bytes + 1)
+    # Opened without blocking and looked at once open: a FIFO named like a task file hung start-up
+    # (an open for reading waits for a writer), and a directory or device is no task either.
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            raise ValueError("not a regular file")
+        if status.st_size > max_bytes:
+            raise ValueError(f"{status.st_size} bytes, over OPENJEV_TASK_MAX_BYTES={max_bytes}")
+        with open(descriptor, "rb", closefd=False) as file:
+            data = file.read(max_bytes + 1)
+    finally:
+        os.close(descriptor)
     if len(data) > max_bytes:
         raise ValueError(f"over OPENJEV_TASK_MAX_BYTES={max_bytes} bytes")
     try:

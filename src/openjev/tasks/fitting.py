@@ -8,16 +8,22 @@
    request's (`answer`), raw: no task applies to a fit's readouts. Only when w = 0 leaves something
    to gain (held-out accuracy below 1) is each state read again with w = 1, …, W worked examples per
    label (OPENJEV_TASK_WORKED_EXAMPLES = W, at most OPENJEV_MAX_EXAMPLES_PER_OPTION) taken from the
-   *other* folds (`examples.pick`; a state over OPENJEV_MAX_EXAMPLE_BYTES is never one), as questions
-   `w1`, `w2`, …: one shared prefix, W readouts. So every readout is held out. Readouts go at most
-   `concurrency` at once (what the server's slots hold), a readout refused as overloaded waits and is
-   asked again, and each is kept in `kept` (by its request) as it arrives, so a fit that is stopped
-   and asked again reads only what it lacks.
+   *other* folds (`examples.pick`; a state over OPENJEV_MAX_EXAMPLE_BYTES is never one; built once
+   per fold), as questions `w1`, `w2`, …: one shared prefix, W readouts. So every readout is held out.
+   Before the first readout, each fold's longest state is prepared (tokenized, not read) with its
+   worked questions `w1`..`wW` through `check` (`check_worked`): worked questions over the token
+   budget refuse the fit there, a RequestRejected naming that example's state, not after every plain
+   readout. Readouts go at most `concurrency` at once, each request built when its turn comes (never all at
+   once on the event loop); a readout refused as overloaded is asked again after `OVERLOAD_WAIT`
+   seconds, doubling, at most `OVERLOAD_RETRIES` times, then the fit fails with that 529. Each is
+   kept in `kept` (by its request) as it arrives, so a fit that is stopped and asked again reads only
+   what it lacks.
 4. What the task answers with is decided by nested cross-validation against the plain readout
    (`adoption.nested`): a worked-example count or a calibration is adopted only when the procedure
    that chooses it, scored on outer folds it never saw, is no less accurate than plain and its Brier
    no worse. `report.by_worked_examples` scores each count before and after calibration, cross-validated
-   once (what was chosen among); `report.nested` is what decided.
+   once (what was chosen among); `report.nested` is what decided. That arithmetic, and the check of
+   step 3 whether w = 0 leaves something to gain, run in a process of their own (`deciding.py`).
 
 The result is the task's document (`store.FORMAT`). A state that cannot be asked (over the
 token budget, say) is a RequestRejected naming `examples.<i>.state`; nothing is kept.
@@ -34,18 +40,10 @@ from typing import Any
 
 from openjev.config import Settings
 from openjev.errors import Issue, Overloaded, RequestRejected
-from openjev.tasks.adoption import (
-    MIN_PER_LABEL,
-    PLAIN,
-    Candidate,
-    at_cap,
-    choose,
-    cross_validated,
-    cut,
-    nested,
-    unit_ids,
-)
-from openjev.tasks.calibration import LabelCalibration, answer_probabilities, fit, quality
+from openjev.request.sizes import text_bytes
+from openjev.tasks.adoption import MIN_PER_LABEL, Candidate, at_cap, cut, unit_ids
+from openjev.tasks.calibration import LabelCalibration, answer_probabilities
+from openjev.tasks.deciding import decide, in_process, plain_accuracy
 from openjev.tasks.examples import pick, showable, worked_question
 from openjev.tasks.schema import TaskRequest, canonical_examples, label_index, label_names, question_request
 from openjev.tasks.store import FORMAT, question_json, task_id
@@ -53,10 +51,16 @@ from openjev.tasks.store import FORMAT, question_json, task_id
 log = logging.getLogger(__name__)
 #: Given a request, its answers by question id (the path any request takes, with no task applied).
 Answer = Callable[[Any], Awaitable[dict[str, dict[str, Any]]]]
+#: Given a request, prepares it as `answer` would, reading nothing: RequestRejected where it cannot be asked.
+Check = Callable[[Any], Awaitable[None]]
 #: Told (readouts done, readouts to do) as each arrives.
 Progress = Callable[[int, int], None]
-#: How long an overloaded server is waited for before a readout is asked again.
+#: The nested report, the candidate chosen, each count's scores and the calibration fitted.
+Decided = tuple[dict[str, Any], Candidate, dict[int, dict[str, Any]], LabelCalibration]
+#: How long an overloaded server is waited for before a readout is asked again (doubling each time),
+#: and how many times it is asked again: 0.5 + 1 + ... + 16 = 31.5 s in all, then the fit fails.
 OVERLOAD_WAIT = 0.5
+OVERLOAD_RETRIES = 6
 
 
 def check_examples(gold: list[int], labels: list[str]) -> list[Issue]:
@@ -80,25 +84,38 @@ def _key(request: Any) -> str:
 
 
 class _Reader:
-    """Readouts through `answer`, `concurrency` at once, waiting out overload, kept as they arrive."""
+    """Readouts through `answer`, `concurrency` at once, retrying overload within a bound, kept as they arrive."""
 
     def __init__(self, answer: Answer, concurrency: int, kept: MutableMapping[str, Any], progress: Progress | None):
         self.answer, self.kept, self.progress = answer, kept, progress
-        self.gate = asyncio.Semaphore(max(1, concurrency))
+        self.concurrency = max(1, concurrency)
         self.done = self.total = 0
+
+    async def _asked(self, index: int, request: Any) -> dict[str, dict[str, Any]]:
+        """The readout's answers, asking again while overloaded (module doc, step 3)."""
+        waited = 0.0
+        for attempt in range(OVERLOAD_RETRIES + 1):
+            try:
+                return await self.answer(request)
+            except Overloaded as error:
+                if attempt == OVERLOAD_RETRIES:
+                    message = (
+                        f"the readout of examples[{index}] was refused as overloaded {attempt + 1} times over "
+                        f"{waited:.1f} s ({error.message}); the fit stops, its readouts kept: post it again later"
+                    )
+                    raise Overloaded(message) from error
+                await asyncio.sleep(OVERLOAD_WAIT * 2**attempt)
+                waited += OVERLOAD_WAIT * 2**attempt
+            except RequestRejected as error:
+                raise RequestRejected([Issue(("examples", index, "state"), error.message)]) from error
+        raise AssertionError("unreachable")
 
     async def read(self, index: int, request: Any, names: list[str]) -> list[list[float]]:
         key = _key(request)
-        if key not in self.kept:
-            async with self.gate:
-                while True:
-                    try:
-                        answers = await self.answer(request)
-                        break
-                    except Overloaded:
-                        await asyncio.sleep(OVERLOAD_WAIT)
-                    except RequestRejected as error:
-                        raise RequestRejected([Issue(("examples", index, "state"), error.message)]) from error
+        if key in self.kept:
+            await asyncio.sleep(0)  # a resumed fit's kept readouts never hold the loop all at once
+        else:
+            answers = await self._asked(index, request)
             self.kept[key] = [answer_probabilities(answers[name]) for name in names]
         self.done += 1
         if self.progress is not None:
@@ -106,57 +123,81 @@ class _Reader:
         return self.kept[key]
 
 
+def _fold_questions(task: TaskRequest, gold: list[int], cut_: list[list[int]], counts: range, shown) -> list[dict]:
+    """Per fold, its questions `w<count>` with worked examples from the other folds (module doc, step 3)."""
+    states = [example.state for example in task.examples]
+    labels = len(label_names(task.question))
+    questions = []
+    for fold in cut_:
+        held = set(fold)
+        allowed = [other for other in range(len(states)) if other not in held]
+        questions.append(
+            {
+                f"w{w}": worked_question(
+                    task.question, [[states[j] for j in chosen] for chosen in pick(gold, allowed, labels, w, shown)]
+                )
+                for w in counts
+            }
+        )
+    return questions
+
+
 async def _readouts(task: TaskRequest, gold: list[int], cut_: list[list[int]], counts: range, shown, reader: _Reader):
     """Per example, its distributions at each w in `counts` (module doc, step 3)."""
     fold_of = {index: number for number, fold in enumerate(cut_) for index in fold}
-    labels = len(label_names(task.question))
+    by_fold = _fold_questions(task, gold, cut_, counts, shown)
     states = [example.state for example in task.examples]
+    found: list[list[list[float]]] = [[] for _ in states]
+    indices = iter(range(len(states)))
 
-    async def one(index: int) -> list[list[float]]:
-        allowed = [other for other in range(len(states)) if fold_of[other] != fold_of[index]]
-        questions = {
-            f"w{w}": worked_question(
-                task.question, [[states[j] for j in chosen] for chosen in pick(gold, allowed, labels, w, shown)]
-            )
-            for w in counts
-        }
-        request = question_request(task.question, states[index]).model_copy(update={"questions": questions})
-        return await reader.read(index, request, list(questions))
+    async def reading() -> None:
+        for index in indices:  # shared by the readers: each takes the next example when it is free
+            questions = by_fold[fold_of[index]]
+            request = question_request(task.question, states[index]).model_copy(update={"questions": questions})
+            found[index] = await reader.read(index, request, list(questions))
 
     reader.total += len(states)
     if reader.progress is not None:
         reader.progress(reader.done, reader.total)
-    return list(await asyncio.gather(*(one(index) for index in range(len(states)))))
+    await asyncio.gather(*(reading() for _ in range(reader.concurrency)))
+    return found
 
 
-def _table(readouts, gold: list[int], groups, folds: list[list[int]]) -> dict[int, dict[str, Any]]:
-    """Each worked-example count scored before and after calibration, cross-validated once."""
-    table: dict[int, dict[str, Any]] = {}
-    order = sorted(index for fold in folds for index in fold)
-    for w in range(len(readouts[0])):
-        row = {}
-        for name, calibrated in (("before", False), ("after", True)):
-            answered = cross_validated(readouts, gold, Candidate(w, calibrated), folds)
-            row[name] = quality([answered[i] for i in order], gold, groups)
-        table[w] = row
-    return table
+async def check_worked(
+    task: TaskRequest, gold: list[int], folds: list[list[int]], settings: Settings, check: Check
+) -> None:
+    """Each fold's longest state asked with that fold's worked questions, prepared through `check` (module
+    doc, step 3); RequestRejected naming the state whose request is over the budget."""
+    states = [example.state for example in task.examples]
+    most = min(settings.task_worked_examples, settings.max_examples_per_option)
+    if most == 0:
+        return
+    shown = showable(states, settings.max_example_bytes)
+    by_fold = _fold_questions(task, gold, folds, range(1, most + 1), shown)
+    for fold, questions in zip(folds, by_fold, strict=True):
+        index = max(fold, key=lambda each: text_bytes(states[each], settings.max_body_bytes))
+        try:
+            await check(question_request(task.question, states[index]).model_copy(update={"questions": questions}))
+        except RequestRejected as error:
+            message = (
+                f"asked with up to {most} worked examples per label (OPENJEV_TASK_WORKED_EXAMPLES), "
+                f"its request is over the token budget: {error.message}"
+            )
+            raise RequestRejected([Issue(("examples", index, "state"), message)]) from error
 
 
 async def read_and_choose(
     task: TaskRequest, gold: list[int], folds: list[list[int]], settings: Settings, reader: _Reader
-) -> tuple[list[list[list[float]]], dict[str, Any], Candidate]:
-    """The readouts (module doc, step 3), the nested report and the candidate the task answers with."""
+) -> tuple[list[list[list[float]]], Decided]:
+    """The readouts (module doc, step 3) and what they decide (step 4, `deciding.decide`)."""
     shown = showable([example.state for example in task.examples], settings.max_example_bytes)
     most = min(settings.task_worked_examples, settings.max_examples_per_option)
     readouts = await _readouts(task, gold, folds, range(1), shown, reader)
-    if most > 0 and quality([r[0] for r in readouts], gold, [None] * len(gold))["accuracy"] < 1:
+    if most > 0 and await in_process(plain_accuracy, readouts, gold) < 1:
         worked = await _readouts(task, gold, folds, range(1, most + 1), shown, reader)
         readouts = [plain + more for plain, more in zip(readouts, worked, strict=True)]
-    candidates = [Candidate(w, calibrated) for w in range(len(readouts[0])) for calibrated in (False, True)]
     groups = [example.pair for example in task.examples]
-    report = await asyncio.to_thread(nested, readouts, gold, groups, folds, candidates, settings.task_folds)
-    chosen = choose(readouts, gold, folds, candidates) if report["adopted"] else PLAIN
-    return readouts, report, chosen
+    return readouts, await in_process(decide, readouts, gold, groups, folds, settings.task_folds)
 
 
 def _shown_with(task: TaskRequest, gold: list[int], per_label: int, most_bytes: int):
@@ -164,6 +205,18 @@ def _shown_with(task: TaskRequest, gold: list[int], per_label: int, most_bytes: 
     states = [example.state for example in task.examples]
     picked = pick(gold, range(len(gold)), len(label_names(task.question)), per_label, showable(states, most_bytes))
     return worked_question(task.question, [[states[j] for j in indices] for indices in picked])
+
+
+def _gold(task: TaskRequest, labels: list[str]) -> list[int]:
+    """Each example's label index, once they can be cross-validated (module doc, step 1)."""
+    found = [label_index(task.question, example.label) for example in task.examples]
+    gold = [index for index in found if index is not None]
+    if len(gold) != len(found):
+        raise ValueError("fit_task: every label must be the question's (check_task first)")
+    issues = check_examples(gold, labels)
+    if issues:
+        raise RequestRejected(issues)
+    return gold
 
 
 async def fit_task(
@@ -175,21 +228,18 @@ async def fit_task(
     concurrency: int = 1,
     kept: MutableMapping[str, Any] | None = None,
     progress: Progress | None = None,
+    check: Check | None = None,
 ) -> dict[str, Any]:
-    """The task's document (module doc); `model`: the served model it is fitted for."""
+    """The task's document (module doc); `model`: the served model it is fitted for; `check`: the worked
+    questions' budget checked before the first readout (module doc, step 3)."""
     labels = label_names(task.question)
-    found = [label_index(task.question, example.label) for example in task.examples]
-    gold = [index for index in found if index is not None]
-    if len(gold) != len(found):
-        raise ValueError("fit_task: every label must be the question's (check_task first)")
-    issues = check_examples(gold, labels)
-    if issues:
-        raise RequestRejected(issues)
+    gold = _gold(task, labels)
     groups = [example.pair for example in task.examples]
     folds = cut(gold, unit_ids(groups), settings.task_folds)
     reader = _Reader(answer, concurrency, {} if kept is None else kept, progress)
-    readouts, report, chosen = await read_and_choose(task, gold, folds, settings, reader)
-    fitted = fit([r[chosen.worked] for r in readouts], gold)
+    if check is not None:
+        await check_worked(task, gold, folds, settings, check)
+    _, (report, chosen, table, fitted) = await read_and_choose(task, gold, folds, settings, reader)
     if at_cap(fitted):
         log.warning("a task's calibration ran its temperature to the cap: its readouts barely tell the labels apart")
     applied = fitted if chosen.calibrated else LabelCalibration.identity(len(labels))
@@ -215,7 +265,7 @@ async def fit_task(
                 "temperature": fitted.temperature,
                 "temperature_at_cap": at_cap(fitted),
             },
-            "by_worked_examples": {str(w): row for w, row in _table(readouts, gold, groups, folds).items()},
+            "by_worked_examples": {str(w): row for w, row in table.items()},
             "nested": report,
             "chosen": {
                 "worked_examples_per_label": chosen.worked,

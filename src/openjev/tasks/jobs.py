@@ -2,10 +2,14 @@
 
 A job's id is the task's (a hash of question, examples and model), so identical fits posted while one
 runs share that job. Each readout is appended, as it arrives, to `<tasks dir>/fits/<id>.jsonl`
-(`KeptReadouts`); a fit stopped by a cancel, a client that left or a restart, and posted again,
-reads only what it lacks. The file goes when the fit ends in a task or is refused; a cancelled or
-interrupted one keeps it. Jobs are held in memory (the newest `KEPT_JOBS` finished ones with them);
-the task a job made is in the store.
+(`KeptReadouts`); a fit stopped by a client that left or a restart, and posted again, reads only
+what it lacks (one that failed on the way, overloaded say, too). The file goes when the fit ends in a
+task, is refused or is cancelled (`cancel`: `DELETE /v1/tasks/fits/{id}`). The files kept count with
+the tasks against OPENJEV_TASK_MAX_TASKS (`make_room`: the oldest of fits not running go first).
+
+At most OPENJEV_TASK_MAX_FITS jobs run at once: `start` refuses one more with `Overloaded` (a 529 with
+Retry-After), before it reads anything. Jobs are held in memory (the newest `KEPT_JOBS` finished ones
+with them); the task a job made is in the store.
 """
 
 from __future__ import annotations
@@ -14,12 +18,13 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
-from openjev.errors import RequestRejected
+from openjev.errors import OpenJevError, Overloaded, RequestRejected
 
 log = logging.getLogger(__name__)
 #: Finished jobs kept for `GET`, newest last; running ones are always kept.
@@ -79,6 +84,8 @@ class FitJob:
         #: Clients waiting on it, and whether one posted it in the background: it runs on without them.
         self.waiters = 0
         self.detached = False
+        #: Cancelled by `FitJobs.cancel`: its readouts go with it.
+        self.discarded = False
         self.event(f"started; {len(kept)} readouts kept from before")
 
     def event(self, what: str) -> None:
@@ -97,9 +104,14 @@ class FitJob:
 
 
 class FitJobs:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, max_running: int) -> None:
         self.directory = directory / "fits"
+        self.max_running = max_running
         self._jobs: dict[str, FitJob] = {}
+
+    @property
+    def running(self) -> int:
+        return sum(job.status == "running" for job in self._jobs.values())
 
     def get(self, identifier: str) -> FitJob | None:
         return self._jobs.get(identifier)
@@ -110,6 +122,8 @@ class FitJobs:
         if job is not None and job.status == "running":
             job.event("an identical fit was posted: it shares this job")
             return job
+        if self.running >= self.max_running:
+            raise Overloaded(f"{self.running} fits are running (OPENJEV_TASK_MAX_FITS={self.max_running}); retry later")
         job = FitJob(identifier, KeptReadouts(self.directory / f"{identifier}.jsonl"))
         self._jobs.pop(identifier, None)
         self._jobs[identifier] = job
@@ -122,14 +136,18 @@ class FitJobs:
             job.document = await run(job.kept, job.progress)
         except asyncio.CancelledError:
             job.status = "cancelled"
-            job.event(f"cancelled; {len(job.kept)} readouts kept for a fit posted again")
+            if job.discarded:
+                job.kept.path.unlink(missing_ok=True)
+                job.event(f"cancelled; its {len(job.kept)} readouts removed")
+            else:
+                job.event(f"cancelled; {len(job.kept)} readouts kept for a fit posted again")
             return
         except Exception as error:  # the job reports it; the route renders it as the error response it is
             job.status, job.error = "failed", error
             job.event(f"failed: {error}")
             if isinstance(error, RequestRejected):
                 job.kept.path.unlink(missing_ok=True)
-            else:
+            elif not isinstance(error, OpenJevError):
                 log.exception("fit %s failed", job.id)
             return
         job.status = "done"
@@ -137,10 +155,31 @@ class FitJobs:
         job.kept.path.unlink(missing_ok=True)
 
     def cancel(self, identifier: str) -> FitJob | None:
+        """Cancel the running job and remove its readouts (module doc)."""
         job = self._jobs.get(identifier)
         if job is not None and job.task is not None and job.status == "running":
+            job.discarded = True
             job.task.cancel()
         return job
+
+    def kept_files(self) -> list[Path]:
+        """The readout files kept (regular files only), oldest first."""
+        if not self.directory.is_dir():
+            return []
+        found = [entry for entry in os.scandir(self.directory) if entry.name.endswith(".jsonl")]
+        regular = [entry for entry in found if entry.is_file(follow_symlinks=False)]
+        return [Path(entry.path) for entry in sorted(regular, key=lambda entry: entry.stat().st_mtime)]
+
+    def make_room(self, room: int, identifier: str) -> bool:
+        """Remove the oldest readout files of fits not running, and not `identifier`'s, until at most `room`
+        are left besides that one's; False when the running fits' files alone are more."""
+        running = {f"{key}.jsonl" for key, job in self._jobs.items() if job.status == "running"}
+        others = [path for path in self.kept_files() if path.name != f"{identifier}.jsonl"]
+        removable = [path for path in others if path.name not in running]
+        for path in removable[: max(0, len(others) - room)]:
+            path.unlink(missing_ok=True)
+            log.info("fit readouts %s removed to make room (OPENJEV_TASK_MAX_TASKS)", path.name)
+        return len(others) - len(removable) <= room
 
     def _forget_old(self) -> None:
         finished = [key for key, job in self._jobs.items() if job.status != "running"]

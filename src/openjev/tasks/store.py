@@ -3,8 +3,9 @@
 `TaskStore` keeps one file per task, `<id>.json`, in OPENJEV_TASKS_DIR (default
 OPENJEV_CACHE_DIR/tasks), written atomically (a temporary file renamed over it). At start it reads
 the files named `task_*.json`, at most OPENJEV_TASK_MAX_TASKS of them (in name order), each checked
-whole (`document.read_task`): a file that is too large, not a task, or whose id is not its name is
-skipped with a warning, and never stops the others. The directory is read only then: a deleted task's
+whole (`document.read_task`): an entry that is not a regular file (a FIFO, a socket, a directory), a
+file that is too large, not a task, or whose id is not its name is skipped with a warning, and never
+stops the others (nor hangs them: a FIFO is never waited on). The directory is read only then: a deleted task's
 file that reappears while the server runs is not served.
 
 In memory a task is what serving needs (its worked question, calibration, settings) and what the
