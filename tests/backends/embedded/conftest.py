@@ -15,7 +15,8 @@ import pytest
 from openjev.backends.base import Backend
 from openjev.backends.embedded import EmbeddedBackend
 from openjev.backends.embedded.conversion import ModelSourceError
-from openjev.backends.embedded.model_source import ResolvedModel, resolve_model
+from openjev.backends.embedded.llama_abi import find_library
+from openjev.backends.embedded.model_source import ResolvedModel, resolve_gguf, resolve_model
 from tests.backends.embedded.tiny_vision import build_tiny_vision
 
 TEST_MODEL = "packaged:qwen2.5-coder-0.5b"
@@ -27,6 +28,20 @@ def test_model() -> ResolvedModel:
     pytest.importorskip("transformers")
     try:
         return resolve_model(TEST_MODEL)  # cached in $OPENJEV_CACHE_DIR or the user cache directory
+    except ModelSourceError as exc:
+        if "not installed" in str(exc):
+            pytest.skip(f"packaged test model missing: {exc}")
+        raise
+
+
+@pytest.fixture(scope="session")
+def gguf_model() -> ResolvedModel:
+    """The test model as llama.cpp reads it (GGUF, converted once), where the cpu extra brings llama.cpp."""
+    if find_library() is None:
+        pytest.skip("llama.cpp's library is not installed (the cpu extra)")
+    pytest.importorskip("transformers")
+    try:
+        return resolve_gguf(TEST_MODEL)
     except ModelSourceError as exc:
         if "not installed" in str(exc):
             pytest.skip(f"packaged test model missing: {exc}")

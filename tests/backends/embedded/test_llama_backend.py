@@ -20,8 +20,6 @@ import pytest
 
 from openjev.backends.base import BackendError, BackendUnavailable, GenerationCall, ReadoutCall
 from openjev.backends.embedded import LlamaCppBackend, llama_backend
-from openjev.backends.embedded.conversion import ModelSourceError
-from openjev.backends.embedded.llama_abi import find_library
 from openjev.backends.embedded.model_source import ResolvedModel, resolve_gguf
 from tests.backends.embedded.conftest import TEST_MODEL, backends_on
 from tests.backends.embedded.test_backend import (
@@ -42,19 +40,6 @@ SHAPE_TOLERANCE = 0.3
 #: Label probabilities (renormalised over the labels) against the torch backend in float32; measured
 #: here up to 0.04 on these prompts.
 FLOAT32_TOLERANCE = 0.1
-
-
-@pytest.fixture(scope="session")
-def gguf_model() -> ResolvedModel:
-    if find_library() is None:
-        pytest.skip("llama.cpp's library is not installed (the cpu extra)")
-    pytest.importorskip("transformers")
-    try:
-        return resolve_gguf(TEST_MODEL)
-    except ModelSourceError as exc:
-        if "not installed" in str(exc):
-            pytest.skip(f"packaged test model missing: {exc}")
-        raise
 
 
 @pytest.fixture(scope="session")

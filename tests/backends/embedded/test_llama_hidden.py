@@ -18,10 +18,8 @@ import pytest
 
 from openjev.backends.base import HiddenStatesUnavailable, LabelLogprobs, ReadoutCall
 from openjev.backends.embedded import LlamaCppBackend
-from openjev.backends.embedded.conversion import ModelSourceError
-from openjev.backends.embedded.llama_abi import find_library
 from openjev.backends.embedded.llama_runtime import Piece
-from openjev.backends.embedded.model_source import ResolvedModel, resolve_gguf
+from openjev.backends.embedded.model_source import ResolvedModel
 from tests.backends.embedded.conftest import TEST_MODEL, backends_on
 from tests.backends.embedded.test_backend import QUESTIONS, chat_prefix, label_ids, question_suffix
 from tests.backends.embedded.test_llama_backend import SHAPE_TOLERANCE
@@ -35,26 +33,14 @@ SHAPE_COSINE = 0.02
 
 
 @pytest.fixture(scope="module")
-def model() -> ResolvedModel:
-    if find_library() is None:
-        pytest.skip("llama.cpp's library is not installed (the cpu extra)")
-    try:
-        return resolve_gguf(TEST_MODEL)
-    except ModelSourceError as exc:
-        if "not installed" in str(exc):
-            pytest.skip(f"packaged test model missing: {exc}")
-        raise
-
-
-@pytest.fixture(scope="module")
-def tokenizer(model: ResolvedModel):
+def tokenizer(gguf_model: ResolvedModel):
     from tokenizers import Tokenizer
 
-    return Tokenizer.from_file(str(model.path / "tokenizer.json"))
+    return Tokenizer.from_file(str(gguf_model.path / "tokenizer.json"))
 
 
 @pytest.fixture
-def make_llama(model: ResolvedModel) -> Iterator[Callable[[], LlamaCppBackend]]:
+def make_llama(gguf_model: ResolvedModel) -> Iterator[Callable[[], LlamaCppBackend]]:
     """Fresh started llama.cpp backends (nothing resident), closed after the test."""
     yield from backends_on(TEST_MODEL, LlamaCppBackend)
 
