@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 
+from openjev.api.parsing import MAX_JSON_VALUES
 from openjev.tasks.store import StoreFull, TaskStore
 from tests.conftest import RunningOpenJev, ServeOpenJev
 from tests.fake_sglang import FakeSGLang
@@ -171,7 +172,7 @@ def test_the_store_is_bounded_paged_and_its_refusals_are_small(
         for response in (http.get(f"/v1/tasks/{long_id}"), http.delete(f"/v1/tasks/{long_id}")):
             assert response.status_code == 404 and len(response.content) < 1000
         # Parsed with the answering routes' bounds: too many values is refused before validation.
-        crowded = http.post("/v1/tasks", json={"question": NOUL, "examples": [0] * 140_000})
+        crowded = http.post("/v1/tasks", json={"question": NOUL, "examples": [0] * MAX_JSON_VALUES})
         assert crowded.status_code == 422
         assert crowded.json()["detail"][0]["loc"] == ["body"] and crowded.json()["detail"][0]["type"] == "too_long"
     stop(server)
