@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WrapValidator
 from pydantic.json_schema import SkipJsonSchema
 
 from openjev.examples import support_ticket
+from openjev.request.score_levels import checked_level
 
 #: A free-form value that the model reads: text, or a JSON object or array that is serialized intact.
 FreeForm = str | dict[str, Any] | list[Any]
@@ -63,10 +64,18 @@ class ChoiceQuestion(_Question):
     )
 
 
+#: A score level: a description, or a `{label, description}` object (`score_levels.py`).
+ScoreLevel = Annotated[FreeForm, WrapValidator(checked_level)]
+
+
 class ScoreQuestion(_Question):
     type: Literal["score"]
     instructions: FreeForm | None = Field(None, description="What to rate.")
-    criteria: list[FreeForm] = Field(..., description="Level descriptions, low to high; level i scores i.")
+    criteria: list[ScoreLevel] = Field(
+        ...,
+        description="Level descriptions, low to high; level i scores i. A `{label, description}` object is "
+        "read as `label: description`.",
+    )
 
 
 class BoxQuestion(_Question):
