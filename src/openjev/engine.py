@@ -46,6 +46,7 @@ from openjev.affinity import Pin, RankRouter, pinned
 from openjev.answering.box_reading import BoxReader, BoxReading
 from openjev.answering.branch_reading import BranchReader
 from openjev.answering.content_free import ContentFreePlan, ContentFreePriors
+from openjev.answering.diagnostics import question_diagnostics
 from openjev.answering.escalation import escalation_calls
 from openjev.answering.evaluation import Branch, Evaluation, PreparedRequest, Rewrites
 from openjev.answering.readouts import QuestionViews, Readout
@@ -269,6 +270,7 @@ class Engine:
             prefill_seconds=warmed - started,
             branches_seconds=finished - warmed,
             usage=billed(prefix_tokens, asked, warm is not None, warm.cached_tokens if warm else None),
+            diagnostics=question_diagnostics(read, results),
         )
         return evaluation, readouts
 

@@ -52,6 +52,12 @@ def decision_answer(answer: Mapping[str, Any], asked: AskedQuestion) -> dict[str
     }
 
 
+def _with_diagnostics(answer: Mapping[str, Any], asked: AskedQuestion) -> dict[str, Any]:
+    """`decision_answer`, with the answer's `diagnostics` where it carries them (`x_diagnostics`)."""
+    shaped = decision_answer(answer, asked)
+    return {**shaped, "diagnostics": answer["diagnostics"]} if "diagnostics" in answer else shaped
+
+
 def decision_usage(usage: Usage, reasoning: int) -> dict[str, Any]:
     return {
         "input_tokens": usage.input_tokens,
@@ -68,6 +74,6 @@ def decision_payload(
     """`answers` keyed by question position ("0", "1", ...), one per entry of `asked`."""
     return {
         "model": model,
-        "answers": [decision_answer(answers[str(index)], about) for index, about in enumerate(asked)],
+        "answers": [_with_diagnostics(answers[str(index)], about) for index, about in enumerate(asked)],
         "usage": usage,
     }

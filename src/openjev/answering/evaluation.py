@@ -76,6 +76,8 @@ class Evaluation:
     usage: Usage
     #: The thinking tier's work; None for a request of the one-token tier.
     escalation: Escalation | None = None
+    #: Per question, its readout's label mass and argmax (`diagnostics.py`), shown when a request asks.
+    diagnostics: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def rewritten(self, rewrites: Rewrites) -> Evaluation:
         """This evaluation with each rewritten question's answer rebuilt."""

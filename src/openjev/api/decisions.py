@@ -26,6 +26,7 @@ from fastapi.responses import Response
 from starlette.types import Receive
 
 from openjev.answering.decisions import decision_payload, decision_usage
+from openjev.answering.diagnostics import with_diagnostics
 from openjev.api.dependencies import AUTHORIZED, RuntimeDep, ServiceDep
 from openjev.api.errors import ERROR_RESPONSES
 from openjev.api.evaluating import answer_headers, answer_request, asks_long_context, evaluate_request, json_response
@@ -96,7 +97,10 @@ async def answer_decisions(
     escalation = evaluation.escalation
     usage = decision_usage(evaluation.usage, escalation.reasoning_tokens if escalation is not None else 0)
     # `model` is the name asked for, as OpenAI echoes it (`gpt-6-luna`, an alias, the thinking tier's).
-    payload = decision_payload(body.model, evaluation.answers, translation.asked, usage)
+    answers = evaluation.answers
+    if body.x_diagnostics:
+        answers = with_diagnostics(answers, evaluation.diagnostics)
+    payload = decision_payload(body.model, answers, translation.asked, usage)
     return json_response(payload, answer_headers(evaluation, answered.prep_seconds))
 
 

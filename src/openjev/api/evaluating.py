@@ -21,6 +21,7 @@ from starlette.types import Receive
 
 from openjev import metrics
 from openjev.affinity import caller_key
+from openjev.answering.diagnostics import with_diagnostics
 from openjev.answering.evaluation import Evaluation
 from openjev.api.parsing import by_size
 from openjev.config import Settings
@@ -117,12 +118,13 @@ class Answered:
     model: str
 
 
-def answer_response(answered: Answered) -> Response:
-    """The `/v1/systemone` 200 answer."""
+def answer_response(answered: Answered, diagnostics: bool = False) -> Response:
+    """The `/v1/systemone` 200 answer; `diagnostics`: each answer with its readout's (`x_diagnostics`)."""
     evaluation = answered.evaluation
+    answers = with_diagnostics(evaluation.answers, evaluation.diagnostics) if diagnostics else evaluation.answers
     payload = {
         "model": answered.model,
-        "answers": evaluation.answers,
+        "answers": answers,
         "usage": {"input_tokens": evaluation.usage.input_tokens, "output_tokens": evaluation.usage.output_tokens},
     }
     return json_response(payload, answer_headers(evaluation, answered.prep_seconds))
@@ -152,7 +154,7 @@ async def answer_request(
         answered = await evaluate_request(jev, body_bytes, receive, service, runtime, parts, long_context=long_context)
     except RequestRejected as error:
         raise places.rejected(error) from None
-    return Response(status_code=499) if answered is None else answer_response(answered)
+    return Response(status_code=499) if answered is None else answer_response(answered, body.x_diagnostics)
 
 
 def checked_sources(

@@ -76,6 +76,10 @@ class LabelLogprobs:
     #: The model's final hidden state (after its last norm, the vector the output head reads) at the
     #: prompt's last position, float32; None unless the call asked for it.
     hidden_state: np.ndarray | None = field(default=None, compare=False)
+    #: The most probable first token over the whole vocabulary (SGLang's greedy sampled id, which at
+    #: temperature 0 is the argmax; the embedded models' argmax of the row they read); None where the
+    #: backend does not say.
+    top_token: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

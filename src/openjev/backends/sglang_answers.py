@@ -74,4 +74,13 @@ def parse_label_logprobs(body: Any, call: ReadoutCall) -> LabelLogprobs:
         raise
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
         raise BackendError(f"SGLang's /generate answer lacks the label logprobs ({type(error).__name__})") from error
-    return LabelLogprobs(logprobs, prompt_tokens, cached_tokens)
+    return LabelLogprobs(logprobs, prompt_tokens, cached_tokens, top_token=_sampled(body))
+
+
+def _sampled(body: Any) -> int | None:
+    """The one id the readout generated: at temperature 0 SGLang samples greedily, so it is the most
+    probable first token over the whole vocabulary. None where the answer does not carry it."""
+    output = body.get("output_ids") if isinstance(body, dict) else None
+    if isinstance(output, list) and output and isinstance(output[0], int) and not isinstance(output[0], bool):
+        return output[0]
+    return None

@@ -71,7 +71,8 @@ def read(found: LabelLogprobs, answer: Any, call: ReadoutCall) -> LabelLogprobs:
         raise BackendError("SGLang's answer lacks the hidden state it was asked for")
     if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values):
         raise BackendError("SGLang returned a hidden state that is not a flat list of finite numbers")
-    return LabelLogprobs(found.logprobs, found.prompt_tokens, found.cached_tokens, np.asarray(values, np.float32))
+    hidden = np.asarray(values, np.float32)
+    return LabelLogprobs(found.logprobs, found.prompt_tokens, found.cached_tokens, hidden, found.top_token)
 
 
 def read_all(found: list[LabelLogprobs], answers: list[Any], calls: Sequence[ReadoutCall]) -> list[LabelLogprobs]:

@@ -5,7 +5,7 @@
   option's name; `keys`, OPENJEV_OPTION_KEYS: `A: name - description`), in `offset`'s rotation:
   position j shows option (j + offset) mod n.
 - A score lists its levels from lowest to highest (`reverse`: in reverse order, each level keeping its
-  text), lettered or numbered.
+  text), lettered or numbered; a `{label, description}` level reads `label: description`.
 - A box asks for the target's bounding box in the model's own grounding format.
 Worked examples in the criteria are shown as `worked_examples.py` lays them out. Where each text goes
 in the conversation is `prompts.py`'s.
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from openjev.options import WorkedExamples
 from openjev.prompting.worked_examples import entry_lines, example_block
 from openjev.request.schema import BoxQuestion, ChoiceQuestion, NoulQuestion, ScoreQuestion, render_value
+from openjev.request.score_levels import level_text
 
 #: What ends the question turn, right before the label (OPENJEV_ANSWER_CUE and per type).
 ANSWER_CUES = {"plain": "Answer:\n", "json": '{"answer": "'}
@@ -65,7 +66,7 @@ def score_text(
     """The rubric as levels from lowest to highest; `reverse` lists them in reverse order (each level
     keeping its text), exactly as a client sending the reversed rubric would see it."""
     head = render_value(question.instructions) if question.instructions is not None else "Rate the content."
-    levels = question.criteria[::-1] if reverse else question.criteria
+    levels = [level_text(level) for level in (question.criteria[::-1] if reverse else question.criteria)]
     shown = [(label, None, level) for label, level in zip(labels, levels, strict=False)]
     word = "number" if labels and labels[0].isdigit() else "letter"
     return "\n".join(

@@ -9,11 +9,14 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StrictBool, StrictStr
 
+from openjev.request.schema import Diagnostics
+
 
 class PredicateAnswer(BaseModel):
     type: Literal["predicate"] = "predicate"
     name: str | None
     probability: float = Field(..., ge=0, le=1, description="Probability that the statement is true.")
+    diagnostics: Diagnostics | None = Field(None, description="Only when the request sets `x_diagnostics`.")
 
 
 class ChoiceProbability(BaseModel):
@@ -27,6 +30,7 @@ class ChoiceListAnswer(BaseModel):
     choice: StrictStr | StrictBool = Field(..., description="The most probable value (ties: the first listed).")
     confidence: float = Field(..., ge=0, le=1)
     probabilities: list[ChoiceProbability] = Field(..., description="Every choice, in request order; sums to 1.")
+    diagnostics: Diagnostics | None = Field(None, description="Only when the request sets `x_diagnostics`.")
 
 
 class LevelProbability(BaseModel):
@@ -41,6 +45,7 @@ class ScoreLevelsAnswer(BaseModel):
     score: float = Field(..., description="Expected level: sum of value * probability.")
     confidence: float = Field(..., ge=0, le=1)
     probabilities: list[LevelProbability]
+    diagnostics: Diagnostics | None = Field(None, description="Only when the request sets `x_diagnostics`.")
 
 
 class InputTokensDetails(BaseModel):

@@ -297,6 +297,11 @@ class DecisionRequest(_Wire):
     )
     prompt_cache_options: PromptCacheOptions | None = Field(None, description="Accepted; openjev caches prefixes.")
     safety_identifier: str | None = Field(None, max_length=128, description="Accepted and not stored.")
+    x_diagnostics: StrictBool = Field(
+        False,
+        description="openjev: each answer carries `diagnostics: {label_mass, argmax_is_label}`, how much of the "
+        "next-token probability its labels held (vLLM's shape).",
+    )
     # Declared only to refuse them by name (`UNSUPPORTED`), and hidden from the schema.
     temperature: SkipJsonSchema[Any] = None
     top_p: SkipJsonSchema[Any] = None

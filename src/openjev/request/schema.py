@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, WrapValidator
 from pydantic.json_schema import SkipJsonSchema
 
 from openjev.examples import support_ticket
+from openjev.request.score_levels import checked_level
 
 #: A free-form value that the model reads: text, or a JSON object or array that is serialized intact.
 FreeForm = str | dict[str, Any] | list[Any]
@@ -63,10 +64,18 @@ class ChoiceQuestion(_Question):
     )
 
 
+#: A score level: a description, or a `{label, description}` object (`score_levels.py`).
+ScoreLevel = Annotated[FreeForm, WrapValidator(checked_level)]
+
+
 class ScoreQuestion(_Question):
     type: Literal["score"]
     instructions: FreeForm | None = Field(None, description="What to rate.")
-    criteria: list[FreeForm] = Field(..., description="Level descriptions, low to high; level i scores i.")
+    criteria: list[ScoreLevel] = Field(
+        ...,
+        description="Level descriptions, low to high; level i scores i. A `{label, description}` object is "
+        "read as `label: description`.",
+    )
 
 
 class BoxQuestion(_Question):
@@ -133,11 +142,24 @@ class SystemOneRequest(BaseModel):
         'each a base64 data URL, bare base64, or `{"url", "detail"}`; image assets in every other way '
         "(a vision model only; a refusal names `images[i]`).",
     )
+    x_diagnostics: StrictBool = Field(
+        False,
+        description="openjev: each noul, choice and score answer carries `diagnostics: {label_mass, "
+        "argmax_is_label}`, how much of the next-token probability its labels held (vLLM's shape).",
+    )
+
+
+class Diagnostics(BaseModel):
+    label_mass: float = Field(..., ge=0, le=1, description="Next-token probability the labels held, summed.")
+    argmax_is_label: bool | None = Field(
+        ..., description="Whether the most probable next token is a label; null where the backend does not say."
+    )
 
 
 class NoulAnswer(BaseModel):
     type: Literal["noul"] = "noul"
     noul: float = Field(..., ge=0, le=1, description="Probability of yes.")
+    diagnostics: Diagnostics | None = Field(None, description="Only when the request sets `x_diagnostics`.")
 
 
 class ChoiceAnswer(BaseModel):
@@ -145,6 +167,7 @@ class ChoiceAnswer(BaseModel):
     choice: str = Field(..., description="The most probable option (ties: first in request order).")
     probabilities: dict[str, float] = Field(..., description="Probability of each option; sums to 1.")
     confidence: float = Field(..., ge=0, le=1)
+    diagnostics: Diagnostics | None = Field(None, description="Only when the request sets `x_diagnostics`.")
 
 
 class ScoreAnswer(BaseModel):
@@ -153,6 +176,7 @@ class ScoreAnswer(BaseModel):
     legend: dict[str, FreeForm] = Field(..., description="Level index to the request's level description.")
     probabilities: dict[str, float] = Field(..., description="Probability of each level; sums to 1.")
     confidence: float = Field(..., ge=0, le=1)
+    diagnostics: Diagnostics | None = Field(None, description="Only when the request sets `x_diagnostics`.")
 
 
 class BoxCoordinates(BaseModel):

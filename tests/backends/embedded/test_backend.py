@@ -129,6 +129,8 @@ def test_label_logprobs_are_a_log_softmax_over_the_vocabulary(backend: EmbeddedB
     top = max(everything)
     assert abs(top + math.log(sum(math.exp(lp - top) for lp in everything))) < 1e-3
     assert [everything[i] for i in labels] == pytest.approx(result.logprobs, abs=1e-6)
+    # The most probable next token (`x_diagnostics`): the argmax of that distribution.
+    assert result.top_token == everything.index(top)
 
     # Order follows label_token_ids.
     assert readout(backend, ids, labels[::-1]).logprobs == pytest.approx(result.logprobs[::-1], abs=1e-6)

@@ -95,12 +95,15 @@ def test_readout_is_a_log_softmax_over_the_vocabulary(llama: LlamaCppBackend, to
     ids = chat_prefix(tokenizer, uuid.uuid4().hex, turns=2) + question_suffix(tokenizer, QUESTIONS[0])
     labels = label_ids(tokenizer, ["A", "B", "C", " yes", " no"])
     vocab = llama.runtime.shape.vocab_size if llama.runtime else 0
-    everything = readout(llama, ids, list(range(vocab))).logprobs
+    whole = readout(llama, ids, list(range(vocab)))
+    everything = whole.logprobs
     top = max(everything)
     assert abs(top + math.log(sum(math.exp(lp - top) for lp in everything))) < 1e-4
     again = readout(llama, ids, labels[::-1])
     assert again.cached_tokens == len(ids)  # the same prompt: answered from its resident entry
     assert list(again.logprobs) == pytest.approx([everything[i] for i in labels[::-1]], abs=1e-6)
+    # The most probable next token, fresh and from the resident entry alike (`x_diagnostics`).
+    assert whole.top_token == again.top_token == everything.index(top)
 
 
 def test_reuse_batching_and_a_full_prefill_agree(make_llama, tokenizer) -> None:

@@ -258,6 +258,7 @@ class EmbeddedBackend(LocalModelBackend):
                 logprobs=tuple(logprobs[list(job.call.label_token_ids)].tolist()),
                 prompt_tokens=len(job.call.input_ids),
                 cached_tokens=batch.prefix_length,
+                top_token=int(logprobs.argmax()),
             )
             for job, logprobs in zip(batch.jobs, rows, strict=True)
         ]

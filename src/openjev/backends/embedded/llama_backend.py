@@ -209,6 +209,7 @@ class LlamaCppBackend(LocalModelBackend):
                 prompt_tokens=len(job.call.input_ids),
                 cached_tokens=cached,
                 hidden_state=state if job.call.hidden_state else None,
+                top_token=int(np.argmax(row)),
             )
             for job, row, state, cached in zip(jobs, rows, states, reused, strict=True)
         ]
