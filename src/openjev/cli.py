@@ -291,7 +291,8 @@ def classify(
     **options: Any,
 ) -> None:
     """Answer every row of a file, one JSON line per row as it finishes; exit 1 if any row got an error."""
-    from openjev.batch.outputs import OutputError, check_classify_out, write_table
+    from openjev.batch.labelled_copy import write_labelled_copy
+    from openjev.batch.outputs import OutputError, check_classify_out
 
     try:
         journal = check_classify_out(out, [file, options["question"]])
@@ -300,7 +301,7 @@ def classify(
         raise typer.Exit(2) from None
     rows = read_file_rows(file, options, need_gold=False)
     records = answer_rows_of(rows, options, journal, file)
-    write_table(out, rows, records)
+    write_labelled_copy(out, rows, records)
     if out != journal:
         typer.echo(f"answers written to {out} (as they came: {journal})", err=True)
     if any("answer" not in records.get(row.id, {}) for row in rows):

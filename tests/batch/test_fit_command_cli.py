@@ -4,12 +4,19 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from openjev.batch.fit_command import calibration_warnings
 from tests.conftest import ServeOpenJev
 from tests.fake_sglang import FakeSGLang
-from tests.test_cli_tasks import QUESTION, STATES, run_cli
+from tests.test_cli_tasks import QUESTION, STATES, run_cli, write_jsonl
+
+
+def reads_nothing(input_ids: Sequence[int], token_ids: Sequence[int]) -> list[float]:
+    """A model whose readout is the same whatever the state: a function of the token alone."""
+    return [-1.0 - (token_id % 7) / 4.0 for token_id in token_ids]
 
 
 def test_fit_takes_eval_s_columns_and_says_each_problem_on_its_line(
@@ -38,12 +45,51 @@ def test_fit_takes_eval_s_columns_and_says_each_problem_on_its_line(
 
 def test_a_calibration_at_its_cap_or_answering_one_label_is_warned_and_the_identity_is_named() -> None:
     report = {"nested": {"adopted": True}}
-    identity = {"labels": ["yes", "no"], "calibration": {"temperature": 1.0, "biases": [0.0, 0.0]}, "report": report}
+    identity = {
+        "labels": ["yes", "no"],
+        "calibration": {"temperature": 1.0, "biases": [0.0, 0.0]},
+        "worked_examples_per_label": 0,
+        "report": report,
+    }
     assert calibration_warnings(identity) == [
         "adopted, but the calibration stored is the identity (temperature 1, no biases): the plain readout answers"
     ]
-    capped = {"labels": ["yes", "no"], "calibration": {"temperature": 100.0, "biases": [40.0, 0.0]}, "report": report}
+    assert calibration_warnings(identity | {"worked_examples_per_label": 2}) == []
+    capped = identity | {"calibration": {"temperature": 100.0, "biases": [40.0, 0.0]}}
     said = calibration_warnings(capped)
     assert "temperature cap (100)" in said[0] and "it answers 'yes' for every state" in said[1]
-    fitted = {"labels": ["yes", "no"], "calibration": {"temperature": 1.4, "biases": [0.3, -0.3]}, "report": report}
+    fitted = identity | {"calibration": {"temperature": 1.4, "biases": [0.3, -0.3]}}
     assert calibration_warnings(fitted) == []
+
+
+def test_the_summary_says_what_was_stored_and_one_label_held_out_is_warned(
+    serve_openjev: ServeOpenJev, fake_sglang: FakeSGLang, qwen_tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    """A readout that tells no state from another: whatever the fit stores answers one label for every
+    held-out example, and the command says so from the report's own counts."""
+    fake_sglang.logprobs = reads_nothing
+    env = {"OPENJEV_TASKS_DIR": str(tmp_path / "tasks")}
+    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env=env)
+    data = write_jsonl(tmp_path / "refunds.jsonl", STATES * 2)
+    saved = tmp_path / "task.json"
+    done = run_cli(str(data), "--question", json.dumps(QUESTION), "--url", server.url, "--json", str(saved))
+    assert done.returncode == 0, done.stderr
+    task = json.loads(saved.read_text())
+    report, calibration = task["report"], task["calibration"]
+    counts = report["chosen"]["answered"]["predicted_counts"]
+    assert len(counts) == 2 and sum(counts) == report["examples"] == 12 and max(counts) == 12
+    label = task["labels"][counts.index(12)]
+    assert f"answers {label!r} for 12 of 12 (100%), where 50% of the examples have that label" in done.stderr
+    nested = report["nested"]
+    assert (
+        f"held-out accuracy {nested['chosen']['accuracy']:.1%} with what was chosen, "
+        f"{nested['plain']['accuracy']:.1%} without (the plain readout)"
+    ) in done.stdout
+    [stored] = [line for line in done.stdout.splitlines() if line.startswith("stored: ")]
+    worked = task["worked_examples_per_label"]
+    assert stored.startswith(f"stored: {worked} worked example(s) per label;" if worked else "stored: no worked")
+    if calibration["temperature"] == 1 and not any(calibration["biases"]):
+        assert "no calibration (the identity: temperature 1, no biases)" in stored
+    else:
+        assert f"calibration temperature {calibration['temperature']:.3f}, biases " in stored
+    assert not re.search(r"adopted[^\n]*: yes$", done.stdout, re.MULTILINE)

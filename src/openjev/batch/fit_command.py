@@ -6,11 +6,15 @@ server's refusals as `openjev: FILE:LINE: ...` lines, and what the stored task w
   objects (`request/labelled_files.py`).
 - A file that cannot be read is exit 2; a fit the server refuses is exit 1, a 422 on an example named
   by the file line it came from.
-- After the report, a warning on stderr where the stored calibration will not do what its figures
-  suggest: adopted but the identity (temperature 1, no biases: the answers are the plain readout's),
-  at the temperature cap (MAX_TEMPERATURE: probabilities nearly flat), or one label answering every
-  state: the calibrated logit is (log p_i + b_i)/T with log p_i in [log PROBABILITY_FLOOR, 0], so a
-  label whose bias leads every other by more than log(1/PROBABILITY_FLOOR) wins whatever p is.
+- After the report, a warning on stderr where the stored task will not do what its figures suggest:
+  adopted but storing neither worked examples nor a calibration (the identity: temperature 1, no
+  biases: the answers are the plain readout's); a calibration at the temperature cap
+  (MAX_TEMPERATURE: probabilities nearly flat); one label answering every state: the calibrated logit
+  is (log p_i + b_i)/T with log p_i in [log PROBABILITY_FLOOR, 0], so a label whose bias leads every
+  other by more than log(1/PROBABILITY_FLOOR) wins whatever p is; or, on the held-out examples of the
+  fit's report (`report.chosen.answered.predicted_counts`: what the task answers with), one label the
+  answer of at least ONE_LABEL_SHARE of them while at most ONE_LABEL_SHARE - GOLD_MARGIN of them
+  have it as their label.
 """
 
 from __future__ import annotations
@@ -25,6 +29,12 @@ import typer
 
 from openjev.answering.answers import PROBABILITY_FLOOR
 from openjev.tasks.calibration import MAX_TEMPERATURE
+from openjev.tasks.client import is_identity
+
+#: The share of held-out examples one label answers from which a warning is said (module doc) ...
+ONE_LABEL_SHARE = 0.8
+#: ... unless that label's own share of the gold is within this of it (a task that is mostly one label).
+GOLD_MARGIN = 0.2
 
 
 def fit_file(
@@ -83,11 +93,13 @@ def calibration_warnings(task: dict[str, Any]) -> list[str]:
     """What the stored calibration does that its figures do not show (module doc)."""
     calibration, labels = task["calibration"], task["labels"]
     temperature, biases = calibration["temperature"], calibration["biases"]
-    if task["report"]["nested"]["adopted"] and temperature == 1 and not any(biases):
-        return [
-            "adopted, but the calibration stored is the identity (temperature 1, no biases): the plain readout answers"
-        ]
+    plain = is_identity(calibration) and not task["worked_examples_per_label"]
     warnings = []
+    if task["report"]["nested"]["adopted"] and plain:
+        warnings.append(
+            "adopted, but the calibration stored is the identity (temperature 1, no biases): the plain readout answers"
+        )
+    warnings += one_label_held_out(task)
     if temperature >= MAX_TEMPERATURE * (1 - 1e-6):
         warnings.append(
             f"the stored calibration is at its temperature cap ({MAX_TEMPERATURE:g}): its probabilities are nearly "
@@ -97,3 +109,21 @@ def calibration_warnings(task: dict[str, Any]) -> list[str]:
     if len(ranked) > 1 and ranked[0][0] - ranked[1][0] > math.log(1 / PROBABILITY_FLOOR):
         warnings.append(f"it answers {ranked[0][1]!r} for every state: its bias outweighs any readout")
     return warnings
+
+
+def one_label_held_out(task: dict[str, Any]) -> list[str]:
+    """The warning where what the task answers with names one label for most held-out examples (module
+    doc); none from a server whose report has no `predicted_counts`."""
+    counts = task["report"].get("chosen", {}).get("answered", {}).get("predicted_counts")
+    if not counts or not sum(counts):
+        return []
+    held = sum(counts)
+    count, label = max(zip(counts, task["labels"], strict=True))
+    gold_share = task["report"]["label_counts"].get(label, 0) / max(task["report"]["examples"], 1)
+    if count < ONE_LABEL_SHARE * held or gold_share > ONE_LABEL_SHARE - GOLD_MARGIN:
+        return []
+    return [
+        f"on the held-out examples the task answers {label!r} for {count} of {held} ({count / held:.0%}), where "
+        f"{gold_share:.0%} of the examples have that label: its answers say little about the state "
+        "(more examples, or examples the readout tells apart, usually fit better)"
+    ]

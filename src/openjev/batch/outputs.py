@@ -2,12 +2,8 @@
 
 `.jsonl`: the answers file itself, one record a line as each row finishes (client.py). `.csv` and
 `.parquet`: the answers are kept as they arrive in `OUT.answers.jsonl` beside it (what a rerun
-resumes), and OUT is written from it when the run ends, one row per input row in file order with the
-columns `id`, `state` (JSON text unless it is text), `type`, `label` (the predicted option, yes/no or
-score level), `value` (P(yes), the expected score, or the chosen option's probability), `probabilities`
-and `answer` (the whole answer; a box question's only) as JSON text, and `error` (status and body of
-a row without an answer). CSV by the standard library's `csv` module; Parquet by pyarrow (the
-`reports` extra), whose absence is found before any request.
+resumes), and OUT, a labelled copy of the input (`labelled_copy.py`), is written from it when the run
+ends; pyarrow (the `reports` extra) for Parquet, whose absence is found before any request.
 
 No output is written over an input: a path `eval` or `classify` would write (OUT, the answers file,
 its `.run.json`, eval's report files) that is one of its inputs (the file, `--question`), as the
@@ -18,21 +14,13 @@ file (what an earlier run into it left); any other is left as it is.
 
 from __future__ import annotations
 
-import csv
-import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from openjev.batch.answers_file import run_path
-from openjev.batch.judging import prediction
-from openjev.batch.rows import Row
 
 FORMATS = (".jsonl", ".csv", ".parquet")
-COLUMNS = ("id", "state", "type", "label", "value", "probabilities", "answer", "error")
-#: The question types whose answer names one label (a box question's answer is boxes, in `answer` alone).
-LABELLED = ("noul", "choice", "score")
 #: What `openjev eval` writes into its --out folder, beside the answers file and its run.
 EVAL_FILES = ("report.json", "report.md", "report.html", "reliability.png", "confusion.png")
 PYARROW_MISSING = "--out *.parquet needs pyarrow: install the reports extra (uv sync --inexact --extra reports)"
@@ -94,43 +82,3 @@ def _same_file(a: Path, b: Path) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return False
-
-
-def table_rows(rows: list[Row], records: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One flat record per row, in file order (module doc for the columns)."""
-    table = []
-    for row in rows:
-        record = records.get(row.id, {})
-        entry: dict[str, Any] = dict.fromkeys(COLUMNS)
-        entry |= {"id": row.id, "state": row.state if isinstance(row.state, str) else json.dumps(row.state)}
-        entry["type"] = row.question["type"]
-        if "answer" in record:
-            answer = record["answer"]
-            entry["answer"] = json.dumps(answer, ensure_ascii=False)
-        if "answer" in record and entry["type"] in LABELLED:
-            label, distribution = prediction(entry["type"], answer)
-            entry["label"] = label
-            entry["value"] = answer[entry["type"]] if entry["type"] in ("noul", "score") else distribution[label]
-            entry["probabilities"] = json.dumps(distribution)
-        elif "error" in record:
-            entry["error"] = json.dumps(record["error"], ensure_ascii=False)
-        table.append(entry)
-    return table
-
-
-def write_table(out: Path, rows: list[Row], records: Mapping[str, Mapping[str, Any]]) -> None:
-    """OUT as CSV or Parquet (nothing to do for JSONL: the answers file is OUT)."""
-    suffix = out.suffix.lower()
-    if suffix == ".jsonl":
-        return
-    table = table_rows(rows, records)
-    if suffix == ".csv":
-        with out.open("w", encoding="utf-8", newline="") as sink:
-            writer = csv.DictWriter(sink, fieldnames=COLUMNS)
-            writer.writeheader()
-            writer.writerows(table)
-        return
-    import pyarrow
-    import pyarrow.parquet
-
-    pyarrow.parquet.write_table(pyarrow.Table.from_pylist(table), out)

@@ -22,13 +22,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from openjev.request.labelled_files import LabelledFileError, Problems, read_records
+from openjev.request.labelled_files import LabelledFileError, Problems, read_file_records, renamed
 from openjev.request.schema import BoxQuestion, ChoiceQuestion, NoulQuestion, Question, ScoreQuestion
 from openjev.tasks.schema import label_index, label_names
 
@@ -46,6 +46,8 @@ class Row:
     line: int = 0
     #: sha256 (16 hex) of the state and question: what an answer kept for this row must have been asked.
     digest: str = ""
+    #: The row as the file has it, under the file's own column names (what classify's --out copies).
+    source: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 def digest_of(value: Any) -> str:
@@ -80,11 +82,12 @@ def read_rows(
     """Every row of `path` checked; one LabelledFileError listing every problem (an empty file is one).
     A value no row has is one problem, not one a row; `label_names` name integer gold (0 the first)."""
     rows, seen, repeats, problems = [], set(), {}, Problems(path)
-    records = read_records(path, columns, problems)
+    records = read_file_records(path, columns, problems)
     missing: dict[str, list[tuple[int, str]]] = {}
-    for line, record in records:
+    for line, source in records:
+        record = renamed(source, columns or {})
         try:
-            row = _row(_named_gold(record, label_names), line, question, need_gold, score_gold)
+            row = replace(_row(_named_gold(record, label_names), line, question, need_gold, score_gold), source=source)
         except Missing as error:
             missing.setdefault(error.kind, []).append((line, str(error)))
             continue

@@ -70,8 +70,17 @@ def file_format(path: Path) -> str:
 def read_records(
     path: Path, columns: Mapping[str, str] | None = None, problems: Problems | None = None
 ) -> list[tuple[int, dict[str, Any]]]:
-    """Every row of the file as a JSON object, a CSV row or a Parquet row, with its line number (module
-    doc). With `problems`, what is wrong is added there and the rows that could be read are returned."""
+    """Every row of the file as a JSON object, a CSV row or a Parquet row, with its line number, its
+    keys the reader's names (module doc). With `problems`, what is wrong is added there and the rows
+    that could be read are returned."""
+    return [(line, renamed(record, columns or {})) for line, record in read_file_records(path, columns, problems)]
+
+
+def read_file_records(
+    path: Path, columns: Mapping[str, str] | None = None, problems: Problems | None = None
+) -> list[tuple[int, dict[str, Any]]]:
+    """`read_records` before renaming: each row under the file's own column names (what a labelled
+    copy of the file keeps), a `ClassLabel` column already read as its names."""
     own = problems is None
     problems = problems or Problems(path)
     kind = file_format(path)
@@ -89,7 +98,7 @@ def read_records(
         raise LabelledFileError(f"{path}: no rows in it")
     if own:
         problems.raise_any()
-    return [(line, _renamed(record, columns or {})) for line, record in records]
+    return records
 
 
 def _text_records(
@@ -117,7 +126,8 @@ def _labelled(line: int, row: dict[str, Any], problems: Problems) -> dict[str, A
     return {"state": state, "label": label, **({"pair": str(pair)} if pair not in (None, "") else {})}
 
 
-def _renamed(record: dict[str, Any], columns: Mapping[str, str]) -> dict[str, Any]:
+def renamed(record: dict[str, Any], columns: Mapping[str, str]) -> dict[str, Any]:
+    """`record` with the reader's names (`state`, `gold`, ...) for the file's own (`columns`, case, dots)."""
     named = {key: value for key, value in record.items() if key not in columns}
     for own in (*KNOWN_KEYS, *columns):
         found = _lookup(record, columns.get(own, own))

@@ -120,8 +120,10 @@ def quality(
     distributions: Sequence[Sequence[float]], gold: Sequence[int], groups: Sequence[str | None]
 ) -> dict[str, Any]:
     """Accuracy (argmax, ties to the first label) with its Wilson interval, pair accuracy (None
-    without pairs), multiclass Brier and ECE over equal-mass bins of the top probability."""
+    without pairs), multiclass Brier, ECE over equal-mass bins of the top probability, and how many
+    examples each label is the argmax of (`predicted_counts`, in label order)."""
     top = [max(range(len(d)), key=lambda i, d=d: (d[i], -i)) for d in distributions]
+    width = len(distributions[0]) if distributions else 0
     correct = [t == g for t, g in zip(top, gold, strict=True)]
     labelled = [{str(i): p for i, p in enumerate(d)} for d in distributions]
     return {
@@ -129,6 +131,7 @@ def quality(
         "pairs": metrics.pair_accuracy(correct, groups),
         "brier": metrics.brier(labelled, [str(g) for g in gold]),
         "ece": metrics.ece([max(d) for d in distributions], correct, ECE_BINS),
+        "predicted_counts": [top.count(label) for label in range(width)],
     }
 
 
