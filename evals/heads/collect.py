@@ -1,5 +1,5 @@
-"""`uv run python -m evals.heads.collect --out FILE [--train N]`: each message of the CLINC150 banking
-question read once on the embedded default, with its hidden state.
+"""`uv run python -m evals.heads.collect --clinc data_full.json --out FILE [--train N]`: each message of
+the CLINC150 banking question (`CLINC150.md`) read once on the embedded default, with its hidden state.
 
 The question is one choice over 8 confusable banking intents (`QUESTION`), asked exactly as
 `/v1/systemone` asks it (openjev's own engine, in this process, default settings) of the embedded
@@ -34,8 +34,10 @@ from openjev.engine import Engine
 from openjev.prompting.tokenizer import ChatTokenizer
 from openjev.request.schema import SystemOneRequest
 
-DATA = Path(__file__).parents[1] / "data" / "clinc150-banking8" / "banking8.jsonl"
-DATA_SHA256 = "b85caf53da5550a54de88fb395b1e97a7945f345bc004e12cbbd245b46613f6c"
+#: sha256 of CLINC150's `data/data_full.json` (clinc/oos-eval at 828f8093932c8fe6ca7936c3d2e52903b1c523de).
+SOURCE_SHA256 = "36923c3705a59e08fe9c3883d8bc2dd966ef93e22cb78ac41171782a698d56e0"
+#: Messages taken of each label: the first this many of its `train` and `test` lists, in file order.
+TAKEN = {"train": 50, "test": 20}
 QUESTION = {
     "type": "choice",
     "instructions": "Which request does the bank customer's message make?",
@@ -107,12 +109,20 @@ def done(path: Path) -> set[tuple[str, str, int]]:
     return keys
 
 
-def messages() -> str:
-    """The vendored messages, checked against their sha256."""
-    raw = DATA.read_bytes()
-    if hashlib.sha256(raw).hexdigest() != DATA_SHA256:
-        raise SystemExit(f"{DATA} is not the vendored file (sha256 differs)")
-    return raw.decode()
+def messages(source: Path) -> list[dict[str, Any]]:
+    """The question's messages from a local copy of CLINC150's `data_full.json` (checked by its sha256):
+    for each label, the first TAKEN of its `train` and `test` messages, each with its split, label and
+    rank among that label's messages of that split. The dataset stays where the user keeps it."""
+    raw = source.read_bytes()
+    if hashlib.sha256(raw).hexdigest() != SOURCE_SHA256:
+        raise SystemExit(f"{source} is not CLINC150's data_full.json at the recorded commit (sha256 differs)")
+    data = json.loads(raw)
+    rows = []
+    for split, taken in TAKEN.items():
+        for label in LABELS:
+            texts = [text for text, intent in data[split] if intent == label][:taken]
+            rows += [{"split": split, "label": label, "index": i, "text": text} for i, text in enumerate(texts)]
+    return rows
 
 
 def drop_torn_line(out: Path) -> None:
@@ -121,14 +131,14 @@ def drop_torn_line(out: Path) -> None:
         out.write_text(text[: text.rfind("\n") + 1])
 
 
-async def collect(out: Path, train: int, model: str | None, threads: int | None) -> None:
+async def collect(source: Path, out: Path, train: int, model: str | None, threads: int | None) -> None:
     backend = LlamaCppBackend(model, threads=threads)
     await backend.start()
     reading = HiddenReading(backend)
     assert backend.tokenizer_dir is not None
     engine = Engine(Settings(), ChatTokenizer(backend.tokenizer_dir), reading)
     seen = done(out)
-    every = ordered([json.loads(line) for line in messages().splitlines()])
+    every = ordered(messages(source))
     rows = [row for row in every if row["index"] < train]
     drop_torn_line(out)
     with out.open("a") as file:
@@ -145,7 +155,9 @@ async def collect(out: Path, train: int, model: str | None, threads: int | None)
             state = base64.b64encode(reading.last[1].astype(np.float16).tobytes()).decode()
             answered = [probabilities[label] for label in LABELS]
             seconds = round(time.monotonic() - started, 2)
-            record = {**row, "probabilities": answered, "hidden": state, "seconds": seconds}
+            # The message's text stays out of the run: the dataset is the user's copy, not the repository's.
+            where = {key: row[key] for key in ("split", "label", "index")}
+            record = {**where, "probabilities": answered, "hidden": state, "seconds": seconds}
             file.write(json.dumps(record) + "\n")
             file.flush()
             print(f"{number + 1}/{len(rows)} {row['split']} {row['label']} {record['seconds']} s", flush=True)
@@ -154,12 +166,13 @@ async def collect(out: Path, train: int, model: str | None, threads: int | None)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--clinc", type=Path, required=True, help="a local copy of CLINC150's data/data_full.json")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--train", type=int, default=20, help="messages per label and split to read (at most 20 test)")
     parser.add_argument("--model", help="OPENJEV_LOCAL_MODEL of the model to read (default: the embedded default)")
     parser.add_argument("--threads", type=int, help="llama.cpp threads (default: the cores this process may use)")
     args = parser.parse_args()
-    asyncio.run(collect(args.out, args.train, args.model, args.threads))
+    asyncio.run(collect(args.clinc, args.out, args.train, args.model, args.threads))
 
 
 if __name__ == "__main__":
