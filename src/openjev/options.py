@@ -81,5 +81,8 @@ SGLANG_FLAGS_SET_BY_OPENJEV = frozenset(
         "--api-key",
         "--dp-size",
         "--data-parallel-size",
+        # Readouts that ask for the hidden state need it (`backends/sglang_hidden.py`).
+        "--return-hidden-states-mode",
+        "--enable-return-hidden-states",
     }
 )

@@ -203,7 +203,7 @@ def test_the_engine_vouches_for_its_ids_only_when_its_tokenizer_fits_the_model(
 
     async def check(backend: SGLangBackend) -> None:
         engine = Engine(Settings(), chat, backend)
-        assert engine._ids_in_vocabulary is vouched
+        assert engine.reader.ids_in_vocabulary is vouched
         calls = len(fake.generate_calls)
         if vouched:
             await engine.evaluate(engine.prepare(request))
