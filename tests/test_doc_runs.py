@@ -67,9 +67,9 @@ def test_every_run_quoted_as_the_default_s_has_today_s_default_settings() -> Non
 
 
 def test_the_check_sees_a_run_off_today_s_default() -> None:
-    # Read against a server that corrected nothing: today's default divides scores by a content-free prior.
-    assert differences(run_settings("evals/runs/jev-dev-2026-12-01/default")) == {
-        "contextual_calibration": ("", "score")
+    # Read with scores divided by a content-free prior, which today's default no longer does.
+    assert differences(run_settings("evals/runs/decisions-examples-dev-2026-12-04/qwen15-block")) == {
+        "contextual_calibration": ("score", "")
     }
     assert differences({"option_shifts": 2, "label_prior": True}) == {
         "option_shifts": (2, 1),
