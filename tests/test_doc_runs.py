@@ -40,11 +40,11 @@ def run_settings(path: str) -> dict[str, Any]:
     return json.loads((ROOT / path / "run.json").read_text())["answer_settings"]
 
 
-def claims() -> list[tuple[str, str, dict[str, Any]]]:
+def claims(docs: list[Path] = DOCS) -> list[tuple[str, str, dict[str, Any]]]:
     """(doc, what is quoted, its answer settings) for each run or report header a doc calls the default's;
     a quoted report (indented or fenced) is what the prose paragraph before it says it is."""
     found = []
-    for doc in DOCS:
+    for doc in docs:
         introduced = False
         for paragraph in re.split(r"\n\s*\n", doc.read_text()):
             text = " ".join(paragraph.split())
@@ -75,3 +75,21 @@ def test_the_check_sees_a_run_off_today_s_default() -> None:
         "option_shifts": (2, 1),
         "label_prior": (True, False),
     }
+
+
+def test_the_finder_finds_a_claim_and_skips_a_dated_one(tmp_path: Path) -> None:
+    # No doc calls a run the default's today, so the check above reads nothing: its finder is checked here.
+    doc = tmp_path / "doc.md"
+    off = "evals/runs/decisions-examples-dev-2026-12-04/qwen15-block"
+    doc.write_text(
+        f"Measured on the embedded default: `{off}`.\n\n"
+        f"Measured on the embedded default of that day: `{off}`.\n\n"
+        "Read on the embedded default:\n\n"
+        '    - answer settings: {"option_shifts": 2}\n'
+    )
+    found = claims([doc])
+    assert found == [("doc.md", off, run_settings(off)), ("doc.md", "answer settings", {"option_shifts": 2})]
+    assert [differences(recorded) for _, _, recorded in found] == [
+        {"contextual_calibration": ("score", "")},
+        {"option_shifts": (2, 1)},
+    ]
