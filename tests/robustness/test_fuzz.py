@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.robustness, pytest.mark.timeout(480)]  # room for one rerun (GENERATOR_FAULT)
+pytestmark = [pytest.mark.robustness, pytest.mark.timeout(660)]  # room for one rerun (GENERATOR_FAULT)
 
 CHECKS = (
     "not_a_server_error,status_code_conformance,content_type_conformance,"
@@ -36,9 +36,11 @@ def statuses_in(report: Path) -> collections.Counter[int]:
     return counts
 
 
-#: A CPython 3.11 fault inside the fuzzer's own example generation (hypothesis, describing a recursive
-#: JSON strategy, parses a lambda's source with `ast` deep in the stack and can get this SystemError):
-#: not a finding about the server, so such a run is made once more. Any check's failure still fails.
+#: A CPython 3.11 fault inside the fuzzer's own example generation: before 3.11.8 the `ast` parser kept its
+#: recursion depth per interpreter, not per thread, so two of schemathesis's worker threads describing
+#: hypothesis strategies at once can get this SystemError (CI's 3.11.7 got it twice in one run). The fuzzer
+#: therefore runs one worker; should the fault still come, the run is made once more. Not a finding about
+#: the server; any check's failure still fails.
 GENERATOR_FAULT = "AST constructor recursion depth mismatch"
 
 
@@ -48,11 +50,11 @@ def fuzz(url: str, tmp_path: Path, figures, *operations: str, max_examples: int)
         report = tmp_path / f"schemathesis-{attempt}.ndjson"
         command = [
             str(Path(sys.executable).with_name("st")), "run", f"{url}/openapi.json", *operations,
-            "--checks", CHECKS, "--max-examples", str(max_examples), "--seed", "8", "--workers", "2",
+            "--checks", CHECKS, "--max-examples", str(max_examples), "--seed", "8", "--workers", "1",
             "--request-timeout", "30", "--report", "ndjson", "--report-ndjson-path", str(report),
         ]  # fmt: skip
         # Run in the tmp dir: schemathesis keeps its example database in the working directory.
-        run = subprocess.run(command, capture_output=True, text=True, timeout=220, cwd=tmp_path)
+        run = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
         statuses = statuses_in(report)
         server_errors = sum(count for status, count in statuses.items() if status >= 500)
         if server_errors or run.returncode == 0 or GENERATOR_FAULT not in run.stdout:
