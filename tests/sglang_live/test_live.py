@@ -7,7 +7,8 @@ Four SGLang starts cover it all (each about a minute or two on a 2-core machine)
    weights; `cached_tokens` on a repeat; the
    thinking tier through both calls (generation, then the readout on the cached prefix); a prompt
    exactly at the length limit answered, one token more refused with 422; a client that leaves
-   aborts its readout, and SGLang is free at once; a second openjev `--connect`s to the same SGLang;
+   aborts its readout, and SGLang is free at once; the hidden state at the answer position equal to the
+   torch runtime's (`hidden_states.py`); a second openjev `--connect`s to the same SGLang;
    then SGLang is killed and openjev exits non-zero, leaving no SGLang process behind.
 2. Rust frontend, supervised (0.5.19, as the rest of the file): the same answer, `--connect` too; on
    SIGTERM openjev stops taking requests, then stops SGLang, then exits 0.
@@ -29,6 +30,7 @@ import pytest
 from tests.backends.test_supervised import exit_code, process_gone
 from tests.conftest import RunningOpenJev, ServeOpenJev, eventually, wait_for
 from tests.sglang_live.environment import cpu_ranks_binding
+from tests.sglang_live.hidden_states import check_hidden_state
 
 pytestmark = [pytest.mark.sglang_live, pytest.mark.timeout(900)]
 
@@ -232,6 +234,7 @@ def test_python_frontend_supervised_and_connected(
     assert_close(answers(repeat), answers(first), 1e-5)
     # The Python frontend reports reuse: the whole prompt but the last token was in its radix cache.
     assert int(repeat.headers["x-openjev-cached-tokens"]) > 0
+    check_hidden_state(server.url, port, sglang_model_dir)
     connected = serve_openjev(
         "--connect", f"http://127.0.0.1:{port}", "--tokenizer", str(sglang_model_dir), env=THINK_ALL
     )

@@ -172,7 +172,7 @@ class HiddenStatesUnavailable(BackendError):
 
 #: What enables hidden states where a backend has none.
 NO_HIDDEN_STATES = (
-    "serve with the embedded llama.cpp runtime or an SGLang started with --return-hidden-states-mode last"
+    "serve with the embedded backend or an SGLang started with --return-hidden-states-mode last"
 )
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 import pytest
 
-from openjev.backends.base import HiddenStatesUnavailable, LabelLogprobs, ReadoutCall
+from openjev.backends.base import LabelLogprobs, ReadoutCall
 from openjev.backends.embedded import LlamaCppBackend
 from openjev.backends.embedded.llama_runtime import Piece
 from openjev.backends.embedded.model_source import ResolvedModel
@@ -117,12 +117,3 @@ def test_a_prompt_resident_without_its_state_is_evaluated_again_for_it(make_llam
     # Now resident with its state: answered from the entry, the same vector.
     again = read(backend, ids, labels)
     assert again.cached_tokens == len(ids) and np.array_equal(again.hidden_state, found.hidden_state)
-
-
-def test_a_backend_without_hidden_states_refuses_a_readout_that_asks() -> None:
-    from openjev.backends.embedded import EmbeddedBackend
-
-    torch_backend = EmbeddedBackend("packaged:qwen2.5-coder-0.5b")  # never started: refused before
-    assert not torch_backend.hidden_states.available
-    with pytest.raises(HiddenStatesUnavailable, match="return-hidden-states-mode last"):
-        asyncio.run(torch_backend.readout(ReadoutCall("r", [1, 2], [3], hidden_state=True)))

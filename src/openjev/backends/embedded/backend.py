@@ -44,7 +44,7 @@ from openjev.backends.base import (
     LabelLogprobs,
     ReadoutCall,
 )
-from openjev.backends.embedded.batching import Batch, Job, JobQueue, forward_rows
+from openjev.backends.embedded.batching import Batch, Job, JobQueue, Row, forward_rows, rows_of
 from openjev.backends.embedded.conversion import CPU_EXTRA_HINT
 from openjev.backends.embedded.generation import Abandoned, GenerationJob, Model, decode
 from openjev.backends.embedded.loading import cache_kwarg, context_length, load_model, release_freed_memory
@@ -52,7 +52,7 @@ from openjev.backends.embedded.local import LocalModelBackend
 from openjev.backends.embedded.model_source import resolve_model
 from openjev.backends.embedded.precision import auto_precision, normalize_precision, storage_dtype
 from openjev.backends.embedded.prefix_cache import CacheEntry, PrefixCache, shared_copy, state_nbytes
-from openjev.backends.embedded.vision import CallT, VisionModel
+from openjev.backends.embedded.vision import CallT, VisionModel, image_marker
 from openjev.prompting.vision import VisionSpec
 
 if TYPE_CHECKING:
@@ -125,6 +125,7 @@ class EmbeddedBackend(LocalModelBackend):
             "runtime": "torch",
             "path": str(self.model.path) if self.model else None,
             "dtype": self.dtype or "auto",
+            "hidden_states": self.hidden_states.layer,
             "prefix_cache": {
                 "entries": stats.entries,
                 "bytes": stats.bytes,
@@ -247,36 +248,56 @@ class EmbeddedBackend(LocalModelBackend):
             else:
                 rows = forward_rows(self._torch, self._lm, self._decoder_cache_kwarg, batch)
             self._batched_readouts += len(batch.jobs)
-            for job, logprobs in zip(batch.jobs, rows, strict=True):
-                nbytes = logprobs.numel() * logprobs.element_size()
-                self.prefix_cache.put(tuple(job.call.input_ids), CacheEntry(kv=None, logprobs=logprobs, nbytes=nbytes))
+            for job, row in zip(batch.jobs, rows, strict=True):
+                entry = CacheEntry(
+                    kv=None,
+                    logprobs=row.logprobs,
+                    hidden=row.hidden,
+                    nbytes=state_nbytes(None, row.logprobs, row.hidden),
+                )
+                self.prefix_cache.put(tuple(job.call.input_ids), entry)
+            cached = [batch.prefix_length] * len(rows)
         else:
-            rows = [self._forward(batch)]
+            row, reused = self._forward(batch)
+            rows, cached = [row], [reused]
         self._readouts += len(batch.jobs)
         return [
             LabelLogprobs(
-                logprobs=tuple(logprobs[list(job.call.label_token_ids)].tolist()),
+                logprobs=tuple(row.logprobs[list(job.call.label_token_ids)].tolist()),
                 prompt_tokens=len(job.call.input_ids),
-                cached_tokens=batch.prefix_length,
-                top_token=int(logprobs.argmax()),
+                cached_tokens=reused,
+                top_token=int(row.logprobs.argmax()),
+                hidden_state=row.hidden.numpy() if job.call.hidden_state else None,
             )
-            for job, logprobs in zip(batch.jobs, rows, strict=True)
+            for job, row, reused in zip(batch.jobs, rows, cached, strict=True)
         ]
 
-    def _forward(self, batch: Batch) -> Any:
-        """One prompt: the cached distribution when it was seen whole, else a forward over the rest."""
-        torch, ids = self._torch, tuple(batch.jobs[0].call.input_ids)
-        if batch.prefix is not None and batch.prefix_length == len(ids):
-            return batch.prefix.logprobs
-        kv = shared_copy(batch.prefix.kv) if batch.prefix is not None else self._new_cache()
-        lm = self._vision.bound(batch.jobs[0].call) if self._vision else self._lm
-        with torch.inference_mode():
-            out = lm(
-                input_ids=torch.tensor([ids[batch.prefix_length :]], dtype=torch.long),
-                use_cache=True,
-                logits_to_keep=1,
-                **{self._cache_kwarg: kv},
-            )
-            logprobs = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
-        self.prefix_cache.put(ids, CacheEntry(kv=kv, logprobs=logprobs, nbytes=state_nbytes(kv, logprobs)))
-        return logprobs
+    def _forward(self, batch: Batch) -> tuple[Row, int]:
+        """One prompt: the cached row when it was seen whole (with a hidden state where one is asked), else
+        a forward over the rest after the longest cached prefix; the row and the prompt tokens reused."""
+        call = batch.jobs[0].call
+        ids, start, prefix = tuple(call.input_ids), batch.prefix_length, batch.prefix
+        if prefix is not None and start == len(ids):
+            if prefix.hidden is not None or not call.hidden_state:
+                return Row(prefix.logprobs, prefix.hidden), start
+            # Stored by a run that kept no hidden state: run the last token again over a shorter prefix.
+            start, prefix = self.prefix_cache.longest_prefix(ids, whole=False) or (0, None)
+        kv = shared_copy(prefix.kv) if prefix is not None else self._new_cache()
+        suffix = list(ids[start:])
+        with self._torch.inference_mode():
+            if self._vision is not None:
+                (row,) = self._vision.rows(kv, [suffix], {image_marker(image): image for image in call.images})
+            else:
+                hidden = self._lm.get_decoder()(
+                    input_ids=self._torch.tensor([suffix], dtype=self._torch.long),
+                    use_cache=True,
+                    **{self._decoder_cache_kwarg: kv},
+                ).last_hidden_state
+                (row,) = rows_of(self._torch, self._lm, hidden[:, -1])
+        self.prefix_cache.put(
+            ids,
+            CacheEntry(
+                kv=kv, logprobs=row.logprobs, hidden=row.hidden, nbytes=state_nbytes(kv, row.logprobs, row.hidden)
+            ),
+        )
+        return row, start

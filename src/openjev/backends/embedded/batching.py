@@ -9,7 +9,8 @@ concatenated (no padding), token t of suffix s_b gets the position P + t (P the 
 the attention mask lets it see the whole prefix and the tokens of s_b up to itself, nothing of the
 other suffixes. Each branch's hidden state at its last token is then the one its own forward pass
 would give (up to the summation order of matmuls, i.e. float rounding). The prefix KV is shared,
-not copied (`shared_copy`), and the output head runs on the n last positions only.
+not copied (`shared_copy`), and the output head runs on the n last positions only. Each row is the
+log-softmax there and the final hidden state the head read (a `Row`).
 """
 
 from __future__ import annotations
@@ -100,8 +101,26 @@ class JobQueue:
         return None
 
 
-def forward_rows(torch: Any, lm: Any, cache_kwarg: str, batch: Batch) -> list[Any]:
-    """The log-softmax after each job's prompt, all branches packed in one decoder pass over the prefix."""
+@dataclass(frozen=True, slots=True)
+class Row:
+    """After one prompt: the log-softmax over the vocabulary and the final hidden state (after the model's
+    last norm: the vector the output head reads), float32."""
+
+    logprobs: Any
+    hidden: Any
+
+
+def rows_of(torch: Any, lm: Any, last_hidden: Any) -> list[Row]:
+    """Rows from the final hidden states at each prompt's last position (shape [rows, hidden size])."""
+    logits = lm.get_output_embeddings()(last_hidden)
+    return [
+        Row(logprobs, hidden)
+        for logprobs, hidden in zip(torch.log_softmax(logits.float(), dim=-1), last_hidden.float(), strict=True)
+    ]
+
+
+def forward_rows(torch: Any, lm: Any, cache_kwarg: str, batch: Batch) -> list[Row]:
+    """The row after each job's prompt, all branches packed in one decoder pass over the prefix."""
     assert batch.prefix is not None
     start = batch.prefix_length
     suffixes = [list(job.call.input_ids[start:]) for job in batch.jobs]
@@ -121,5 +140,4 @@ def forward_rows(torch: Any, lm: Any, cache_kwarg: str, batch: Batch) -> list[An
             use_cache=True,
             **{cache_kwarg: shared_copy(batch.prefix.kv)},
         ).last_hidden_state
-        logits = lm.get_output_embeddings()(hidden[0, ends - 1])
-        return list(torch.log_softmax(logits.float(), dim=-1))
+        return rows_of(torch, lm, hidden[0, ends - 1])

@@ -32,7 +32,6 @@ from openjev.backends.base import (
     BackendError,
     Generation,
     GenerationCall,
-    HiddenStates,
     LabelLogprobs,
     ReadoutCall,
 )
@@ -58,8 +57,6 @@ SEQUENCES = 256
 RESIDENT_TOKENS = 1024
 #: How long the worker waits for a branch's siblings when it finds it alone.
 LINGER_SECONDS = 0.002
-#: The hidden state a readout returns: the output of the model's final norm (`llama_hidden.py`).
-HIDDEN_LAYER = "final"
 
 
 class LlamaCppBackend(LocalModelBackend):
@@ -95,17 +92,13 @@ class LlamaCppBackend(LocalModelBackend):
     def context_length(self) -> int | None:
         return self.runtime.shape.context_length if self.runtime else None
 
-    @property
-    def hidden_states(self) -> HiddenStates:
-        return HiddenStates(True, layer=HIDDEN_LAYER)
-
     def _facts(self) -> dict[str, Any]:
         return {
             "runtime": "llama.cpp",
             "path": str(self.model.gguf) if self.model else None,
             "dtype": self.dtype,
             "prefix_cache": self.sequences.stats(),
-            "hidden_states": HIDDEN_LAYER,
+            "hidden_states": self.hidden_states.layer,
         }
 
     def _enqueue(self, job: Job) -> None:

@@ -4,7 +4,8 @@ A model resolved from `local_model` and loaded by `start()` on a daemon thread o
 which each runtime writes); one worker thread that runs all model work in arrival order: readouts
 queued for its `_drain`, generations one at a time; cancellation that drops queued work and waits for
 running work to stop, so no model work outlives it (`_stop_running` tells a runtime that can interrupt
-a running step to do so); `health` with the facts every runtime reports; `aclose`.
+a running step to do so); `health` with the facts every runtime reports; `hidden_states`, which both
+return with a readout that asks; `aclose`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from openjev.backends.base import (
     BackendUnavailable,
     Generation,
     GenerationCall,
+    HiddenStates,
     LabelLogprobs,
     ReadoutCall,
 )
@@ -51,6 +53,12 @@ class LocalModelBackend(Backend):
         self._load_seconds: float | None = None
         self._readouts = self._batched_readouts = self._in_flight = 0
         self._running: list[Any] = []
+
+    @property
+    def hidden_states(self) -> HiddenStates:
+        """Both runtimes read the output of the model's final norm at the prompt's last token, in the
+        forward that computes the label logprobs."""
+        return HiddenStates(True, layer="final")
 
     @property
     def model_name(self) -> str | None:

@@ -19,13 +19,17 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True)
 class CacheEntry:
-    """The model state after some prompt: its KV cache and its final-position log-softmax."""
+    """The model state after some prompt: its KV cache, its final-position log-softmax and the final
+    hidden state there (the vector the output head read)."""
 
     #: transformers.DynamicCache, never mutated once stored (callers run on a `shared_copy`); None for a
     #: prompt answered in a batch, whose entry only answers that exact prompt again.
     kv: Any
     logprobs: torch.Tensor
     nbytes: int
+    #: float32, shape (hidden size,); None where the run that stored the entry did not compute one (a
+    #: generation's prompt): such an entry answers its exact prompt only when no hidden state is asked.
+    hidden: torch.Tensor | None = None
     #: Set once another call reused this entry; reused entries are evicted after unreused ones.
     reused: bool = False
 
@@ -60,15 +64,16 @@ class PrefixCache:
         # The worker thread mutates the cache while health() reads the stats on the event loop thread.
         self._lock = threading.Lock()
 
-    def longest_prefix(self, ids: tuple[int, ...]) -> tuple[int, CacheEntry] | None:
-        """The longest entry whose key is a prefix of `ids` (or equals it), as (key length, entry).
-        An entry without a KV cache only counts when it equals `ids`."""
+    def longest_prefix(self, ids: tuple[int, ...], *, whole: bool = True) -> tuple[int, CacheEntry] | None:
+        """The longest entry whose key is a prefix of `ids` (or equals it, unless `whole` is False), as
+        (key length, entry). An entry without a KV cache only counts when it equals `ids`."""
+        longest = len(ids) if whole else len(ids) - 1
         with self._lock:
             best: tuple[int, ...] = ()
             for key, entry in self._entries.items():
                 # Cheap checks first: the slice comparison copies up to len(key) ids.
                 if (
-                    len(best) < len(key) <= len(ids)
+                    len(best) < len(key) <= longest
                     and (entry.kv is not None or len(key) == len(ids))
                     and ids[len(key) - 1] == key[-1]
                     and ids[: len(key)] == key
@@ -120,10 +125,11 @@ class PrefixCache:
             )
 
 
-def state_nbytes(kv: Any, logprobs: torch.Tensor) -> int:
-    """Bytes held by a DynamicCache's key/value tensors plus the stored distribution."""
-    total = logprobs.numel() * logprobs.element_size()
-    for layer in kv.layers:
+def state_nbytes(kv: Any, logprobs: torch.Tensor, hidden: torch.Tensor | None = None) -> int:
+    """Bytes held by a DynamicCache's key/value tensors (`kv` None: none) plus the stored distribution and
+    hidden state."""
+    total = sum(tensor.numel() * tensor.element_size() for tensor in (logprobs, hidden) if tensor is not None)
+    for layer in kv.layers if kv is not None else ():
         for tensor in (getattr(layer, "keys", None), getattr(layer, "values", None)):
             if tensor is not None:
                 total += tensor.numel() * tensor.element_size()

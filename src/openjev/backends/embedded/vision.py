@@ -46,11 +46,12 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from openjev.backends.base import BackendError, GenerationCall, ImageInput, ReadoutCall
+from openjev.backends.embedded.batching import rows_of
 from openjev.backends.embedded.conversion import ModelSourceError
 from openjev.prompting.vision import VisionSpec, grounding_of
 
 if TYPE_CHECKING:
-    from openjev.backends.embedded.batching import Batch
+    from openjev.backends.embedded.batching import Batch, Row
 
 CallT = TypeVar("CallT", ReadoutCall, GenerationCall)
 
@@ -106,17 +107,17 @@ class VisionModel:
         """The model seen through the text model's call, for an expanded call's images."""
         return BoundVision(self, {image_marker(image): image for image in call.images})
 
-    def forward_rows(self, batch: Batch) -> list[Any]:
-        """The log-softmax after each job's prompt, all rows in one pass over the shared prefix's copy."""
+    def forward_rows(self, batch: Batch) -> list[Row]:
+        """The row after each job's prompt, all rows in one pass over the shared prefix's copy."""
         assert batch.prefix is not None
         kv = copy.deepcopy(batch.prefix.kv)
         repeat_rows(kv, len(batch.jobs))
         images = {image_marker(image): image for job in batch.jobs for image in job.call.images}
         suffixes = [list(job.call.input_ids[batch.prefix_length :]) for job in batch.jobs]
-        return list(self.logprobs(kv, suffixes, images))
+        return self.rows(kv, suffixes, images)
 
-    def logprobs(self, kv: Any, suffixes: list[list[int]], images: dict[int, ImageInput]) -> Any:
-        """Run `suffixes` (expanded ids, one row each) after the state in `kv`; log-softmax at each row's end.
+    def rows(self, kv: Any, suffixes: list[list[int]], images: dict[int, ImageInput]) -> list[Row]:
+        """Run `suffixes` (expanded ids, one row each) after the state in `kv`; the row at each one's end.
 
         With one row, `kv` then holds the state after it, its `rope_delta` updated."""
         torch = self.torch
@@ -133,10 +134,10 @@ class VisionModel:
                 input_ids=ids, position_ids=positions + start, use_cache=True, **inputs, **{self.cache_kwarg: kv}
             ).last_hidden_state
             last = hidden[torch.arange(rows), torch.tensor([len(suffix) - 1 for suffix in suffixes])]
-            logits = self.lm.get_output_embeddings()(last)
+            found = rows_of(torch, self.lm, last)
         if rows == 1:
             kv.rope_delta = rope_delta(kv) + int(deltas[0])
-        return torch.log_softmax(logits.float(), dim=-1)
+        return found
 
     def _positions(self, ids: Any, shown: list[ImageInput]) -> tuple[dict[str, Any], Any, Any]:
         """The model inputs of the images, 3-D positions from 0 and each row's rope delta, for `ids`."""
@@ -179,8 +180,8 @@ class BoundVision:
     images: dict[int, ImageInput]
 
     def __call__(self, *, input_ids: Any, **kwargs: Any) -> SimpleNamespace:
-        logprobs = self.vision.logprobs(kwargs[self.vision.cache_kwarg], [input_ids[0].tolist()], self.images)
-        return SimpleNamespace(logits=logprobs[:, None])
+        (row,) = self.vision.rows(kwargs[self.vision.cache_kwarg], [input_ids[0].tolist()], self.images)
+        return SimpleNamespace(logits=row.logprobs[None, None])
 
 
 def repeat_rows(kv: Any, rows: int) -> None:

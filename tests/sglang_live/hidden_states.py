@@ -1,0 +1,63 @@
+"""A real SGLang's hidden state at the answer position, read by openjev's SGLang backend, set against the
+torch runtime's on the same weights (both float32): the vector a task's head reads must be the same
+one whichever backend serves it.
+
+Both are the model's final norm output at the prompt's last token (SGLang's `return_hidden_states:
+"last"`, granted by the supervised launch's `--return-hidden-states-mode last`; the torch runtime's
+decoder output there). In float32 the two differ only by summation order (SGLang's chunked prefill, its
+own RMSNorm and attention kernels), a cosine distance of about 1e-6; another position's state, or a
+state before the final norm, is 0.05 or more away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from openjev.backends.base import LabelLogprobs, ReadoutCall
+from openjev.backends.embedded import EmbeddedBackend
+from openjev.backends.sglang import SGLangBackend
+
+#: Largest cosine distance allowed between the two backends' states.
+COSINE = 1e-3
+PROMPT = (
+    "<|im_start|>user\nMy parcel never arrived. Is this about shipping? A: yes B: no<|im_end|>\n"
+    "<|im_start|>assistant\nAnswer:"
+)
+
+
+def cosine_distance(a: np.ndarray, b: np.ndarray) -> float:
+    return 1.0 - float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+async def _read(backend: SGLangBackend | EmbeddedBackend, ids: list[int], labels: list[int]) -> LabelLogprobs:
+    try:
+        await backend.start()
+        return await backend.readout(ReadoutCall(uuid.uuid4().hex, ids, labels, hidden_state=True))
+    finally:
+        await backend.aclose()
+
+
+def check_hidden_state(openjev_url: str, sglang_port: int, model_dir: Path) -> None:
+    """openjev says SGLang serves hidden states; SGLang's and the torch runtime's agree."""
+    from tokenizers import Tokenizer
+
+    assert httpx.get(f"{openjev_url}/v1/limits", timeout=30).json()["hidden_states"]["available"] is True
+    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    ids = tokenizer.encode(PROMPT).ids
+    labels = [tokenizer.encode(label).ids[0] for label in (" A", " B")]
+    live = asyncio.run(_read(SGLangBackend(f"http://127.0.0.1:{sglang_port}"), ids, labels))
+    # The converted checkpoint the model directory links to, as the live suite's embedded reference loads it.
+    weights = model_dir.joinpath("model.safetensors").resolve().parent
+    local = asyncio.run(_read(EmbeddedBackend(str(weights), dtype="float32"), ids, labels))
+    assert live.hidden_state is not None and local.hidden_state is not None
+    assert live.hidden_state.shape == local.hidden_state.shape
+    distance = cosine_distance(live.hidden_state, local.hidden_state)
+    print(
+        f"live hidden state: {live.hidden_state.shape[0]} wide, cosine distance to the torch runtime's {distance:.1e}"
+    )
+    assert distance < COSINE
