@@ -34,6 +34,7 @@ def read(backend: EmbeddedBackend, ids: list[int], labels: Sequence[int], hidden
 
 
 def cosine_distance(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a.astype(np.float64), b.astype(np.float64)  # float32 rounds a cosine this close to 1 to 1.0
     return 1.0 - float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
