@@ -10,7 +10,8 @@
 - A waiting client that leaves cancels the job unless another client waits on it or it was posted
   in the background.
 
-A fit's readouts go through `evaluating.evaluate_request` with no task applied, in the fit slots every
+A fit's readouts go through `evaluating.evaluate_request` with no task applied (its plain readouts
+with the hidden state where the backend returns it: `tasks/fitting.py`), in the fit slots every
 fit shares (OPENJEV_TASK_FIT_READOUTS, `Service.fit_readouts`), never in a caller's preparation or
 evaluation slot: fits never make a caller's request a 529. Past OPENJEV_TASK_MAX_FITS running fits,
 one more posted is a 529 with Retry-After (`FitJobs.start`).
@@ -89,12 +90,14 @@ def start_fit(body: TaskRequest, identifier: str, service: Service, runtime: Run
     """The job fitting `body` as `identifier`, started now or shared with the one running."""
     settings = service.settings
 
-    async def answer(asked: SystemOneRequest) -> dict[str, dict[str, Any]]:
+    async def answer(asked: SystemOneRequest, hidden: frozenset[str]) -> tuple[dict[str, dict[str, Any]], dict]:
         async with service.fit_readouts:
             size = len(asked.model_dump_json())
-            answered = await evaluate_request(asked, size, _never_disconnects, service, runtime, fit=True)
+            answered = await evaluate_request(
+                asked, size, _never_disconnects, service, runtime, fit=True, hidden=hidden
+            )
         assert answered is not None  # nothing disconnects a job's own readouts
-        return answered.evaluation.answers
+        return answered.evaluation.answers, answered.evaluation.hidden_states
 
     async def check(asked: SystemOneRequest) -> None:
         async with service.fit_readouts:
@@ -112,6 +115,7 @@ def start_fit(body: TaskRequest, identifier: str, service: Service, runtime: Run
             kept=readouts,
             progress=progress,
             check=check,
+            hidden=service.backend.hidden_states.available,
         )
         return (await kept(service, document)).public
 

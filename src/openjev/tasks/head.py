@@ -17,7 +17,8 @@ examples of each inner fold, fitted on the others (the largest λ among the most
 the temperature τ of the probabilities softmax(s / τ) minimises the log-loss of those held-out scores
 (a grid, `TEMPERATURES`). Then W is fitted on every example with the chosen λ.
 
-A head is stored in its task (`to_json`): bounded (`MAX_VALUES` numbers at most, checked before any
+A head is stored in its task (`to_json`; `stored_head` writes its numbers to 7 significant digits, and
+`head_fits` says whether that fits a task file): bounded (`MAX_VALUES` numbers at most, checked before any
 array is built on load), every value finite, its shapes consistent, tied to the layer it reads; a
 head that fails any check is refused on load with the reason (`HeadError`).
 """
@@ -40,6 +41,8 @@ MIN_SD = 1e-6
 #: The most numbers a stored head may hold: weights (d + K) x K, biases K, means and deviations 2 (d + K);
 #: 8,192 wide with 32 labels is about 280,000.
 MAX_VALUES = 300_000
+#: Bytes a head's number takes at most in its task file (7 significant digits, sign, exponent, separator).
+HEAD_NUMBER_BYTES = 16
 
 
 class HeadError(ValueError):
@@ -103,6 +106,26 @@ class RidgeHead:
             raise HeadError(f"a head reads the final layer's hidden state, not {layer!r}")
         weights, bias = arrays["weights"], arrays["bias"]
         return cls(arrays["mean"], arrays["sd"], width, weights, bias, float(temperature), float(strength), layer)
+
+
+def head_fits(width: int, labels: int, max_bytes: int) -> str | None:
+    """Why a head of this width and these labels cannot be kept in a task file, or None (module doc, step 4)."""
+    values = (width + labels) * labels + labels + 2 * (width + labels)
+    if values > MAX_VALUES:
+        return f"a head of {width} x {labels} holds {values} numbers, over {MAX_VALUES}"
+    if values * HEAD_NUMBER_BYTES > max_bytes // 2:
+        return f"a head of {values} numbers takes over half of OPENJEV_TASK_MAX_BYTES={max_bytes}"
+    return None
+
+
+def stored_head(head: RidgeHead) -> dict[str, Any]:
+    """The head as a task file keeps it: every number written to 7 significant digits."""
+    return {
+        key: np.vectorize(lambda number: float(f"{number:.7g}"))(np.asarray(value)).tolist()
+        if isinstance(value, list)
+        else value
+        for key, value in head.to_json().items()
+    }
 
 
 def _array(value: Any, shape: tuple[int, ...], name: str) -> np.ndarray:
