@@ -8,6 +8,7 @@ words of a ticket show there, so a head learns the team where the readout cannot
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -100,7 +101,8 @@ def test_a_fit_adopts_a_head_and_serves_with_it(serve_openjev, fakes, qwen_token
         # The API shows what the head is, not its numbers; the file keeps them, tied to the layer.
         assert task["head"]["kind"] == "ridge" and task["head"]["layer"] == "final" and "weights" not in task["head"]
         stored = json.loads((tasks / f"{task['id']}.json").read_text())
-        assert len(stored["head"]["weights"]) == task["head"]["hidden_size"] + 3
+        weights = base64.b64decode(stored["head"]["weights"])  # float32, (width + labels) x labels
+        assert len(weights) == 4 * (task["head"]["hidden_size"] + 3) * 3
         assert task["worked_examples_per_label"] == 0
 
         before = asked_hidden(fake)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import math
 
 import numpy as np
@@ -29,6 +31,11 @@ def problem(n: int, seed: int, signal: float, gold: list[int] | None = None):
 
 def folds_of(gold: list[int], k: int = 5) -> list[list[int]]:
     return cut(gold, unit_ids([None] * len(gold)), k)
+
+
+def packed(values: np.ndarray) -> str:
+    """An array as a stored head keeps it: float32, little-endian, base64."""
+    return base64.b64encode(np.asarray(values, "<f4").tobytes()).decode()
 
 
 def fitted(hidden: np.ndarray, readouts: np.ndarray, gold: list[int]) -> RidgeHead:
@@ -59,15 +66,21 @@ def test_a_stored_head_answers_the_same_and_every_check_holds() -> None:
     head = fitted(hidden, readouts, gold)
     stored = head.to_json()
     again = RidgeHead.from_json(stored, LABELS)
-    assert again.probabilities(hidden[5], np.log(readouts[5])) == head.probabilities(hidden[5], np.log(readouts[5]))
+    # Kept as float32: the same answers to float32's precision, and a small file.
+    assert again.probabilities(hidden[5], np.log(readouts[5])) == pytest.approx(
+        head.probabilities(hidden[5], np.log(readouts[5])), abs=1e-5
+    )
+    assert len(json.dumps(stored)) < 6 * (WIDTH + LABELS) * (LABELS + 2) + 300
     broken = {
         "kind": ({**stored, "kind": "lda"}, "kind 'ridge'"),
         "width": ({**stored, "hidden_size": 10**7}, f"more than {MAX_VALUES}"),
-        "nan": ({**stored, "bias": [math.nan] * LABELS}, "bias must be"),
+        "nan": ({**stored, "bias": packed(np.full(LABELS, np.nan))}, "finite"),
+        "list": ({**stored, "bias": [0.0] * LABELS}, "bias must be"),
+        "base64": ({**stored, "bias": "!" * len(stored["bias"])}, "bias must be"),
         "shape": ({**stored, "weights": stored["weights"][:-1]}, "weights must be"),
         "text": ({**stored, "mean": "x"}, "mean must be"),
         "temperature": ({**stored, "temperature": 0}, "temperature must be"),
-        "sd": ({**stored, "sd": [0.0] * len(stored["sd"])}, "sd must be at least"),
+        "sd": ({**stored, "sd": packed(np.zeros(WIDTH + LABELS))}, "sd must be at least"),
         "layer": ({**stored, "layer": "middle"}, "final layer"),
     }
     for name, (value, reason) in broken.items():

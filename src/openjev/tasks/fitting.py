@@ -31,9 +31,9 @@
    arithmetic, and the check of step 3 whether w = 0 leaves something to gain, run in a process of
    their own (`deciding.py`).
 
-The result is the task's document (`store.FORMAT`), with its `head` where one was adopted (its numbers
-written to 7 significant digits). A state that cannot be asked (over the
-token budget, say) is a RequestRejected naming `examples.<i>.state`; nothing is kept.
+The result is the task's document (`store.FORMAT`), with its `head` where one was adopted. A state that
+cannot be asked (over the token budget, say) is a RequestRejected naming `examples.<i>.state`; nothing
+is kept.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from openjev.tasks.adoption import MIN_PER_LABEL, Candidate, at_cap, cut, unit_i
 from openjev.tasks.calibration import LabelCalibration, answer_probabilities
 from openjev.tasks.deciding import decide, in_process, plain_accuracy
 from openjev.tasks.examples import pick, showable, worked_question
-from openjev.tasks.head import RidgeHead, head_fits, stored_head
+from openjev.tasks.head import RidgeHead, head_fits
 from openjev.tasks.schema import TaskRequest, canonical_examples, label_index, label_names, question_request
 from openjev.tasks.store import FORMAT, question_json, task_id
 
@@ -305,7 +305,7 @@ async def fit_task(
             "head_left_out": left_out if hidden else "the backend returns no hidden states",
         },
         "examples": examples,
-        **({"head": stored_head(head)} if head is not None else {}),
+        **({"head": head.to_json()} if head is not None else {}),
     }
 
 
