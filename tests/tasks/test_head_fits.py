@@ -65,6 +65,10 @@ def test_a_head_is_adopted_only_from_the_plain_readouts_hidden_states_and_kept_w
     nested = document["report"]["nested"]
     assert nested["adopted"] and nested["chosen"]["accuracy"] >= 0.9 and nested["plain"]["accuracy"] < 0.4
     assert document["head"]["hidden_size"] == WIDTH and document["worked_examples_per_label"] == 0
+    # The learning curve, from the readouts the fit read: the head learns, the plain readout does not.
+    curve = document["report"]["learning_curve"]
+    assert [point["per_label"] for point in curve["points"]] == [1, 2, 5]
+    assert curve["points"][-1]["head"]["accuracy"] >= 0.9 > 0.4 > curve["plain"]["accuracy"]
     # A fit asked again reads nothing: its readouts, hidden states included, are kept.
     again = Model()
     assert fit(again, kept)["head"] == document["head"] and again.readouts == 0

@@ -28,6 +28,7 @@ from openjev.tasks.adoption import HEAD, PLAIN, Candidate, choose, cross_validat
 from openjev.tasks.calibration import LabelCalibration, fit, quality
 from openjev.tasks.head import RidgeHead
 from openjev.tasks.head_adoption import fitted
+from openjev.tasks.learning_curve import learning_curve
 
 T = TypeVar("T")
 #: Processes for fits' arithmetic, server-wide.
@@ -63,11 +64,11 @@ def table(readouts: Readouts, gold: Sequence[int], groups, folds: list[list[int]
 
 def decide(
     readouts: Readouts, gold: Sequence[int], groups, folds: list[list[int]], k: int, hidden: np.ndarray | None = None
-) -> tuple[dict[str, Any], Candidate, dict[int, dict[str, Any]], LabelCalibration, RidgeHead | None]:
+) -> tuple[dict[str, Any], Candidate, dict[int, dict[str, Any]], LabelCalibration, RidgeHead | None, dict]:
     """The nested report, the candidate the task answers with, the table, the calibration fitted on the
-    chosen count's readouts and, where the head is chosen, the head fitted on every example, its
-    strength chosen on `folds` (`tasks/fitting.py`, step 4). `hidden`: the plain readouts' hidden
-    states (n x d), which make the head a candidate; None: no head."""
+    chosen count's readouts, where the head is chosen the head fitted on every example, its strength
+    chosen on `folds`, and the learning curve (`learning_curve.py`) (`tasks/fitting.py`, step 4).
+    `hidden`: the plain readouts' hidden states (n x d), which make the head a candidate; None: no head."""
     candidates = [Candidate(w, calibrated) for w in range(len(readouts[0])) for calibrated in (False, True)]
     candidates += [HEAD] if hidden is not None else []
     report = nested(readouts, gold, groups, folds, candidates, k, hidden)
@@ -77,7 +78,8 @@ def decide(
     head = fitted(plain, hidden, gold, range(len(gold)), folds) if chosen.head and hidden is not None else None
     if hidden is not None:
         report = {**report, "head": head_quality(readouts, gold, groups, folds, hidden)}
-    return report, chosen, table(readouts, gold, groups, folds), calibration, head
+    curve = learning_curve(plain, hidden, gold, folds)
+    return report, chosen, table(readouts, gold, groups, folds), calibration, head, curve
 
 
 def _executor() -> ProcessPoolExecutor:

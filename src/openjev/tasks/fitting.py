@@ -27,7 +27,8 @@
    the readouts carry hidden states and it fits the task file (`head.head_fits`: its numbers, written,
    take at most half of OPENJEV_TASK_MAX_BYTES; `report.head_left_out` says why not).
    `report.by_worked_examples` scores each count before and after calibration, cross-validated once
-   (what was chosen among), `report.nested.head` the head; `report.nested` is what decided. That
+   (what was chosen among), `report.nested.head` the head, `report.learning_curve` the accuracy at
+   each count of examples per label (`learning_curve.py`); `report.nested` is what decided. That
    arithmetic, and the check of step 3 whether w = 0 leaves something to gain, run in a process of
    their own (`deciding.py`).
 
@@ -67,8 +68,9 @@ Answer = Callable[[Any, frozenset[str]], Awaitable[tuple[dict[str, dict[str, Any
 Check = Callable[[Any], Awaitable[None]]
 #: Told (readouts done, readouts to do) as each arrives.
 Progress = Callable[[int, int], None]
-#: The nested report, the candidate chosen, each count's scores, the calibration fitted and the head, if chosen.
-Decided = tuple[dict[str, Any], Candidate, dict[int, dict[str, Any]], LabelCalibration, RidgeHead | None]
+#: The nested report, the candidate chosen, each count's scores, the calibration fitted, the head if chosen
+#: and the learning curve.
+Decided = tuple[dict[str, Any], Candidate, dict[int, dict[str, Any]], LabelCalibration, RidgeHead | None, dict]
 #: How long an overloaded server is waited for before a readout is asked again (doubling each time),
 #: and how many times it is asked again: 0.5 + 1 + ... + 16 = 31.5 s in all, then the fit fails.
 OVERLOAD_WAIT = 0.5
@@ -279,9 +281,8 @@ async def fit_task(
     reader = _Reader(answer, concurrency, {} if kept is None else kept, progress)
     if check is not None:
         await check_worked(task, gold, folds, settings, check)
-    _, (report, chosen, table, fitted, head), left_out = await read_and_choose(
-        task, gold, folds, settings, reader, hidden
-    )
+    _, decided, left_out = await read_and_choose(task, gold, folds, settings, reader, hidden)
+    _, chosen, _, fitted, head, _ = decided
     if at_cap(fitted):
         log.warning("a task's calibration ran its temperature to the cap: its readouts barely tell the labels apart")
     applied = fitted if chosen.calibrated else LabelCalibration.identity(len(labels))
@@ -301,7 +302,7 @@ async def fit_task(
             "examples": len(gold),
             "label_counts": {label: gold.count(index) for index, label in enumerate(labels)},
             "folds": len(folds),
-            **_decided_report((report, chosen, table, fitted, head)),
+            **_decided_report(decided),
             "head_left_out": left_out if hidden else "the backend returns no hidden states",
         },
         "examples": examples,
@@ -311,7 +312,7 @@ async def fit_task(
 
 def _decided_report(decided: Decided) -> dict[str, Any]:
     """What the report says of the decision (module doc, step 4)."""
-    report, chosen, table, fitted, head = decided
+    report, chosen, table, fitted, head, curve = decided
     return {
         "fitted_calibration": {
             "biases": list(fitted.biases),
@@ -326,4 +327,5 @@ def _decided_report(decided: Decided) -> dict[str, Any]:
             "head_adopted": head is not None,
             "answered": report["chosen"] if report["adopted"] else report["plain"],
         },
+        "learning_curve": curve,
     }
