@@ -38,6 +38,7 @@ from openjev.errors import Issue, OpenJevError, RequestRejected, clipped, shown_
 from openjev.request.schema import ErrorResponse, SystemOneRequest
 from openjev.service import Runtime, Service
 from openjev.tasks.fitting import fit_task
+from openjev.tasks.growing import ReadoutFiles
 from openjev.tasks.jobs import FitJob
 from openjev.tasks.schema import TaskRequest
 from openjev.tasks.store import StoreFull, Task, TaskTooLarge
@@ -86,6 +87,11 @@ async def _never_disconnects() -> dict[str, Any]:
     raise AssertionError("unreachable")
 
 
+def readout_files(service: Service) -> ReadoutFiles:
+    """Where each kept task's readouts are (`tasks/growing.py`)."""
+    return ReadoutFiles(service.tasks.directory, service.fit_jobs.directory)
+
+
 def start_fit(body: TaskRequest, identifier: str, service: Service, runtime: Runtime) -> FitJob:
     """The job fitting `body` as `identifier`, started now or shared with the one running."""
     settings = service.settings
@@ -117,7 +123,9 @@ def start_fit(body: TaskRequest, identifier: str, service: Service, runtime: Run
             check=check,
             hidden=service.backend.hidden_states.available,
         )
-        return (await kept(service, document)).public
+        task = await kept(service, document)
+        readout_files(service).keep(readouts.path, task.id)  # a task that grows reads only what is new
+        return task.public
 
     return service.fit_jobs.start(identifier, run)
 

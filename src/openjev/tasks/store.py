@@ -211,6 +211,12 @@ class TaskStore:
                 os.unlink(temporary)
             raise
 
+    def examples_of(self, task_id: str) -> list[dict[str, Any]]:
+        """The kept task's examples, read from its file (the API's view leaves them out); ValueError or
+        OSError where the file cannot be read."""
+        document, _ = read_task(self.directory / f"{task_id}.json", self.max_bytes)
+        return list(document["examples"])
+
     def delete(self, task_id: str) -> bool:
         """Remove the task and its file (ids are their files' names: `document.read_task`)."""
         with self._lock:
