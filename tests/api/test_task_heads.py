@@ -59,12 +59,13 @@ def fakes():
         assert server.violations == []
 
 
-def serve(serve_openjev: ServeOpenJev, fake: FakeSGLang, tokenizer: Path, tasks: Path):
+def serve(serve_openjev: ServeOpenJev, fake: FakeSGLang, tokenizer: Path, tasks: Path, **env: str):
     settings = {
         "OPENJEV_TASKS_DIR": str(tasks),
         "OPENJEV_TASK_FOLDS": "3",
         "OPENJEV_OPTION_SHIFTS": "1",
         "OPENJEV_TASK_WORKED_EXAMPLES": "1",
+        **env,
     }
     return serve_openjev("--connect", fake.url, "--tokenizer", str(tokenizer), env=settings)
 
@@ -126,7 +127,7 @@ def test_a_task_with_a_head_is_refused_where_the_backend_returns_no_hidden_state
         task = http.post("/v1/tasks", json={"question": QUESTION, "examples": EXAMPLES}).json()
     assert "head" in task
     plain = fakes(None)
-    with serve(serve_openjev, plain, qwen_tokenizer_dir, tasks).client() as http:
+    with serve(serve_openjev, plain, qwen_tokenizer_dir, tasks, OPENJEV_TASK_MATCH_QUESTIONS="true").client() as http:
         health = http.get("/health").json()
         assert health["hidden_states"]["available"] is False
         sent = len(plain.generate_posts)
@@ -135,6 +136,9 @@ def test_a_task_with_a_head_is_refused_where_the_backend_returns_no_hidden_state
         [issue] = refused.json()["detail"]
         assert issue["loc"] == ["body", "questions", "q", "x_task"]
         assert "--return-hidden-states-mode last" in issue["msg"] and task["id"] in issue["msg"]
+        # Matched (the task's question, unnamed), it is refused the same way.
+        matched = ask(http, "Ticket 1: parcel courier", QUESTION)
+        assert matched.status_code == 422 and "--return-hidden-states-mode last" in matched.text, matched.text
         # Refused before any readout: never answered without its head.
         assert len(plain.generate_posts) == sent
         # The task is kept and listed; a fit here considers no head and says why.
