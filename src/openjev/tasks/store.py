@@ -39,6 +39,8 @@ from openjev.tasks.head import RidgeHead
 from openjev.tasks.schema import TaskQuestion
 
 log = logging.getLogger("openjev")
+#: What the API shows of a task's head: what it is, not its arrays.
+HEAD_SHOWN = ("kind", "layer", "hidden_size", "strength", "temperature")
 
 
 def canonical(value: Any) -> str:
@@ -84,7 +86,7 @@ class Task:
     def of(cls, document: dict[str, Any], file: TaskFile) -> Task:
         public = {key: value for key, value in document.items() if key != "examples"}
         if file.head is not None:  # its numbers stay in its file: the API shows what it is
-            public["head"] = {key: value for key, value in file.head.items() if not isinstance(value, list)}
+            public["head"] = {key: file.head[key] for key in HEAD_SHOWN}
         worked = len(canonical(document["worked_question"]).encode())
         settings = dict(file.answer_settings)
         labels = tuple(file.labels)
