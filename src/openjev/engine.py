@@ -1,7 +1,7 @@
 """The request's journey from a validated Jev request to typed answers; each step's contract is its module's.
 
 0. Tasks (`tasks/stage.py`): a question using a task is asked as the task asks it (its worked
-   examples in its criteria), and its answer is rebuilt from the task's calibration last, after step 4.
+   examples in its criteria), and its answer rebuilt from the task's calibration or head last, after step 4.
 1. `prepare` (CPU only): render the conversation once (a conversation that extends one prepared
    before: only its new messages, `conversation_memo.py`), tokenize the shared prefix once and each
    question view's suffix on its own (each distinct text once per process: `encoding.py`), with the
@@ -48,7 +48,7 @@ from openjev.answering.branch_reading import BranchReader
 from openjev.answering.content_free import ContentFreePlan, ContentFreePriors
 from openjev.answering.diagnostics import question_diagnostics
 from openjev.answering.escalation import escalation_calls
-from openjev.answering.evaluation import Branch, Evaluation, PreparedRequest, Rewrites
+from openjev.answering.evaluation import Branch, Evaluation, PreparedRequest, Rewrites, hidden_states
 from openjev.answering.readouts import QuestionViews, Readout
 from openjev.answering.thinking import Limits, Thinker, reading
 from openjev.answering.usage import billed
@@ -136,17 +136,17 @@ class Engine:
         images: Mapping[str, ImageInput] | None = None,
         long_context: bool = False,
         tasks: bool = True,
+        hidden: frozenset[str] = frozenset(),
     ) -> PreparedRequest:
-        """`checked`: the caller has run `check_request` on this request already and found nothing;
-        `lookup`: `look_up`'s, made just before (None: looked up here); `images`: each asset's image,
-        made safe by `self.images.prepare` (in its own slot, before this); `long_context`: the request
-        sent the long-context header; `tasks`: apply the tasks stage (False: the raw readouts a fit reads).
-        A question a task rewrites is checked again as it is asked."""
+        """`checked`: the caller ran `check_request` on it and found nothing; `lookup`: `look_up`'s, made just
+        before (None: looked up here); `images`: each asset's image, made safe by `self.images.prepare` (in its
+        own slot); `long_context`: the long-context header was sent; `tasks`: apply the tasks stage (False: a
+        fit's raw readouts); `hidden`: questions read with their hidden state (a task's head adds its own)."""
         budget = self.budget_for(long_context)
         rewrites: Rewrites = {}
         if tasks and self.tasks is not None:
-            request, rewrites = self.tasks.apply(request)
-            checked = checked and not rewrites
+            request, rewrites, headed = self.tasks.apply(request)
+            checked, hidden = checked and not rewrites, hidden | headed
         issues = [] if checked else check_request(request, self.settings, self.boxes.accepted)
         if issues:
             raise RequestRejected(issues)
@@ -183,6 +183,7 @@ class Engine:
             long_context=long_context,
             known_tokens=len(known),
             rewrites=rewrites,
+            hidden=hidden,
         )
 
     def _first_pass_left(
@@ -271,6 +272,7 @@ class Engine:
             branches_seconds=finished - warmed,
             usage=billed(prefix_tokens, asked, warm is not None, warm.cached_tokens if warm else None),
             diagnostics=question_diagnostics(read, results),
+            hidden_states=hidden_states(read, results),
         )
         return evaluation, readouts
 

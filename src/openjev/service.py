@@ -196,7 +196,12 @@ class Service:
             chat = await asyncio.to_thread(ChatTokenizer, tokenizer_dir, self.settings.cache_dir)
             served = served_model_name(self.settings, self.backend.model_name)
             stage = TaskStage(
-                self.tasks, served, self.answer_settings, self.settings.task_match_questions, self.settings.confidence
+                self.tasks,
+                served,
+                self.answer_settings,
+                self.settings.task_match_questions,
+                self.settings.confidence,
+                lambda: self.backend.hidden_states,
             )
             engine = await asyncio.to_thread(Engine, self.settings, chat, self.backend, stage)
         except Exception as error:

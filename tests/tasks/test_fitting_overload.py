@@ -28,7 +28,7 @@ def test_an_overloaded_readout_is_asked_again_a_bounded_number_of_times_then_the
     monkeypatch.setattr(fitting, "OVERLOAD_WAIT", 0.001)
     asked = []
 
-    async def full(request: object) -> dict:
+    async def full(request: object, hidden: frozenset[str]) -> tuple[dict, dict]:
         asked.append(request)
         raise Overloaded("16 evaluations are in progress (OPENJEV_MAX_CONCURRENT_REQUESTS=16); retry shortly")
 
@@ -45,14 +45,14 @@ def test_a_readout_refused_a_few_times_is_read_once_the_server_has_room(monkeypa
     monkeypatch.setattr(fitting, "OVERLOAD_WAIT", 0.001)
     refusals = {"left": fitting.OVERLOAD_RETRIES}
 
-    async def busy_then_free(request: object) -> dict:
+    async def busy_then_free(request: object, hidden: frozenset[str]) -> tuple[dict, dict]:
         if refusals["left"]:
             refusals["left"] -= 1
             raise Overloaded("busy")
         text = request.state  # the fake model: "billing" for even tickets, with some doubt
         billing = 0.8 if int(text.split()[-1]) % 2 == 0 else 0.3
         answer = {"type": "choice", "probabilities": {"billing": billing, "shipping": 1 - billing}}
-        return dict.fromkeys(request.questions, answer)
+        return dict.fromkeys(request.questions, answer), {}
 
     settings = Settings(task_folds=2, task_worked_examples=0)
     document = asyncio.run(fitting.fit_task(TASK, settings, "model", busy_then_free, concurrency=1))

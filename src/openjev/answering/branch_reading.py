@@ -1,7 +1,9 @@
 """A prepared request's first pass sent (the engine's step 2): every readout branch and the content-free
 readouts they need as one batch, beside one constrained generation per box question; a choice's
 deferred rotations follow as a second batch where its first readout is unsure (`readouts.py`,
-OPENJEV_ROTATION_SKIP_ABOVE), with the priors the first batch read reused.
+OPENJEV_ROTATION_SKIP_ABOVE), with the priors the first batch read reused. The readout of a question
+as sent (view 0) asks for the hidden state at the answer position where the request wants it
+(`PreparedRequest.hidden`); no other does.
 
 Every call goes to the evaluation's data-parallel rank (`affinity.Pin`), which records its counts, and
 holds one of the backend slots (`backends/slots.py`): a batch goes out in chunks of the slots free.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 
 from openjev.affinity import Pin
 from openjev.answering.box_reading import BoxReader, BoxReading
@@ -102,8 +105,11 @@ class BranchReader:
         plan = prepared.content_free.part(indices, known)
         seen = prepared.prefix_images
         calls = [
-            self._readout_call(PromptIds(prefix, branch.suffix_ids), branch.label_token_ids, pin, seen + branch.images)
-            for branch in (prepared.branches[index] for index in indices)
+            replace(
+                self._readout_call(PromptIds(prefix, b.suffix_ids), b.label_token_ids, pin, seen + b.images),
+                hidden_state=b.offset == 0 and b.question_id in prepared.hidden,
+            )
+            for b in (prepared.branches[index] for index in indices)
         ]
         calls += [self._readout_call(ids, labels, pin) for ids, labels in self.content_free.requests(plan)]
         answered = await self._call_batch(calls, pin) if calls else []

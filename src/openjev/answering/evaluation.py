@@ -6,18 +6,22 @@ question view), and what evaluating it gave (answers, token counts, timings, the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import numpy as np
 
 from openjev.answering.content_free import ContentFreePlan
 from openjev.answering.readouts import AnyQuestion
 from openjev.answering.thinking import Escalation
 from openjev.answering.usage import Usage
+from openjev.backends.base import LabelLogprobs
 from openjev.request.images import ImageInput
 
-#: Per question id, what rebuilds its answer after readout (a task's calibration: `tasks/stage.py`).
-Rewrites = Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]
+#: Per question id, what rebuilds its answer after readout from the answer and the hidden state its
+#: readout carried (None unless it asked): a task's calibration or head (`tasks/stage.py`).
+Rewrites = Mapping[str, Callable[[dict[str, Any], np.ndarray | None], dict[str, Any]]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,6 +59,9 @@ class PreparedRequest:
     known_tokens: int = 0
     #: The answers `evaluate` rebuilds last (the questions a task rewrote).
     rewrites: Rewrites = field(default_factory=dict)
+    #: The questions whose readout as sent (view 0) carries the hidden state at the answer position
+    #: (`ReadoutCall.hidden_state`): a fit's plain readouts, a task's head. The others never ask.
+    hidden: frozenset[str] = frozenset()
 
     @property
     def questions(self) -> dict[str, AnyQuestion]:
@@ -78,12 +85,17 @@ class Evaluation:
     escalation: Escalation | None = None
     #: Per question, its readout's label mass and argmax (`diagnostics.py`), shown when a request asks.
     diagnostics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Per question of `PreparedRequest.hidden`, the hidden state its readout as sent carried.
+    hidden_states: dict[str, np.ndarray] = field(default_factory=dict)
 
     def rewritten(self, rewrites: Rewrites) -> Evaluation:
         """This evaluation with each rewritten question's answer rebuilt."""
         if not rewrites:
             return self
-        answers = {key: rewrites[key](answer) if key in rewrites else answer for key, answer in self.answers.items()}
+        answers = {
+            key: rewrites[key](answer, self.hidden_states.get(key)) if key in rewrites else answer
+            for key, answer in self.answers.items()
+        }
         return replace(self, answers=answers)
 
     def escalated(self, escalation: Escalation) -> Evaluation:
@@ -98,3 +110,12 @@ class Evaluation:
             usage=self.usage.with_reasoning(escalation.reasoning_tokens),
             escalation=escalation,
         )
+
+
+def hidden_states(branches: Sequence[Branch], results: Sequence[object]) -> dict[str, np.ndarray]:
+    """Per question, the hidden state its readout as sent (view 0) carried, where it asked for one."""
+    return {
+        branch.question_id: result.hidden_state
+        for branch, result in zip(branches, results, strict=True)
+        if branch.offset == 0 and isinstance(result, LabelLogprobs) and result.hidden_state is not None
+    }

@@ -178,12 +178,14 @@ async def evaluate_request(
     long_context: bool = False,
     conversation: str | None = None,
     fit: bool = False,
+    hidden: frozenset[str] = frozenset(),
 ) -> Answered | None:
     """The one evaluation behind every answering route, for a valid Jev request of `body_bytes` bytes;
     None when the client left first. `long_context`: the request sent the long-context header;
     `conversation`: the caller's name for its conversation, which keys the data-parallel rank in place
     of the prompt's opening; `fit`: a fit's readout, raw (no task applied) and admitted in the fit slot
-    it holds, never a caller's (`Service.admit`). Images are decoded in an image slot, never on the
+    it holds, never a caller's (`Service.admit`); `hidden`: the questions whose readout as sent carries the
+    hidden state (`Evaluation.hidden_states`). Images are decoded in an image slot, never on the
     event loop."""
     settings = service.settings
     # The checks walk every string (surrogates, depth, placeholders): a large request's on a worker thread.
@@ -203,6 +205,7 @@ async def evaluate_request(
                 images=safe,
                 long_context=long_context,
                 tasks=not fit,
+                hidden=hidden,
             )
             # The images are decoded already: what is left is text, prepared inline when small.
             prepared = await service.prepare(work, inline=service.prepares_inline(new_bytes), fit=fit)

@@ -10,7 +10,8 @@
 - A waiting client that leaves cancels the job unless another client waits on it or it was posted
   in the background.
 
-A fit's readouts go through `evaluating.evaluate_request` with no task applied, in the fit slots every
+A fit's readouts go through `evaluating.evaluate_request` with no task applied (its plain readouts
+with the hidden state where the backend returns it: `tasks/fitting.py`), in the fit slots every
 fit shares (OPENJEV_TASK_FIT_READOUTS, `Service.fit_readouts`), never in a caller's preparation or
 evaluation slot: fits never make a caller's request a 529. Past OPENJEV_TASK_MAX_FITS running fits,
 one more posted is a 529 with Retry-After (`FitJobs.start`).
@@ -37,6 +38,7 @@ from openjev.errors import Issue, OpenJevError, RequestRejected, clipped, shown_
 from openjev.request.schema import ErrorResponse, SystemOneRequest
 from openjev.service import Runtime, Service
 from openjev.tasks.fitting import fit_task
+from openjev.tasks.growing import ReadoutFiles
 from openjev.tasks.jobs import FitJob
 from openjev.tasks.schema import TaskRequest
 from openjev.tasks.store import StoreFull, Task, TaskTooLarge
@@ -85,16 +87,23 @@ async def _never_disconnects() -> dict[str, Any]:
     raise AssertionError("unreachable")
 
 
+def readout_files(service: Service) -> ReadoutFiles:
+    """Where each kept task's readouts are (`tasks/growing.py`)."""
+    return ReadoutFiles(service.tasks.directory, service.fit_jobs.directory)
+
+
 def start_fit(body: TaskRequest, identifier: str, service: Service, runtime: Runtime) -> FitJob:
     """The job fitting `body` as `identifier`, started now or shared with the one running."""
     settings = service.settings
 
-    async def answer(asked: SystemOneRequest) -> dict[str, dict[str, Any]]:
+    async def answer(asked: SystemOneRequest, hidden: frozenset[str]) -> tuple[dict[str, dict[str, Any]], dict]:
         async with service.fit_readouts:
             size = len(asked.model_dump_json())
-            answered = await evaluate_request(asked, size, _never_disconnects, service, runtime, fit=True)
+            answered = await evaluate_request(
+                asked, size, _never_disconnects, service, runtime, fit=True, hidden=hidden
+            )
         assert answered is not None  # nothing disconnects a job's own readouts
-        return answered.evaluation.answers
+        return answered.evaluation.answers, answered.evaluation.hidden_states
 
     async def check(asked: SystemOneRequest) -> None:
         async with service.fit_readouts:
@@ -112,8 +121,11 @@ def start_fit(body: TaskRequest, identifier: str, service: Service, runtime: Run
             kept=readouts,
             progress=progress,
             check=check,
+            hidden=service.backend.hidden_states.available,
         )
-        return (await kept(service, document)).public
+        task = await kept(service, document)
+        readout_files(service).keep(readouts.path, task.id)  # a task that grows reads only what is new
+        return task.public
 
     return service.fit_jobs.start(identifier, run)
 

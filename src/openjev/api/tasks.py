@@ -17,12 +17,17 @@
   A page holds `limit` tasks and at most OPENJEV_TASK_PAGE_BYTES of summaries' JSON (`within_bytes`),
   one task at least: a summary is within OPENJEV_TASK_MAX_BYTES, its labels being part of its file, so
   a page is never more than the larger of the two (a 255-label task of long names is ~145 KB).
-  `GET /v1/tasks/{id}` gives one; `DELETE /v1/tasks/{id}` removes it and its file (204). An unknown
-  id is a 404 `not_found`, the id clipped.
+  `GET /v1/tasks/{id}` gives one (its report with the learning curve: `tasks/learning_curve.py`);
+  `DELETE /v1/tasks/{id}` removes it, its file and its readouts (204). An unknown id is a 404
+  `not_found`, the id clipped.
+- `POST /v1/tasks/{id}/examples` takes `{"examples": [...]}` and fits the task's question over its
+  examples and those as a new task, as a job as `POST /v1/tasks` does, reading only what was not read
+  (`tasks/growing.py`); an added example's issue is a 422 naming its place in the posted body.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Annotated, Any
 
@@ -33,12 +38,13 @@ from starlette.types import Receive
 from openjev.api.dependencies import AUTHORIZED, RuntimeDep, ServiceDep
 from openjev.api.errors import AUTH_RESPONSES, ERROR_RESPONSES, HttpError
 from openjev.api.strict_json import StrictJSONRoute
-from openjev.api.task_fits import answer_fit, full, start_fit, too_large
+from openjev.api.task_fits import answer_fit, full, readout_files, start_fit, too_large
 from openjev.api.task_fits import router as fits_router
 from openjev.endpoints import TASKS_MAX_PAGE, TASKS_PAGE, TASKS_PATH
 from openjev.errors import RequestRejected, shown_id
 from openjev.request.schema import ErrorResponse
 from openjev.service import Runtime, Service
+from openjev.tasks.growing import TaskExamples, grown, posted_issues
 from openjev.tasks.schema import TaskRequest, canonical_examples, check_task
 from openjev.tasks.store import Task, TaskStore, task_id
 
@@ -99,9 +105,16 @@ def _known(store: TaskStore, identifier: str) -> Task:
 
 
 async def fit_response(
-    body: TaskRequest, size: int, receive: Receive, service: Service, runtime: Runtime, background: bool = False
+    body: TaskRequest,
+    size: int,
+    receive: Receive,
+    service: Service,
+    runtime: Runtime,
+    background: bool = False,
+    grown_from: str | None = None,
 ) -> Response:
-    """`POST /v1/tasks` for a valid body of `size` bytes (module doc)."""
+    """`POST /v1/tasks` for a valid body of `size` bytes (module doc); `grown_from`: the task whose
+    readouts the fit starts from (`POST /v1/tasks/{id}/examples`)."""
     settings, store = service.settings, service.tasks
     if size > settings.task_max_bytes:
         raise too_large(size, settings.task_max_bytes)
@@ -116,6 +129,8 @@ async def fit_response(
     room = store.max_tasks - len(store) - (0 if store.get(identifier) else 1)
     if room < 0 or not service.fit_jobs.make_room(room, identifier):
         raise full(store.max_tasks)
+    if grown_from is not None:
+        await asyncio.to_thread(readout_files(service).seed, grown_from, identifier)
     job = start_fit(body, identifier, service, runtime)
     return await answer_fit(job, receive, background, settings.retry_after)
 
@@ -168,4 +183,34 @@ async def get_task(task_id: str, service: ServiceDep) -> dict[str, Any]:
 async def delete_task(task_id: str, service: ServiceDep) -> Response:
     _known(service.tasks, task_id)
     service.tasks.delete(task_id)
+    readout_files(service).remove(task_id)
     return Response(status_code=204)
+
+
+@router.post(
+    TASKS_PATH + "/{task_id}/examples",
+    status_code=201,
+    responses=FIT_RESPONSES | NOT_FOUND,
+    dependencies=AUTHORIZED,
+    summary="Add labelled examples to a task and fit it again",
+)
+async def add_examples(
+    task_id: str,
+    body: TaskExamples,
+    request: Request,
+    service: ServiceDep,
+    runtime: RuntimeDep,
+    background: bool = False,
+) -> Response:
+    """The task's question fitted over its examples and `body`'s as a new task (module doc)."""
+    task = _known(service.tasks, task_id)
+    try:
+        examples = await asyncio.to_thread(service.tasks.examples_of, task_id)
+    except (OSError, ValueError) as error:
+        raise HttpError(404, "not_found", f"task {shown_id(task_id)} can no longer be read: {error}") from None
+    whole = grown(task.public["question"], examples, body)
+    issues = check_task(whole, service.settings)
+    if issues:
+        raise RequestRejected(posted_issues(issues, len(examples)))
+    size = len(whole.model_dump_json().encode())
+    return await fit_response(whole, size, request.receive, service, runtime, background, grown_from=task_id)

@@ -144,7 +144,12 @@ def answer_probabilities(answer: dict[str, Any]) -> list[float]:
 
 def calibrated_answer(answer: dict[str, Any], calibration: LabelCalibration, mode: ConfidenceMode) -> dict[str, Any]:
     """The answer rebuilt from its calibrated distribution: the choice, score, P(yes) and confidence follow."""
-    logits = calibration.logits(answer_probabilities(answer))
+    return rebuilt_answer(answer, calibration.logits(answer_probabilities(answer)), mode)
+
+
+def rebuilt_answer(answer: dict[str, Any], logits: Sequence[float], mode: ConfidenceMode) -> dict[str, Any]:
+    """The answer rebuilt from logits over its labels (a calibration's, a head's log-probabilities)."""
+    logits = list(logits)
     if answer["type"] == "noul":
         return noul_answer(logits, 1.0)
     if answer["type"] == "choice":

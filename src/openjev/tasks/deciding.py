@@ -22,8 +22,13 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
-from openjev.tasks.adoption import PLAIN, Candidate, choose, cross_validated, nested
+import numpy as np
+
+from openjev.tasks.adoption import HEAD, PLAIN, Candidate, choose, cross_validated, nested
 from openjev.tasks.calibration import LabelCalibration, fit, quality
+from openjev.tasks.head import RidgeHead
+from openjev.tasks.head_adoption import fitted
+from openjev.tasks.learning_curve import learning_curve
 
 T = TypeVar("T")
 #: Processes for fits' arithmetic, server-wide.
@@ -36,6 +41,12 @@ Readouts = Sequence[Sequence[Sequence[float]]]
 def plain_accuracy(readouts: Readouts, gold: Sequence[int]) -> float:
     """Held-out accuracy of the plain readout (w = 0)."""
     return float(quality([r[0] for r in readouts], gold, [None] * len(gold))["accuracy"])
+
+
+def head_quality(readouts: Readouts, gold: Sequence[int], groups, folds: list[list[int]], hidden) -> dict[str, Any]:
+    """The head cross-validated once, as the table scores each count."""
+    answered = cross_validated(readouts, gold, HEAD, folds, hidden)
+    return quality([answered[i] for i in sorted(answered)], gold, groups)
 
 
 def table(readouts: Readouts, gold: Sequence[int], groups, folds: list[list[int]]) -> dict[int, dict[str, Any]]:
@@ -52,15 +63,23 @@ def table(readouts: Readouts, gold: Sequence[int], groups, folds: list[list[int]
 
 
 def decide(
-    readouts: Readouts, gold: Sequence[int], groups, folds: list[list[int]], k: int
-) -> tuple[dict[str, Any], Candidate, dict[int, dict[str, Any]], LabelCalibration]:
-    """The nested report, the candidate the task answers with, the table and the calibration fitted on
-    the chosen count's readouts (`tasks/fitting.py`, step 4)."""
+    readouts: Readouts, gold: Sequence[int], groups, folds: list[list[int]], k: int, hidden: np.ndarray | None = None
+) -> tuple[dict[str, Any], Candidate, dict[int, dict[str, Any]], LabelCalibration, RidgeHead | None, dict]:
+    """The nested report, the candidate the task answers with, the table, the calibration fitted on the
+    chosen count's readouts, where the head is chosen the head fitted on every example, its strength
+    chosen on `folds`, and the learning curve (`learning_curve.py`) (`tasks/fitting.py`, step 4).
+    `hidden`: the plain readouts' hidden states (n x d), which make the head a candidate; None: no head."""
     candidates = [Candidate(w, calibrated) for w in range(len(readouts[0])) for calibrated in (False, True)]
-    report = nested(readouts, gold, groups, folds, candidates, k)
-    chosen = choose(readouts, gold, folds, candidates) if report["adopted"] else PLAIN
-    fitted = fit([r[chosen.worked] for r in readouts], gold)
-    return report, chosen, table(readouts, gold, groups, folds), fitted
+    candidates += [HEAD] if hidden is not None else []
+    report = nested(readouts, gold, groups, folds, candidates, k, hidden)
+    chosen = choose(readouts, gold, folds, candidates, hidden) if report["adopted"] else PLAIN
+    calibration = fit([r[chosen.worked] for r in readouts], gold)
+    plain = np.asarray([r[0] for r in readouts], np.float64)
+    head = fitted(plain, hidden, gold, range(len(gold)), folds) if chosen.head and hidden is not None else None
+    if hidden is not None:
+        report = {**report, "head": head_quality(readouts, gold, groups, folds, hidden)}
+    curve = learning_curve(plain, hidden, gold, folds)
+    return report, chosen, table(readouts, gold, groups, folds), calibration, head, curve
 
 
 def _executor() -> ProcessPoolExecutor:

@@ -4,7 +4,9 @@ A task is one JSON document, the same whatever the backend: what was posted (`qu
 `examples`), the served model it was fitted for (`model`) and the answer settings it was fitted under
 (`answer_settings`, `answering/answer_settings.py`), the question as it is asked (`worked_question`),
 its `calibration` (per-label `biases`, finite and within ±MAX_BIAS, and a `temperature` within
-[MIN_TEMPERATURE, calibration.MAX_TEMPERATURE]) and the fit's `report`. Keys the format does not
+[MIN_TEMPERATURE, calibration.MAX_TEMPERATURE]), its `head` where it answers with one (`head.RidgeHead`:
+at most `head.MAX_VALUES` numbers, every one finite, its shapes its labels', the layer it reads; it
+reads the plain question's readout, so no worked examples beside it) and the fit's `report`. Keys the format does not
 name are kept as they are. A document is checked whole before it serves, at fit and at load: its
 labels are its questions' (both of one type), one bias per label, the id its file's name.
 
@@ -24,10 +26,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, model_validator
 
 from openjev.request.schema import FreeForm
 from openjev.tasks.calibration import MAX_TEMPERATURE, LabelCalibration
+from openjev.tasks.head import RidgeHead
 from openjev.tasks.schema import TaskQuestion, label_names
 
 FORMAT = "openjev-task/1"
@@ -80,6 +83,8 @@ class TaskFile(BaseModel):
     calibration: CalibrationFile
     report: dict[str, Any]
     examples: list[ExampleFile] = Field(..., min_length=1)
+    head: dict[str, Any] | None = None
+    _head: RidgeHead | None = PrivateAttr(None)
 
     @model_validator(mode="after")
     def _consistent(self) -> TaskFile:
@@ -89,7 +94,15 @@ class TaskFile(BaseModel):
             raise ValueError("its labels are not its questions'")
         if len(self.calibration.biases) != len(self.labels):
             raise ValueError(f"{len(self.calibration.biases)} biases for {len(self.labels)} labels")
+        if self.head is not None:
+            if self.worked_examples_per_label != 0:
+                raise ValueError("its head reads the plain question's readout, yet it shows worked examples")
+            self._head = RidgeHead.from_json(self.head, len(self.labels))
         return self
+
+    def ridge_head(self) -> RidgeHead | None:
+        """The head it answers with, checked (module doc), or None."""
+        return self._head
 
     def label_calibration(self) -> LabelCalibration:
         return LabelCalibration(tuple(self.calibration.biases), self.calibration.temperature)

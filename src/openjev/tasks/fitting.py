@@ -5,7 +5,9 @@
 2. The examples are cut into k stratified folds (OPENJEV_TASK_FOLDS, fewer with fewer examples or
    pairs; a contrastive pair stays in one fold: `adoption.cut`).
 3. Each example's state is read with the plain question first (w = 0), through the same path as any
-   request's (`answer`), raw: no task applies to a fit's readouts. Only when w = 0 leaves something
+   request's (`answer`), raw: no task applies to a fit's readouts. Where the backend returns hidden
+   states (`hidden`), these plain readouts, and only these, carry the hidden state at the answer
+   position, for the head (`head.py`). Only when w = 0 leaves something
    to gain (held-out accuracy below 1) is each state read again with w = 1, …, W worked examples per
    label (OPENJEV_TASK_WORKED_EXAMPLES = W, at most OPENJEV_MAX_EXAMPLES_PER_OPTION) taken from the
    *other* folds (`examples.pick`; a state over OPENJEV_MAX_EXAMPLE_BYTES is never one; built once
@@ -19,24 +21,33 @@
    kept in `kept` (by its request) as it arrives, so a fit that is stopped and asked again reads only
    what it lacks.
 4. What the task answers with is decided by nested cross-validation against the plain readout
-   (`adoption.nested`): a worked-example count or a calibration is adopted only when the procedure
-   that chooses it, scored on outer folds it never saw, is no less accurate than plain and its Brier
-   no worse. `report.by_worked_examples` scores each count before and after calibration, cross-validated
-   once (what was chosen among); `report.nested` is what decided. That arithmetic, and the check of
-   step 3 whether w = 0 leaves something to gain, run in a process of their own (`deciding.py`).
+   (`adoption.nested`): a worked-example count, a calibration or a head is adopted only when the
+   procedure that chooses it, scored on outer folds it never saw, is no less accurate than plain, its
+   Brier no worse, and it does not answer one label for everything. A head is a candidate only where
+   the readouts carry hidden states and it fits the task file (`head.head_fits`: its numbers, written,
+   take at most half of OPENJEV_TASK_MAX_BYTES; `report.head_left_out` says why not).
+   `report.by_worked_examples` scores each count before and after calibration, cross-validated once
+   (what was chosen among), `report.nested.head` the head, `report.learning_curve` the accuracy at
+   each count of examples per label (`learning_curve.py`); `report.nested` is what decided. That
+   arithmetic, and the check of step 3 whether w = 0 leaves something to gain, run in a process of
+   their own (`deciding.py`).
 
-The result is the task's document (`store.FORMAT`). A state that cannot be asked (over the
-token budget, say) is a RequestRejected naming `examples.<i>.state`; nothing is kept.
+The result is the task's document (`store.FORMAT`), with its `head` where one was adopted. A state that
+cannot be asked (over the token budget, say) is a RequestRejected naming `examples.<i>.state`; nothing
+is kept.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+import numpy as np
 
 from openjev.config import Settings
 from openjev.errors import Issue, Overloaded, RequestRejected
@@ -45,18 +56,21 @@ from openjev.tasks.adoption import MIN_PER_LABEL, Candidate, at_cap, cut, unit_i
 from openjev.tasks.calibration import LabelCalibration, answer_probabilities
 from openjev.tasks.deciding import decide, in_process, plain_accuracy
 from openjev.tasks.examples import pick, showable, worked_question
+from openjev.tasks.head import RidgeHead, head_fits
 from openjev.tasks.schema import TaskRequest, canonical_examples, label_index, label_names, question_request
 from openjev.tasks.store import FORMAT, question_json, task_id
 
 log = logging.getLogger(__name__)
-#: Given a request, its answers by question id (the path any request takes, with no task applied).
-Answer = Callable[[Any], Awaitable[dict[str, dict[str, Any]]]]
+#: Given a request and the questions whose readout is to carry the hidden state, the answers by question id
+#: and those hidden states (the path any request takes, with no task applied).
+Answer = Callable[[Any, frozenset[str]], Awaitable[tuple[dict[str, dict[str, Any]], dict[str, Any]]]]
 #: Given a request, prepares it as `answer` would, reading nothing: RequestRejected where it cannot be asked.
 Check = Callable[[Any], Awaitable[None]]
 #: Told (readouts done, readouts to do) as each arrives.
 Progress = Callable[[int, int], None]
-#: The nested report, the candidate chosen, each count's scores and the calibration fitted.
-Decided = tuple[dict[str, Any], Candidate, dict[int, dict[str, Any]], LabelCalibration]
+#: The nested report, the candidate chosen, each count's scores, the calibration fitted, the head if chosen
+#: and the learning curve.
+Decided = tuple[dict[str, Any], Candidate, dict[int, dict[str, Any]], LabelCalibration, RidgeHead | None, dict]
 #: How long an overloaded server is waited for before a readout is asked again (doubling each time),
 #: and how many times it is asked again: 0.5 + 1 + ... + 16 = 31.5 s in all, then the fit fails.
 OVERLOAD_WAIT = 0.5
@@ -79,8 +93,19 @@ def check_examples(gold: list[int], labels: list[str]) -> list[Issue]:
     return []
 
 
-def _key(request: Any) -> str:
-    return hashlib.sha256(request.model_dump_json(exclude_none=True).encode()).hexdigest()
+def _key(request: Any, hidden: bool) -> str:
+    """A readout's key among the kept: its request, and whether it carries the hidden state."""
+    digest = hashlib.sha256(request.model_dump_json(exclude_none=True).encode()).hexdigest()
+    return f"{digest}+hidden" if hidden else digest
+
+
+def _packed(state: Any) -> str:
+    """A hidden state as kept: float32, base64."""
+    return base64.b64encode(np.asarray(state, np.float32).tobytes()).decode()
+
+
+def _unpacked(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), np.float32).astype(np.float64)
 
 
 class _Reader:
@@ -91,12 +116,12 @@ class _Reader:
         self.concurrency = max(1, concurrency)
         self.done = self.total = 0
 
-    async def _asked(self, index: int, request: Any) -> dict[str, dict[str, Any]]:
-        """The readout's answers, asking again while overloaded (module doc, step 3)."""
+    async def _asked(self, index: int, request: Any, hidden: frozenset[str]) -> tuple[dict, dict[str, Any]]:
+        """The readout's answers and hidden states, asking again while overloaded (module doc, step 3)."""
         waited = 0.0
         for attempt in range(OVERLOAD_RETRIES + 1):
             try:
-                return await self.answer(request)
+                return await self.answer(request, hidden)
             except Overloaded as error:
                 if attempt == OVERLOAD_RETRIES:
                     message = (
@@ -110,17 +135,25 @@ class _Reader:
                 raise RequestRejected([Issue(("examples", index, "state"), error.message)]) from error
         raise AssertionError("unreachable")
 
-    async def read(self, index: int, request: Any, names: list[str]) -> list[list[float]]:
-        key = _key(request)
+    async def read(
+        self, index: int, request: Any, names: list[str], hidden: bool
+    ) -> tuple[list[list[float]], np.ndarray | None]:
+        """The readout's distribution per question of `names` and, with `hidden`, the first question's
+        hidden state; kept, or asked and kept."""
+        key = _key(request, hidden)
         if key in self.kept:
             await asyncio.sleep(0)  # a resumed fit's kept readouts never hold the loop all at once
         else:
-            answers = await self._asked(index, request)
-            self.kept[key] = [answer_probabilities(answers[name]) for name in names]
+            answers, states = await self._asked(index, request, frozenset(names[:1]) if hidden else frozenset())
+            distributions = [answer_probabilities(answers[name]) for name in names]
+            self.kept[key] = (
+                {"distributions": distributions, "hidden": _packed(states[names[0]])} if hidden else distributions
+            )
         self.done += 1
         if self.progress is not None:
             self.progress(self.done, self.total)
-        return self.kept[key]
+        kept = self.kept[key]
+        return (kept["distributions"], _unpacked(kept["hidden"])) if hidden else (kept, None)
 
 
 def _fold_questions(task: TaskRequest, gold: list[int], cut_: list[list[int]], counts: range, shown) -> list[dict]:
@@ -142,25 +175,28 @@ def _fold_questions(task: TaskRequest, gold: list[int], cut_: list[list[int]], c
     return questions
 
 
-async def _readouts(task: TaskRequest, gold: list[int], cut_: list[list[int]], counts: range, shown, reader: _Reader):
-    """Per example, its distributions at each w in `counts` (module doc, step 3)."""
+async def _readouts(
+    task: TaskRequest, gold: list[int], cut_: list[list[int]], counts: range, shown, reader: _Reader, hidden: bool
+):
+    """Per example, its distributions at each w in `counts` and, with `hidden`, the hidden state of its
+    readout at the first count (module doc, step 3)."""
     fold_of = {index: number for number, fold in enumerate(cut_) for index in fold}
     by_fold = _fold_questions(task, gold, cut_, counts, shown)
     states = [example.state for example in task.examples]
-    found: list[list[list[float]]] = [[] for _ in states]
+    found: list[tuple[list[list[float]], np.ndarray | None]] = [([], None) for _ in states]
     indices = iter(range(len(states)))
 
     async def reading() -> None:
         for index in indices:  # shared by the readers: each takes the next example when it is free
             questions = by_fold[fold_of[index]]
             request = question_request(task.question, states[index]).model_copy(update={"questions": questions})
-            found[index] = await reader.read(index, request, list(questions))
+            found[index] = await reader.read(index, request, list(questions), hidden)
 
     reader.total += len(states)
     if reader.progress is not None:
         reader.progress(reader.done, reader.total)
     await asyncio.gather(*(reading() for _ in range(reader.concurrency)))
-    return found
+    return [distributions for distributions, _ in found], [state for _, state in found]
 
 
 async def check_worked(
@@ -187,17 +223,21 @@ async def check_worked(
 
 
 async def read_and_choose(
-    task: TaskRequest, gold: list[int], folds: list[list[int]], settings: Settings, reader: _Reader
-) -> tuple[list[list[list[float]]], Decided]:
-    """The readouts (module doc, step 3) and what they decide (step 4, `deciding.decide`)."""
+    task: TaskRequest, gold: list[int], folds: list[list[int]], settings: Settings, reader: _Reader, hidden: bool
+) -> tuple[list[list[list[float]]], Decided, str | None]:
+    """The readouts (module doc, step 3), what they decide (step 4, `deciding.decide`) and why no head
+    was a candidate though the readouts carry hidden states, if none was."""
     shown = showable([example.state for example in task.examples], settings.max_example_bytes)
     most = min(settings.task_worked_examples, settings.max_examples_per_option)
-    readouts = await _readouts(task, gold, folds, range(1), shown, reader)
+    readouts, states = await _readouts(task, gold, folds, range(1), shown, reader, hidden)
     if most > 0 and await in_process(plain_accuracy, readouts, gold) < 1:
-        worked = await _readouts(task, gold, folds, range(1, most + 1), shown, reader)
+        worked, _ = await _readouts(task, gold, folds, range(1, most + 1), shown, reader, False)
         readouts = [plain + more for plain, more in zip(readouts, worked, strict=True)]
     groups = [example.pair for example in task.examples]
-    return readouts, await in_process(decide, readouts, gold, groups, folds, settings.task_folds)
+    matrix = np.stack(states) if hidden else None
+    left_out = head_fits(matrix.shape[1], len(readouts[0][0]), settings.task_max_bytes) if matrix is not None else None
+    matrix = None if left_out else matrix
+    return readouts, await in_process(decide, readouts, gold, groups, folds, settings.task_folds, matrix), left_out
 
 
 def _shown_with(task: TaskRequest, gold: list[int], per_label: int, most_bytes: int):
@@ -229,9 +269,11 @@ async def fit_task(
     kept: MutableMapping[str, Any] | None = None,
     progress: Progress | None = None,
     check: Check | None = None,
+    hidden: bool = False,
 ) -> dict[str, Any]:
     """The task's document (module doc); `model`: the served model it is fitted for; `check`: the worked
-    questions' budget checked before the first readout (module doc, step 3)."""
+    questions' budget checked before the first readout (module doc, step 3); `hidden`: the backend returns
+    hidden states, so the plain readouts carry them and a head is a candidate."""
     labels = label_names(task.question)
     gold = _gold(task, labels)
     groups = [example.pair for example in task.examples]
@@ -239,13 +281,13 @@ async def fit_task(
     reader = _Reader(answer, concurrency, {} if kept is None else kept, progress)
     if check is not None:
         await check_worked(task, gold, folds, settings, check)
-    _, (report, chosen, table, fitted) = await read_and_choose(task, gold, folds, settings, reader)
+    _, decided, left_out = await read_and_choose(task, gold, folds, settings, reader, hidden)
+    _, chosen, _, fitted, head, _ = decided
     if at_cap(fitted):
         log.warning("a task's calibration ran its temperature to the cap: its readouts barely tell the labels apart")
     applied = fitted if chosen.calibrated else LabelCalibration.identity(len(labels))
     worked = _shown_with(task, gold, chosen.worked, settings.max_example_bytes)
     examples = canonical_examples(task)
-    answered = report["chosen"] if report["adopted"] else report["plain"]
     return {
         "format": FORMAT,
         "id": task_id(task.question, examples, model),
@@ -260,18 +302,30 @@ async def fit_task(
             "examples": len(gold),
             "label_counts": {label: gold.count(index) for index, label in enumerate(labels)},
             "folds": len(folds),
-            "fitted_calibration": {
-                "biases": list(fitted.biases),
-                "temperature": fitted.temperature,
-                "temperature_at_cap": at_cap(fitted),
-            },
-            "by_worked_examples": {str(w): row for w, row in table.items()},
-            "nested": report,
-            "chosen": {
-                "worked_examples_per_label": chosen.worked,
-                "calibration_adopted": chosen.calibrated,
-                "answered": answered,
-            },
+            **_decided_report(decided),
+            "head_left_out": left_out if hidden else "the backend returns no hidden states",
         },
         "examples": examples,
+        **({"head": head.to_json()} if head is not None else {}),
+    }
+
+
+def _decided_report(decided: Decided) -> dict[str, Any]:
+    """What the report says of the decision (module doc, step 4)."""
+    report, chosen, table, fitted, head, curve = decided
+    return {
+        "fitted_calibration": {
+            "biases": list(fitted.biases),
+            "temperature": fitted.temperature,
+            "temperature_at_cap": at_cap(fitted),
+        },
+        "by_worked_examples": {str(w): row for w, row in table.items()},
+        "nested": report,
+        "chosen": {
+            "worked_examples_per_label": chosen.worked,
+            "calibration_adopted": chosen.calibrated,
+            "head_adopted": head is not None,
+            "answered": report["chosen"] if report["adopted"] else report["plain"],
+        },
+        "learning_curve": curve,
     }

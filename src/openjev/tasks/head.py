@@ -17,13 +17,15 @@ examples of each inner fold, fitted on the others (the largest λ among the most
 the temperature τ of the probabilities softmax(s / τ) minimises the log-loss of those held-out scores
 (a grid, `TEMPERATURES`). Then W is fitted on every example with the chosen λ.
 
-A head is stored in its task (`to_json`): bounded (`MAX_VALUES` numbers at most, checked before any
+A head is stored in its task (`to_json`: its arrays as float32, little-endian, in base64, 5.3 bytes a
+number; `head_fits` says whether it fits a task file): bounded (`MAX_VALUES` numbers at most, checked before any
 array is built on load), every value finite, its shapes consistent, tied to the layer it reads; a
 head that fails any check is refused on load with the reason (`HeadError`).
 """
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,10 +38,13 @@ import numpy as np
 STRENGTHS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 #: The temperatures tried for the probabilities (multiplying the scores by 1/τ).
 TEMPERATURES = tuple(round(0.02 * 1.25**i, 5) for i in range(30))
-MIN_SD = 1e-6
+#: The floor of a feature's deviation: 2^-20 (about 1e-6), which float32 keeps exactly, as a stored head does.
+MIN_SD = 2.0**-20
 #: The most numbers a stored head may hold: weights (d + K) x K, biases K, means and deviations 2 (d + K);
 #: 8,192 wide with 32 labels is about 280,000.
 MAX_VALUES = 300_000
+#: Bytes a head's number takes in its task file: float32, in base64.
+HEAD_NUMBER_BYTES = 4 * 4 / 3
 
 
 class HeadError(ValueError):
@@ -73,10 +78,7 @@ class RidgeHead:
             "hidden_size": self.hidden_size,
             "strength": self.strength,
             "temperature": self.temperature,
-            "mean": self.mean.tolist(),
-            "sd": self.sd.tolist(),
-            "weights": self.weights.tolist(),
-            "bias": self.bias.tolist(),
+            **{name: _packed(getattr(self, name)) for name in ("mean", "sd", "weights", "bias")},
         }
 
     @classmethod
@@ -105,12 +107,31 @@ class RidgeHead:
         return cls(arrays["mean"], arrays["sd"], width, weights, bias, float(temperature), float(strength), layer)
 
 
+def head_fits(width: int, labels: int, max_bytes: int) -> str | None:
+    """Why a head of this width and these labels cannot be kept in a task file, or None (`fitting.py`, step 4)."""
+    values = (width + labels) * labels + labels + 2 * (width + labels)
+    if values > MAX_VALUES:
+        return f"a head of {width} x {labels} holds {values} numbers, over {MAX_VALUES}"
+    if values * HEAD_NUMBER_BYTES > max_bytes // 2:
+        return f"a head of {values} numbers takes over half of OPENJEV_TASK_MAX_BYTES={max_bytes}"
+    return None
+
+
+def _packed(array: np.ndarray) -> str:
+    return base64.b64encode(np.asarray(array, "<f4").tobytes()).decode("ascii")
+
+
 def _array(value: Any, shape: tuple[int, ...], name: str) -> np.ndarray:
+    """A stored array (module doc), its length checked before it is decoded."""
+    size = 4 * math.prod(shape)
+    if not isinstance(value, str) or len(value) != 4 * math.ceil(size / 3):
+        raise HeadError(f"a head's {name} must be {shape} float32 numbers, little-endian, in base64")
     try:
-        array = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise HeadError(f"a head's {name} must be numbers") from None
-    if array.shape != shape or not np.isfinite(array).all():
+        data = base64.b64decode(value, validate=True)
+    except ValueError:
+        raise HeadError(f"a head's {name} must be {shape} float32 numbers, little-endian, in base64") from None
+    array = np.frombuffer(data, "<f4").astype(np.float64).reshape(shape)
+    if not np.isfinite(array).all():
         raise HeadError(f"a head's {name} must be {shape} finite numbers")
     return array
 
@@ -126,7 +147,9 @@ def standardizer(hidden: np.ndarray, logprobs: np.ndarray) -> tuple[np.ndarray, 
     mean, sd = raw.mean(axis=0), np.maximum(raw.std(axis=0), MIN_SD)
     block = math.sqrt(hidden.shape[1] / logprobs.shape[1])
     sd[hidden.shape[1] :] /= block  # dividing by a smaller sd scales the block up
-    return mean, sd
+    # Floored again: a constant log-probability (sd at the floor, divided) scales nothing, and a stored
+    # head is checked for sd >= MIN_SD.
+    return mean, np.maximum(sd, MIN_SD)
 
 
 def _features(hidden: np.ndarray, logprobs: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:

@@ -8,10 +8,10 @@ file that is too large, not a task, or whose id is not its name is skipped with 
 stops the others (nor hangs them: a FIFO is never waited on). The directory is read only then: a deleted task's
 file that reappears while the server runs is not served.
 
-In memory a task is what serving needs (its worked question, calibration, settings) and what the
-API shows (its document without the examples). Two indexes: ids in order (`page`, a cursor past an
-id, which survives that id's deletion) and each posted question's canonical hash (`matching`), so
-neither a listing nor a match walks every task.
+In memory a task is what serving needs (its worked question, calibration or head, settings) and what the
+API shows (its document without the examples, and of its head what it is, not its numbers). Two
+indexes: ids in order (`page`, a cursor past an id, which survives that id's deletion) and each posted
+question's canonical hash (`matching`), so neither a listing nor a match walks every task.
 
 The task's id is a hash of the canonical content (the question, the examples and the model), so the
 same content is the same task; posted again under other answer settings, it is fitted again and
@@ -35,9 +35,12 @@ from typing import Any
 from openjev.tasks.calibration import LabelCalibration
 from openjev.tasks.document import FORMAT as FORMAT
 from openjev.tasks.document import TaskFile, checked, encoded, question_key, read_task
+from openjev.tasks.head import RidgeHead
 from openjev.tasks.schema import TaskQuestion
 
 log = logging.getLogger("openjev")
+#: What the API shows of a task's head: what it is, not its arrays.
+HEAD_SHOWN = ("kind", "layer", "hidden_size", "strength", "temperature")
 
 
 def canonical(value: Any) -> str:
@@ -68,6 +71,8 @@ class Task:
     key: str
     #: Bytes of the worked question's JSON: what using the task adds to a request's preparation.
     worked_bytes: int
+    #: The head it answers with on its readout's hidden state, or None (`head.RidgeHead`).
+    head: RidgeHead | None = None
 
     @property
     def id(self) -> str:
@@ -80,12 +85,14 @@ class Task:
     @classmethod
     def of(cls, document: dict[str, Any], file: TaskFile) -> Task:
         public = {key: value for key, value in document.items() if key != "examples"}
+        if file.head is not None:  # its numbers stay in its file: the API shows what it is
+            public["head"] = {key: file.head[key] for key in HEAD_SHOWN}
         worked = len(canonical(document["worked_question"]).encode())
         settings = dict(file.answer_settings)
         labels = tuple(file.labels)
         return cls(
             public, file.worked_question, file.label_calibration(), file.question.type, labels, settings,
-            question_key(document["question"]), worked,
+            question_key(document["question"]), worked, file.ridge_head(),
         )  # fmt: skip
 
     @classmethod
@@ -205,6 +212,12 @@ class TaskStore:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
             raise
+
+    def examples_of(self, task_id: str) -> list[dict[str, Any]]:
+        """The kept task's examples, read from its file (the API's view leaves them out); ValueError or
+        OSError where the file cannot be read."""
+        document, _ = read_task(self.directory / f"{task_id}.json", self.max_bytes)
+        return list(document["examples"])
 
     def delete(self, task_id: str) -> bool:
         """Remove the task and its file (ids are their files' names: `document.read_task`)."""
