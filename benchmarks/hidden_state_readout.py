@@ -145,7 +145,9 @@ def main(args: argparse.Namespace) -> None:
     head_ms = statistics.median(head) * 1000
     through = interval([(h + statistics.median(head)) / p for h, p in zip(hidden, plain, strict=True)])
     print(f"\n== {args.repeats} repeats, {tokens}-token prompts, interleaved")
-    print(f"plain readout p50 {statistics.median(plain):.3f}s, hidden-state readout p50 {statistics.median(hidden):.3f}s")
+    print(
+        f"plain readout p50 {statistics.median(plain):.3f}s, hidden-state readout p50 {statistics.median(hidden):.3f}s"
+    )
     print(f"hidden / plain: {ratio:.3f}x [{low:.3f}, {high:.3f}]")
     print(f"head ({args.width} wide, {LABELS} labels): {head_ms:.3f} ms CPU per question (p50 of blocks of 100)")
     print(f"a question through a head / plain: {through[0]:.3f}x [{through[1]:.3f}, {through[2]:.3f}]")

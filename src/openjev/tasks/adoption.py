@@ -15,8 +15,8 @@ Otherwise the task answers with the plain readout. The reported held-out accurac
 procedure's on the outer folds, never the best over candidates.
 
 Folds are scikit-learn's `StratifiedGroupKFold` (labels spread evenly, a contrastive pair kept whole).
-A readout at w > 0 shows examples from the other *outer* folds only (`fitting`), so an outer fold's
-readouts never see one of its own examples.
+A readout at w > 0 shows only examples set apart from the ones scored here (`fitting`, step 3): no
+readout of an outer or inner fold shows an example of any fold.
 """
 
 from __future__ import annotations
