@@ -8,8 +8,9 @@ head's arithmetic. This times both on `LlamaCppBackend` (the real packaged defau
    prompt built by openjev's own engine (`Engine.prepare`). Each repeat reads two prompts that differ
    from their first token (a unique marker), one plain and one carrying the hidden state, in an order
    that alternates between repeats, so both see the same load and neither reuses the other's prefix.
-   The ratio hidden / plain is taken per repeat; the figure is their geometric mean with a 95%
-   bootstrap interval over repeats.
+   The ratio hidden / plain is taken per repeat, of wall time and of the process's CPU time (llama.cpp's
+   threads are the process's: on a loaded machine CPU time moves less with the others' work than wall
+   time does); each figure is the geometric mean of the ratios with a 95% bootstrap interval over repeats.
 2. The head: `RidgeHead.probabilities` for one question (a head `--width` wide over 8 labels, random
    weights of the stored shape), its CPU time per call (`time.process_time`) over `--calls` calls.
 
@@ -79,10 +80,11 @@ def prompt(engine: Engine, marker: str, state_tokens: int) -> tuple[list[int], t
         n += 1
 
 
-async def timed(backend: LlamaCppBackend, ids: list[int], labels: tuple[int, ...], hidden: bool) -> float:
-    started = time.perf_counter()
+async def timed(backend: LlamaCppBackend, ids: list[int], labels: tuple[int, ...], hidden: bool) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process) of one readout."""
+    started, cpu = time.perf_counter(), time.process_time()
     answer = await backend.readout(ReadoutCall(uuid.uuid4().hex, ids, labels, hidden_state=hidden))
-    seconds = time.perf_counter() - started
+    seconds = (time.perf_counter() - started, time.process_time() - cpu)
     assert (answer.hidden_state is not None) == hidden
     return seconds
 
@@ -96,7 +98,10 @@ def interval(ratios: list[float], draws: int = 4000) -> tuple[float, float, floa
     return math.exp(logs.mean()), math.exp(low), math.exp(high)
 
 
-async def readouts(args: argparse.Namespace) -> tuple[list[float], list[float], int]:
+Timings = list[tuple[float, float]]
+
+
+async def readouts(args: argparse.Namespace) -> tuple[Timings, Timings, int]:
     backend = LlamaCppBackend(args.model, cache_dir=args.cache_dir, context=args.context)
     started = time.perf_counter()
     await backend.start()
@@ -111,7 +116,10 @@ async def readouts(args: argparse.Namespace) -> tuple[list[float], list[float], 
         for carries in order:
             ids, labels = prompt(engine, f"{uuid.uuid4().hex} {repeat} {carries}", args.state_tokens)
             (hidden if carries else plain).append(await timed(backend, ids, labels, carries))
-        print(f"repeat {repeat:>2}: {len(ids)} tokens, plain {plain[-1]:.3f}s, hidden {hidden[-1]:.3f}s")
+        print(
+            f"repeat {repeat:>2}: {len(ids)} tokens, plain {plain[-1][0]:.3f}s ({plain[-1][1]:.3f}s CPU), "
+            f"hidden {hidden[-1][0]:.3f}s ({hidden[-1][1]:.3f}s CPU)"
+        )
     await backend.aclose()
     return plain, hidden, len(ids)
 
@@ -141,16 +149,18 @@ def main(args: argparse.Namespace) -> None:
     plain, hidden, tokens = asyncio.run(readouts(args))
     head = head_cost(args.width, args.calls)
     print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    ratio, low, high = interval([h / p for h, p in zip(hidden, plain, strict=True)])
-    head_ms = statistics.median(head) * 1000
-    through = interval([(h + statistics.median(head)) / p for h, p in zip(hidden, plain, strict=True)])
+    head_s = statistics.median(head)
     print(f"\n== {args.repeats} repeats, {tokens}-token prompts, interleaved")
-    print(
-        f"plain readout p50 {statistics.median(plain):.3f}s, hidden-state readout p50 {statistics.median(hidden):.3f}s"
-    )
-    print(f"hidden / plain: {ratio:.3f}x [{low:.3f}, {high:.3f}]")
-    print(f"head ({args.width} wide, {LABELS} labels): {head_ms:.3f} ms CPU per question (p50 of blocks of 100)")
-    print(f"a question through a head / plain: {through[0]:.3f}x [{through[1]:.3f}, {through[2]:.3f}]")
+    for name, at in (("wall", 0), ("CPU", 1)):
+        ratio = interval([h[at] / p[at] for h, p in zip(hidden, plain, strict=True)])
+        through = interval([(h[at] + head_s) / p[at] for h, p in zip(hidden, plain, strict=True)])
+        print(
+            f"{name}: plain p50 {statistics.median(p[at] for p in plain):.3f}s, "
+            f"hidden p50 {statistics.median(h[at] for h in hidden):.3f}s; hidden / plain {ratio[0]:.3f}x "
+            f"[{ratio[1]:.3f}, {ratio[2]:.3f}]; through a head / plain {through[0]:.3f}x "
+            f"[{through[1]:.3f}, {through[2]:.3f}]"
+        )
+    print(f"head ({args.width} wide, {LABELS} labels): {head_s * 1000:.3f} ms CPU per question (p50 of blocks of 100)")
     print("goals: through a head <= 1.1x plain; the head < 1 ms of CPU")
 
 
@@ -159,7 +169,7 @@ if __name__ == "__main__":
     parser.add_argument("--model", default=DEFAULT_MODEL, help="packaged:<key> or a .gguf")
     parser.add_argument("--cache-dir", type=Path, default=None, help="model cache (default: user cache)")
     parser.add_argument("--context", type=int, default=4096, help="KV memory in tokens")
-    parser.add_argument("--state-tokens", type=int, default=400, help="the message's length in tokens")
+    parser.add_argument("--state-tokens", type=int, default=200, help="the message's length in tokens")
     parser.add_argument("--repeats", type=int, default=12, help="pairs of readouts (plain, hidden)")
     parser.add_argument("--width", type=int, default=1536, help="the head's hidden width")
     parser.add_argument("--calls", type=int, default=3000, help="head applications timed")
