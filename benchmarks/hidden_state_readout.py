@@ -128,11 +128,9 @@ def head_cost(width: int, calls: int) -> list[float]:
     """CPU seconds of `RidgeHead.probabilities` per call, in blocks of 100 calls."""
     rng = np.random.default_rng(1)
     features = width + LABELS
-    head = RidgeHead(
-        mean=rng.normal(size=features), sd=rng.uniform(0.5, 2, features), hidden_size=width,
-        weights=rng.normal(size=(features, LABELS)) / features, bias=rng.normal(size=LABELS),
-        temperature=0.5, strength=1.0,
-    )  # fmt: skip
+    weights = rng.normal(size=(features, LABELS)) / features
+    mean, sd, bias = rng.normal(size=features), rng.uniform(0.5, 2, features), rng.normal(size=LABELS)
+    head = RidgeHead(mean, sd, width, weights, bias, temperature=0.5, strength=1.0)
     hidden = rng.normal(size=width).astype(np.float32)
     logprobs = list(np.log(np.full(LABELS, 1 / LABELS)))
     per_call = []

@@ -38,16 +38,16 @@ def test_no_worked_readout_shows_a_scored_example_and_each_shows_what_the_task_s
         gold = GOLD[request.state]
         answers = {}
         for name, examples in asked.items():
-            leaning = {label: (0.8 if label == gold else 0.1) if examples else (0.6 if label == LABELS[0] else 0.2)
-                       for label in LABELS}  # fmt: skip
+            favoured = gold if examples else LABELS[0]
+            leaning = {label: 0.8 if label == favoured else 0.1 for label in LABELS}
             answers[name] = {"type": "choice", "probabilities": leaning}
         return answers
 
     settings = Settings(task_folds=3, task_worked_examples=2)
     document = asyncio.run(fitting.fit_task(TASK, settings, "model", model, concurrency=1))
 
-    demonstrated = {state for _, asked in reads for examples in asked.values() for states in examples.values()
-                    for state in states}  # fmt: skip
+    shown_lists = [states for _, asked in reads for examples in asked.values() for states in examples.values()]
+    demonstrated = {state for states in shown_lists for state in states}
     scored_with_worked = {state for state, asked in reads if any(asked.values())}
     assert demonstrated and scored_with_worked
     assert demonstrated.isdisjoint(scored_with_worked), "a readout showed an example whose label the fit scores"

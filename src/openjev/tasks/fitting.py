@@ -133,8 +133,8 @@ class _Reader:
 def _worked_questions(task: TaskRequest, picked: list[list[int]], counts: range) -> dict:
     """Questions `w<count>`: the question with the first `count` of each label's `picked` examples (step 3)."""
     states = [example.state for example in task.examples]
-    return {f"w{w}": worked_question(task.question, [[states[j] for j in chosen[:w]] for chosen in picked])
-            for w in counts}  # fmt: skip
+    shown = {w: [[states[j] for j in chosen[:w]] for chosen in picked] for w in counts}
+    return {f"w{w}": worked_question(task.question, examples) for w, examples in shown.items()}
 
 
 async def _readouts(task: TaskRequest, indices: list[int], questions: dict, reader: _Reader) -> list:
