@@ -160,7 +160,7 @@ class Service:
         directory = settings.tasks_dir or (settings.cache_dir or default_cache_dir()) / "tasks"
         self.tasks = TaskStore(directory, settings.task_max_tasks, settings.task_max_bytes)
         #: Fits running or finished since start (`/v1/tasks/fits`), their readouts kept beside the tasks.
-        self.fit_jobs = FitJobs(directory, settings.task_max_fits)
+        self.fit_jobs = FitJobs(directory, settings.task_max_fits, self.answer_settings)
 
     @property
     def current(self) -> Runtime | None:

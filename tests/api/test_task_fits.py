@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from tests.api import test_tasks
-from tests.api.test_tasks import EXAMPLES, QUESTION, start
+from tests.api.test_tasks import EXAMPLES, MANY, QUESTION, start
 from tests.conftest import eventually
 
 #: The fake SGLang these fits read: test_tasks.py's, letter-biased.
@@ -91,7 +91,7 @@ def test_a_fit_job_shows_progress_a_cancel_removes_its_readouts_and_a_left_fit_r
         with pytest.raises(httpx.ReadTimeout):  # a waiting client that leaves: the job stops, its readouts kept
             http.post("/v1/tasks", json=body, timeout=2.5)
         left = follow(http, job, lambda seen: seen["status"] == "cancelled")
-        kept = len((readouts / f"{job}.jsonl").read_text().splitlines())
+        kept = len((readouts / f"{job}.jsonl").read_text().splitlines()) - 1  # its first line: the answer settings
         assert 2 <= kept < len(EXAMPLES) and "kept for a fit posted again" in left["events"][-1]["event"]
 
         fake.generate_delay = 0.0
@@ -144,8 +144,8 @@ def test_worked_questions_over_the_token_budget_refuse_the_fit_before_any_readou
     after every plain readout had been read (1,000 of them for a 0.98 MiB fit)."""
     server = start(serve_openjev, fake, qwen_tokenizer_dir, tmp_path / "tasks", OPENJEV_MAX_INPUT_TOKENS="600")
     long = [
-        {**example, "state": example["state"] + " The parcel was meant to come on Monday." * 12} for example in EXAMPLES
-    ]
+        {**example, "state": example["state"] + " The parcel was meant to come on Monday." * 12} for example in MANY
+    ]  # enough of each label that worked examples can be set apart (`fitting`, step 3)
     with server.client() as http:
         assert http.post("/v1/systemone", json={**ASKED, "state": long[0]["state"]}).status_code == 200
         before = len(fake.generate_calls)

@@ -117,16 +117,18 @@ def expect_calibrated(plain: dict, used: dict, biases: list[float], temperature:
 def test_worked_examples_are_tried_and_the_chosen_ones_shown(serve_openjev, fake, qwen_tokenizer_dir, tmp_path) -> None:
     server = start(serve_openjev, fake, qwen_tokenizer_dir, tmp_path / "tasks")
     with server.client() as http:
-        task = http.post("/v1/tasks", json={"question": QUESTION, "examples": EXAMPLES}).json()
+        task = http.post("/v1/tasks", json={"question": QUESTION, "examples": MANY}).json()
     report = task["report"]
-    # w = 0 is far from perfect here: 1 and 2 worked examples per label were read and compared too.
+    # w = 0 is far from perfect here: 1 and 2 worked examples per label were read and compared too, on the
+    # examples not shown (two per label set apart; each label keeps two scored at least).
     assert list(report["by_worked_examples"]) == ["0", "1", "2"]
+    assert report["nested"]["examples_scored"] == len(MANY) - 6 and report["nested"]["worked_examples_shown"] == 6
     chosen = task["worked_examples_per_label"]
     assert chosen == report["chosen"]["worked_examples_per_label"]
     assert chosen == 0 or report["nested"]["adopted"]
     criteria = task["worked_question"]["criteria"]
     for label, description in QUESTION["criteria"].items():
-        states = [e["state"] for e in EXAMPLES if e["label"] == label][:chosen]
+        states = [e["state"] for e in MANY if e["label"] == label][:chosen]
         if states:
             assert criteria[label]["examples"] == states
             assert criteria[label].get("what") == description

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from openjev.request.schema import ChoiceQuestion, NoulQuestion, ScoreQuestion
-from openjev.tasks.examples import pick, showable, worked_question
+from openjev.tasks.examples import demonstrations, pick, showable, worked_question
 
 
 def test_pick_takes_the_first_showable_examples_of_each_label_among_the_allowed() -> None:
@@ -36,3 +36,13 @@ def test_noul_and_score_entries() -> None:
     assert both.criteria is not None and both.criteria.false == {"what": None, "examples": ["on time"]}
     score = ScoreQuestion(type="score", criteria=["low", "high"])
     assert worked_question(score, [["s"], []]).criteria == [{"what": "low", "examples": ["s"]}, "high"]
+
+
+def test_demonstrations_set_the_shown_examples_and_their_pair_mates_apart_leaving_each_label_two() -> None:
+    gold = [0, 1, 0, 1, 0, 1, 0, 1]
+    units = ["p", "p", "i2", "i3", "i4", "i5", "i6", "i7"]  # 0 and 1 a contrastive pair
+    shown = [True] * 8
+    assert demonstrations(gold, units, 2, 1, shown, 2) == (1, [[0], [1]], [2, 3, 4, 5, 6, 7])
+    assert demonstrations(gold, units, 2, 2, shown, 2) == (2, [[0, 2], [1, 3]], [4, 5, 6, 7])
+    assert demonstrations(gold, units, 2, 3, shown, 2) == (2, [[0, 2], [1, 3]], [4, 5, 6, 7])  # 3 would leave one
+    assert demonstrations(gold[:4], units[:4], 2, 2, shown, 2) == (0, [[], []], [0, 1, 2, 3])

@@ -15,9 +15,10 @@ example names what the task answers with. Otherwise the task answers with the pl
 reported held-out accuracy is the procedure's on the outer folds, never the best over candidates.
 
 Folds are scikit-learn's `StratifiedGroupKFold` (labels spread evenly, a contrastive pair kept whole).
-A readout at w > 0 shows examples from the other *outer* folds only (`fitting`), so an outer fold's
-readouts never see one of its own examples. A head's strength is chosen on `HEAD_FOLDS` folds cut from
-the examples it is fitted on (each example its own unit: the choice sees none of the examples it answers).
+A readout at w > 0 shows only examples set apart from the ones scored here (`fitting`, step 3): no
+readout of an outer or inner fold shows an example of any fold. A head's strength is chosen on
+`HEAD_FOLDS` folds cut from the examples it is fitted on (each example its own unit: the choice sees
+none of the examples it answers).
 """
 
 from __future__ import annotations

@@ -12,6 +12,11 @@ none: a null choice description, a noul side left out), so:
 A label with no examples keeps its entry as it was. `pick` chooses the examples: the first
 `per_label` of each label among the allowed ones, in the order given, leaving out states too long to
 be shown as an example (more than OPENJEV_MAX_EXAMPLE_BYTES of text).
+
+`demonstrations` sets a fit's shown examples apart from its scored ones: the first w of each label
+(`pick` over every example, so the served question's for any count up to w) are shown, and only the
+examples of no unit (contrastive pair) with one shown are scored at w > 0. w is the largest count up to
+the one asked for that leaves each label `least` scored examples (0: none can be spared).
 """
 
 from __future__ import annotations
@@ -63,3 +68,17 @@ def worked_question(question: TaskQuestion, examples: Sequence[list[FreeForm]]) 
         return question.model_copy(update={"criteria": criteria, "x_task": None})
     levels = [_entry(level, list(states)) for level, states in zip(question.criteria, examples, strict=True)]
     return question.model_copy(update={"criteria": levels, "x_task": None})
+
+
+def demonstrations(
+    gold: Sequence[int], units: Sequence[str], labels: int, most: int, shown: Sequence[bool], least: int
+) -> tuple[int, list[list[int]], list[int]]:
+    """(w, the examples shown per label, the examples scored) as the module doc says."""
+    for per_label in range(most, 0, -1):
+        picked = pick(gold, range(len(gold)), labels, per_label, shown)
+        units_shown = {units[index] for chosen in picked for index in chosen}
+        scored = [index for index in range(len(gold)) if units[index] not in units_shown]
+        left = [sum(gold[index] == label for index in scored) for label in sorted(set(gold))]
+        if min(left) >= least:
+            return per_label, picked, scored
+    return 0, [[] for _ in range(labels)], list(range(len(gold)))

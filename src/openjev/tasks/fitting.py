@@ -7,13 +7,19 @@
 3. Each example's state is read with the plain question first (w = 0), through the same path as any
    request's (`answer`), raw: no task applies to a fit's readouts. Where the backend returns hidden
    states (`hidden`), these plain readouts, and only these, carry the hidden state at the answer
-   position, for the head (`head.py`). Only when w = 0 leaves something
-   to gain (held-out accuracy below 1) is each state read again with w = 1, …, W worked examples per
-   label (OPENJEV_TASK_WORKED_EXAMPLES = W, at most OPENJEV_MAX_EXAMPLES_PER_OPTION) taken from the
-   *other* folds (`examples.pick`; a state over OPENJEV_MAX_EXAMPLE_BYTES is never one; built once
-   per fold), as questions `w1`, `w2`, …: one shared prefix, W readouts. So every readout is held out.
-   Before the first readout, each fold's longest state is prepared (tokenized, not read) with its
-   worked questions `w1`..`wW` through `check` (`check_worked`): worked questions over the token
+   position, for the head (`head.py`). Only when w = 0 leaves something to gain (held-out accuracy
+   below 1) are states read again with w = 1, …, W worked examples per label
+   (OPENJEV_TASK_WORKED_EXAMPLES = W, at most OPENJEV_MAX_EXAMPLES_PER_OPTION), as questions `w1`,
+   `w2`, …: one shared prefix, W readouts. The examples shown are the first w of each label
+   (`examples.demonstrations`; a state over OPENJEV_MAX_EXAMPLE_BYTES is never one), the very ones
+   the task serves with w, and they are never scored: from then on the decision (step 4) scores only
+   the examples of no pair with one shown, cut into folds again, each read with the one worked question
+   per w. So no readout the nested cross-validation scores, at either level, shows the label of an
+   example it scores, and a calibration is fitted on readouts of the prompt it is served with. W is
+   lowered until every label keeps `MIN_PER_LABEL` scored examples (to 0: no worked readouts). Cost:
+   n plain readouts, then n - s requests of W questions, s the examples set apart (about W per label).
+   Before the first readout, the longest scored state is prepared (tokenized, not read) with the worked
+   questions `w1`..`wW` through `check` (`check_worked`): worked questions over the token
    budget refuse the fit there, a RequestRejected naming that example's state, not after every plain
    readout. Readouts go at most `concurrency` at once, each request built when its turn comes (never all at
    once on the event loop); a readout refused as overloaded is asked again after `OVERLOAD_WAIT`
@@ -28,7 +34,8 @@
    take at most half of OPENJEV_TASK_MAX_BYTES; `report.head_left_out` says why not).
    `report.by_worked_examples` scores each count before and after calibration, cross-validated once
    (what was chosen among), `report.nested.head` the head, `report.learning_curve` the accuracy at
-   each count of examples per label (`learning_curve.py`); `report.nested` is what decided. That
+   each count of examples per label (`learning_curve.py`); `report.nested` is what decided (with
+   `examples_scored` and `worked_examples_shown` where worked examples were read). That
    arithmetic, and the check of step 3 whether w = 0 leaves something to gain, run in a process of
    their own (`deciding.py`).
 
@@ -55,7 +62,7 @@ from openjev.request.sizes import text_bytes
 from openjev.tasks.adoption import MIN_PER_LABEL, Candidate, at_cap, cut, unit_ids
 from openjev.tasks.calibration import LabelCalibration, answer_probabilities
 from openjev.tasks.deciding import decide, in_process, plain_accuracy
-from openjev.tasks.examples import pick, showable, worked_question
+from openjev.tasks.examples import demonstrations, pick, showable, worked_question
 from openjev.tasks.head import RidgeHead, head_fits
 from openjev.tasks.schema import TaskRequest, canonical_examples, label_index, label_names, question_request
 from openjev.tasks.store import FORMAT, question_json, task_id
@@ -156,70 +163,59 @@ class _Reader:
         return (kept["distributions"], _unpacked(kept["hidden"])) if hidden else (kept, None)
 
 
-def _fold_questions(task: TaskRequest, gold: list[int], cut_: list[list[int]], counts: range, shown) -> list[dict]:
-    """Per fold, its questions `w<count>` with worked examples from the other folds (module doc, step 3)."""
+def _worked_questions(task: TaskRequest, picked: list[list[int]], counts: range) -> dict:
+    """Questions `w<count>`: the question with the first `count` of each label's `picked` examples (step 3)."""
     states = [example.state for example in task.examples]
-    labels = len(label_names(task.question))
-    questions = []
-    for fold in cut_:
-        held = set(fold)
-        allowed = [other for other in range(len(states)) if other not in held]
-        questions.append(
-            {
-                f"w{w}": worked_question(
-                    task.question, [[states[j] for j in chosen] for chosen in pick(gold, allowed, labels, w, shown)]
-                )
-                for w in counts
-            }
-        )
-    return questions
+    shown = {w: [[states[j] for j in chosen[:w]] for chosen in picked] for w in counts}
+    return {f"w{w}": worked_question(task.question, examples) for w, examples in shown.items()}
 
 
-async def _readouts(
-    task: TaskRequest, gold: list[int], cut_: list[list[int]], counts: range, shown, reader: _Reader, hidden: bool
-):
-    """Per example, its distributions at each w in `counts` and, with `hidden`, the hidden state of its
-    readout at the first count (module doc, step 3)."""
-    fold_of = {index: number for number, fold in enumerate(cut_) for index in fold}
-    by_fold = _fold_questions(task, gold, cut_, counts, shown)
+async def _readouts(task: TaskRequest, indices: list[int], questions: dict, reader: _Reader, hidden: bool):
+    """Per example of `indices`, its distributions for each of `questions` and, with `hidden`, the hidden
+    state of its readout of the first (module doc, step 3)."""
     states = [example.state for example in task.examples]
-    found: list[tuple[list[list[float]], np.ndarray | None]] = [([], None) for _ in states]
-    indices = iter(range(len(states)))
+    found: list[tuple[list[list[float]], np.ndarray | None]] = [([], None) for _ in indices]
+    positions = iter(range(len(indices)))
 
     async def reading() -> None:
-        for index in indices:  # shared by the readers: each takes the next example when it is free
-            questions = by_fold[fold_of[index]]
+        for position in positions:  # shared by the readers: each takes the next example when it is free
+            index = indices[position]
             request = question_request(task.question, states[index]).model_copy(update={"questions": questions})
-            found[index] = await reader.read(index, request, list(questions), hidden)
+            found[position] = await reader.read(index, request, list(questions), hidden)
 
-    reader.total += len(states)
+    reader.total += len(indices)
     if reader.progress is not None:
         reader.progress(reader.done, reader.total)
     await asyncio.gather(*(reading() for _ in range(reader.concurrency)))
     return [distributions for distributions, _ in found], [state for _, state in found]
 
 
-async def check_worked(
-    task: TaskRequest, gold: list[int], folds: list[list[int]], settings: Settings, check: Check
-) -> None:
-    """Each fold's longest state asked with that fold's worked questions, prepared through `check` (module
-    doc, step 3); RequestRejected naming the state whose request is over the budget."""
+def _shown(task: TaskRequest, gold: list[int], settings: Settings) -> tuple[int, list[list[int]], list[int]]:
+    """(W, the examples shown per label, the examples scored) of the worked readouts (module doc, step 3)."""
     states = [example.state for example in task.examples]
     most = min(settings.task_worked_examples, settings.max_examples_per_option)
+    units = unit_ids([example.pair for example in task.examples])
+    labels = len(label_names(task.question))
+    return demonstrations(gold, units, labels, most, showable(states, settings.max_example_bytes), MIN_PER_LABEL)
+
+
+async def check_worked(task: TaskRequest, gold: list[int], settings: Settings, check: Check) -> None:
+    """The longest scored state asked with the worked questions, prepared through `check` (module doc,
+    step 3); RequestRejected naming the state whose request is over the budget."""
+    states = [example.state for example in task.examples]
+    most, picked, scored = _shown(task, gold, settings)
     if most == 0:
         return
-    shown = showable(states, settings.max_example_bytes)
-    by_fold = _fold_questions(task, gold, folds, range(1, most + 1), shown)
-    for fold, questions in zip(folds, by_fold, strict=True):
-        index = max(fold, key=lambda each: text_bytes(states[each], settings.max_body_bytes))
-        try:
-            await check(question_request(task.question, states[index]).model_copy(update={"questions": questions}))
-        except RequestRejected as error:
-            message = (
-                f"asked with up to {most} worked examples per label (OPENJEV_TASK_WORKED_EXAMPLES), "
-                f"its request is over the token budget: {error.message}"
-            )
-            raise RequestRejected([Issue(("examples", index, "state"), message)]) from error
+    index = max(scored, key=lambda each: text_bytes(states[each], settings.max_body_bytes))
+    try:
+        worked = _worked_questions(task, picked, range(1, most + 1))
+        await check(question_request(task.question, states[index]).model_copy(update={"questions": worked}))
+    except RequestRejected as error:
+        message = (
+            f"asked with up to {most} worked examples per label (OPENJEV_TASK_WORKED_EXAMPLES), "
+            f"its request is over the token budget: {error.message}"
+        )
+        raise RequestRejected([Issue(("examples", index, "state"), message)]) from error
 
 
 async def read_and_choose(
@@ -227,17 +223,24 @@ async def read_and_choose(
 ) -> tuple[list[list[list[float]]], Decided, str | None]:
     """The readouts (module doc, step 3), what they decide (step 4, `deciding.decide`) and why no head
     was a candidate though the readouts carry hidden states, if none was."""
-    shown = showable([example.state for example in task.examples], settings.max_example_bytes)
-    most = min(settings.task_worked_examples, settings.max_examples_per_option)
-    readouts, states = await _readouts(task, gold, folds, range(1), shown, reader, hidden)
-    if most > 0 and await in_process(plain_accuracy, readouts, gold) < 1:
-        worked, _ = await _readouts(task, gold, folds, range(1, most + 1), shown, reader, False)
-        readouts = [plain + more for plain, more in zip(readouts, worked, strict=True)]
     groups = [example.pair for example in task.examples]
+    plain = _worked_questions(task, [[] for _ in label_names(task.question)], range(1))
+    readouts, states = await _readouts(task, list(range(len(gold))), plain, reader, hidden)
+    most, picked, scored = _shown(task, gold, settings)
+    shown = None
+    if most > 0 and await in_process(plain_accuracy, readouts, gold) < 1:
+        worked, _ = await _readouts(task, scored, _worked_questions(task, picked, range(1, most + 1)), reader, False)
+        readouts = [readouts[index] + more for index, more in zip(scored, worked, strict=True)]
+        gold, groups, states = [gold[i] for i in scored], [groups[i] for i in scored], [states[i] for i in scored]
+        shown = sum(map(len, picked))
+        folds = cut(gold, unit_ids(groups), settings.task_folds)
     matrix = np.stack(states) if hidden else None
     left_out = head_fits(matrix.shape[1], len(readouts[0][0]), settings.task_max_bytes) if matrix is not None else None
     matrix = None if left_out else matrix
-    return readouts, await in_process(decide, readouts, gold, groups, folds, settings.task_folds, matrix), left_out
+    decided = await in_process(decide, readouts, gold, groups, folds, settings.task_folds, matrix)
+    if shown is not None:
+        decided[0].update(examples_scored=len(gold), worked_examples_shown=shown)
+    return readouts, decided, left_out
 
 
 def _shown_with(task: TaskRequest, gold: list[int], per_label: int, most_bytes: int):
@@ -280,7 +283,7 @@ async def fit_task(
     folds = cut(gold, unit_ids(groups), settings.task_folds)
     reader = _Reader(answer, concurrency, {} if kept is None else kept, progress)
     if check is not None:
-        await check_worked(task, gold, folds, settings, check)
+        await check_worked(task, gold, settings, check)
     _, decided, left_out = await read_and_choose(task, gold, folds, settings, reader, hidden)
     _, chosen, _, fitted, head, _ = decided
     if at_cap(fitted):

@@ -8,9 +8,9 @@ its place in the posted body (`examples.2.label`), not in the grown list (`poste
 A fit that ends in a task keeps its readouts beside it (`ReadoutFiles`: `<tasks dir>/readouts/<id>.jsonl`,
 as `jobs.KeptReadouts` writes them; removed with its task). The grown fit starts from a copy of the
 readouts of the task it grew from (`seed`), so each example's plain readout (and hidden state) that
-was read is read again only if the answer settings changed since; the new examples are read, and the
-worked-example readouts whose folds changed. One file per task kept: at most OPENJEV_TASK_MAX_TASKS,
-each the readouts of at most OPENJEV_TASK_MAX_EXAMPLES examples.
+was read is read again only if the answer settings changed since (`jobs.KeptReadouts`); the new
+examples are read, and the worked-example readouts whose shown examples changed. One file per task
+kept: at most OPENJEV_TASK_MAX_TASKS, each the readouts of at most OPENJEV_TASK_MAX_EXAMPLES examples.
 """
 
 from __future__ import annotations

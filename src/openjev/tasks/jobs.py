@@ -3,8 +3,12 @@
 A job's id is the task's (a hash of question, examples and model), so identical fits posted while one
 runs share that job. Each readout is appended, as it arrives, to `<tasks dir>/fits/<id>.jsonl`
 (`KeptReadouts`); a fit stopped by a client that left or a restart, and posted again, reads only
-what it lacks (one that failed on the way, overloaded say, too). The file goes when the fit ends in a
-task, is refused or is cancelled (`cancel`: `DELETE /v1/tasks/fits/{id}`). The files kept count with
+what it lacks (one that failed on the way, overloaded say, too). A readout is what it is under the answer
+settings it was read with (`answering/answer_settings.py`, the settings a task is stamped with): the
+file's first line names them, and a file kept under other ones (a restart with another answer cue, say)
+is started again, its readouts read anew, never mixed with the new ones. The file goes when the fit is
+refused or cancelled (`cancel`: `DELETE /v1/tasks/fits/{id}`); one that ends in a task is kept beside
+the task (`growing.ReadoutFiles`). The files kept count with
 the tasks against OPENJEV_TASK_MAX_TASKS (`make_room`: the oldest of fits not running go first).
 
 At most OPENJEV_TASK_MAX_FITS jobs run at once: `start` refuses one more with `Overloaded` (a 529 with
@@ -34,17 +38,27 @@ KEPT_EVENTS = 50
 
 
 class KeptReadouts(MutableMapping[str, Any]):
-    """Readouts by request key, appended to a JSON-lines file as they arrive and read back from it."""
+    """Readouts by request key, appended to a JSON-lines file as they arrive and read back from it, under
+    the answer settings its first line names (module doc): a file under others is started again and
+    `discarded` says how many readouts went with it."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, answer_settings: dict[str, Any]) -> None:
         self.path = path
+        self._header = json.dumps({"answer_settings": answer_settings})
         self._items: dict[str, Any] = {}
+        self.discarded = 0
         if path.is_file():
             text = path.read_text(encoding="utf-8")
             if not text.endswith("\n") and text:
                 # A torn last line (a process died mid-write) goes, so the next entry starts a line of its own.
-                path.write_text(text[: text.rfind("\n") + 1], encoding="utf-8")
-            for line in text.splitlines():
+                text = text[: text.rfind("\n") + 1]
+                path.write_text(text, encoding="utf-8")
+            header, *lines = text.splitlines() or [""]
+            if not _same_settings(header, answer_settings):
+                self.discarded = len(lines)
+                path.unlink()
+                return
+            for line in lines:
                 with contextlib.suppress(ValueError, TypeError, KeyError):  # a torn last line is read again
                     entry = json.loads(line)
                     self._items[str(entry["key"])] = entry["readouts"]
@@ -56,6 +70,8 @@ class KeptReadouts(MutableMapping[str, Any]):
         self._items[key] = value
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as file:
+            if file.tell() == 0:
+                file.write(self._header + "\n")
             file.write(json.dumps({"key": key, "readouts": value}) + "\n")
 
     def __delitem__(self, key: str) -> None:
@@ -66,6 +82,13 @@ class KeptReadouts(MutableMapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+def _same_settings(header: str, answer_settings: dict[str, Any]) -> bool:
+    """Whether a kept file's first line names these answer settings (module doc)."""
+    with contextlib.suppress(ValueError, TypeError, KeyError):
+        return json.loads(header)["answer_settings"] == json.loads(json.dumps(answer_settings))
+    return False
 
 
 Run = Callable[[MutableMapping[str, Any], Callable[[int, int], None]], Awaitable[dict[str, Any]]]
@@ -86,6 +109,8 @@ class FitJob:
         self.detached = False
         #: Cancelled by `FitJobs.cancel`: its readouts go with it.
         self.discarded = False
+        if kept.discarded:
+            self.event(f"{kept.discarded} readouts kept under other answer settings removed: read again")
         self.event(f"started; {len(kept)} readouts kept from before")
 
     def event(self, what: str) -> None:
@@ -104,9 +129,11 @@ class FitJob:
 
 
 class FitJobs:
-    def __init__(self, directory: Path, max_running: int) -> None:
+    def __init__(self, directory: Path, max_running: int, answer_settings: dict[str, Any]) -> None:
         self.directory = directory / "fits"
         self.max_running = max_running
+        #: What every readout of this server is read under (`KeptReadouts`).
+        self.answer_settings = answer_settings
         self._jobs: dict[str, FitJob] = {}
 
     @property
@@ -124,7 +151,7 @@ class FitJobs:
             return job
         if self.running >= self.max_running:
             raise Overloaded(f"{self.running} fits are running (OPENJEV_TASK_MAX_FITS={self.max_running}); retry later")
-        job = FitJob(identifier, KeptReadouts(self.directory / f"{identifier}.jsonl"))
+        job = FitJob(identifier, KeptReadouts(self.directory / f"{identifier}.jsonl", self.answer_settings))
         self._jobs.pop(identifier, None)
         self._jobs[identifier] = job
         job.task = asyncio.ensure_future(self._run(job, run))
