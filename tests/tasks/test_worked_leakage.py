@@ -32,7 +32,7 @@ def shown(question: dict[str, Any]) -> dict[str, list[str]]:
 def test_no_worked_readout_shows_a_scored_example_and_each_shows_what_the_task_serves() -> None:
     reads: list[tuple[str, dict[str, dict[str, list[str]]]]] = []
 
-    async def model(request: Any) -> dict[str, dict[str, Any]]:
+    async def model(request: Any, hidden: frozenset[str]) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
         asked = {name: shown(question.model_dump()) for name, question in request.questions.items()}
         reads.append((request.state, asked))
         gold = GOLD[request.state]
@@ -41,7 +41,7 @@ def test_no_worked_readout_shows_a_scored_example_and_each_shows_what_the_task_s
             favoured = gold if examples else LABELS[0]
             leaning = {label: 0.8 if label == favoured else 0.1 for label in LABELS}
             answers[name] = {"type": "choice", "probabilities": leaning}
-        return answers
+        return answers, {}  # no hidden states: the fit is told the backend has none
 
     settings = Settings(task_folds=3, task_worked_examples=2)
     document = asyncio.run(fitting.fit_task(TASK, settings, "model", model, concurrency=1))
