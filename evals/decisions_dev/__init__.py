@@ -18,6 +18,7 @@ SPEC = registry.SuiteSpec(
     write_report=report.write_report,
     variant_records=report.variant_records,
     variants=variants.VARIANTS,
+    add_arguments=asking.add_arguments,
 )
 
 
