@@ -6,7 +6,8 @@ bootstrap, src/openjev/quality/metrics.py); the worst position error in points (
 over the positions of the given listing, the largest gap between the share of answers and of gold
 there); flips under reversal (the share of questions whose answer to the reversed listing differs from
 its answer to the given one; `null` where the variant's reversed answer was not read); readouts per
-question (mean); for `adaptive`, its disagreement with `cycle-mean` (0 by construction, checked here).
+question (mean); for `adaptive`, its disagreement with `cycle-mean` (0 by construction, checked here);
+`accuracy`, the plain readout's over every split (the line evals/report.py prints).
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def build_position_report(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         a["choice"] != b["choice"] for a, b in zip(by_variant["adaptive"], by_variant["cycle-mean"], strict=True)
     )
     report["adaptive_disagrees_with_cycle"] = disagree / max(len(usable), 1)
+    plain = by_variant["plain"]
+    report["accuracy"] = sum(row["choice"] == row["gold"] for row in plain) / max(len(plain), 1)
     return report
 
 
