@@ -41,7 +41,7 @@ from evals.decisions_dev.dataset import (
     state_request,
 )
 from evals.decisions_dev.positions import POSITION_PROTOCOL, choice_questions, position_request, position_views
-from evals.decisions_dev.report import write_report
+from evals.decisions_dev.run_report import write_report
 from evals.harness import runs
 from evals.harness.data import Suite
 from evals.harness.transport import connect, post_answers

@@ -194,12 +194,11 @@ def build_report(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def write_report(directory: Path) -> dict[str, Any]:
-    """report.json and report.md of a run; a position run's are position_report.py's."""
-    from evals.decisions_dev.position_report import is_position_run, write_position_report
-
     _, records, _ = runs.read_run(directory)
-    if is_position_run(records):
-        return write_position_report(directory, records)
+    return write_suite_report(directory, records)
+
+
+def write_suite_report(directory: Path, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     report = build_report(records)
     runs.write_json(directory / "report.json", report)
     (directory / "report.md").write_text(markdown(report))
