@@ -33,6 +33,7 @@ def answer_settings(settings: Settings) -> dict[str, object]:
         "rotation_average": settings.rotation_average.value,
         "rotation_skip_above": settings.rotation_skip_above,
         "option_keys": settings.option_keys,
+        "option_order": settings.option_order.value,
         "temperature": settings.temperature,
         "score_temperature": settings.score_temperature,
         "confidence": settings.confidence.value,
