@@ -1,8 +1,8 @@
 """`uv run python -m evals.heads.analyse RUN_DIR [--dataset clinc150|hwu64]`: the learning curve of a
 heads question from the readouts `collect.py` wrote to RUN_DIR/readouts.jsonl; writes RUN_DIR/result.json.
 
-For each N of `COUNTS` that the run holds (N train messages of every label), four ways of answering the
-test messages the run holds, all from the same readouts (one per message):
+For each N of `--counts` (default `COUNTS`) that the run holds (N train messages of every label), four
+ways of answering the test messages the run holds, all from the same readouts (one per message):
 - zero-shot: the readout's most probable label;
 - calibration: a bias per label and a temperature (`tasks.calibration.fit`) fitted on the N x 8 train
   messages, always applied;
@@ -101,6 +101,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("run", type=Path)
     parser.add_argument("--dataset", choices=sorted(DATASETS), default="clinc150")
+    parser.add_argument("--counts", default=",".join(map(str, COUNTS)), help="train messages per label, e.g. 5,10,40")
     args = parser.parse_args()
     run, labels = args.run, DATASETS[args.dataset].LABELS
     rows = load(run / "readouts.jsonl")
@@ -108,7 +109,7 @@ def main() -> None:
     complete = min(sum(1 for row in test if row["label"] == label) for label in labels)
     test = [row for row in test if row["index"] < complete]  # as many of every label
     curve = {}
-    for count in COUNTS:
+    for count in [int(count) for count in args.counts.split(",")]:
         train = [row for row in rows if row["split"] == "train" and row["index"] < count]
         if len(train) < count * len(labels) or not test:
             break

@@ -5,11 +5,12 @@ intents differ from the recorded one refused."""
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from evals.heads import hwu64
+from evals.heads import collect, hwu64
 
 HEADER = "answerid;scenario;intent;answer_annotation;answer_from_anno;answer_from_user\n"
 
@@ -54,3 +55,13 @@ def test_a_row_of_another_intent_in_a_labels_file_is_refused(tmp_path: Path, mon
     monkeypatch.setattr(hwu64, "SOURCE_SHA256", write_copy(tmp_path, per_fold=8, intent_of={"coffee": "hue_lightup"}))
     with pytest.raises(SystemExit, match="intent hue_lightup"):
         hwu64.messages(tmp_path)
+
+
+def test_a_run_is_read_in_whole_blocks_of_every_label(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hwu64, "SOURCE_SHA256", write_copy(tmp_path, per_fold=8))
+    rows = collect.ordered(hwu64.messages(tmp_path))
+    assert len(rows) == 70 * len(hwu64.LABELS)
+    for read, train, test in ((80, 5, 5), (160, 10, 10), (320, 20, 20), (400, 30, 20), (480, 40, 20)):
+        counts = Counter((row["split"], row["label"]) for row in rows[:read])
+        assert {counts["train", label] for label in hwu64.LABELS} == {train}
+        assert {counts["test", label] for label in hwu64.LABELS} == {test}
