@@ -33,6 +33,8 @@ VARIANTS = {
     "never a second rotation": {"option_shifts": 2, "rotation_skip_above": 0.0},
     "four rotations, log": {"option_shifts": 4, "rotation_average": "log", "rotation_skip_above": 1.0},
     "score reversed": {"score_reverse": True},
+    "canonical order": {"option_order": "canonical"},
+    "canonical, four rotations": {"option_order": "canonical", "option_shifts": 4, "rotation_skip_above": 1.0},
 }
 TYPES = ("choice", "score", "noul")
 

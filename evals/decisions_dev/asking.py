@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,8 @@ from evals.decisions_dev.dataset import (
     load_states,
     state_request,
 )
-from evals.decisions_dev.report import write_report
+from evals.decisions_dev.positions import POSITION_PROTOCOL, choice_questions, position_request, position_views
+from evals.decisions_dev.run_report import write_report
 from evals.harness import runs
 from evals.harness.data import Suite
 from evals.harness.transport import connect, post_answers
@@ -49,10 +52,38 @@ def load_suite() -> Suite:
                  DECISIONS_DEV_SHA256, load_states())  # fmt: skip
 
 
-def answered(question: dict[str, Any], answers: dict[str, Any], question_id: str) -> dict[str, dict[str, float]]:
-    """The question's distribution in every view it was asked in, keyed plain/rot/rev."""
+@dataclass(frozen=True)
+class Asked:
+    """What a run asks of each state: the default protocol (dataset.py) or the position run (positions.py)."""
+
+    protocol: dict[str, str]
+    request: Callable[[dict[str, Any], str], dict[str, Any]]
+    questions: Callable[[dict[str, Any]], dict[str, Any]]
+    views: Callable[[dict[str, Any]], tuple[str, ...]]
+    content_free: bool
+
+
+DEFAULT = Asked(PROTOCOL, state_request, lambda state: state["questions"], lambda q: VIEWS[q["type"]], True)
+POSITIONS = Asked(
+    POSITION_PROTOCOL, position_request, choice_questions, lambda q: position_views(len(q["criteria"])), False
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--position-views",
+        action="store_true",
+        help="decisions-dev: ask only each state's choice question, in every cyclic rotation, the canonical "
+        "order and the reversed order (evals/decisions_dev/positions.py)",
+    )
+
+
+def answered(
+    question: dict[str, Any], answers: dict[str, Any], question_id: str, views: tuple[str, ...] | None = None
+) -> dict[str, dict[str, float]]:
+    """The question's distribution in every view it was asked in, keyed plain and by view name."""
     found = {"plain": distribution(question, "plain", answers[question_id])}
-    for view in VIEWS[question["type"]]:
+    for view in VIEWS[question["type"]] if views is None else views:
         found[view] = distribution(question, view, answers[f"{question_id}@{view}"])
     return found
 
@@ -82,19 +113,24 @@ async def ask_content_free(
 
 
 async def ask_state(
-    client: httpx.AsyncClient, priors: dict[str, dict[str, Any]], model: str, unit: tuple[int, dict[str, Any]]
+    client: httpx.AsyncClient,
+    priors: dict[str, dict[str, Any]],
+    model: str,
+    asked: Asked,
+    unit: tuple[int, dict[str, Any]],
 ) -> list[dict[str, Any]]:
     first, state = unit
+    questions = asked.questions(state)
     try:
-        body, latency = await post_answers(client, state_request(state, model))
+        body, latency = await post_answers(client, asked.request(state, model))
     except (ValueError, KeyError, TypeError) as error:
         return [
             {"position": first + offset, "id": f"{state['id']}/{qid}", "error": str(error)}
-            for offset, qid in enumerate(state["questions"])
+            for offset, qid in enumerate(questions)
         ]
     records = []
-    for offset, (question_id, question) in enumerate(state["questions"].items()):
-        views = answered(question, body["answers"], question_id)
+    for offset, (question_id, question) in enumerate(questions.items()):
+        views = answered(question, body["answers"], question_id, asked.views(question))
         plain = views.pop("plain")
         if question["type"] == "noul":
             choice = "yes" if plain["yes"] >= 0.5 else "no"
@@ -105,8 +141,9 @@ async def ask_state(
             "family": state["family"], "subject": state["family"], "pair": state["pair"], "half": state["half"],
             "split": state["split"], "permissive": state["permissive"],
             "type": question["type"], "gold": state["gold"][question_id]["gold"], "choice": choice,
-            "probabilities": plain, "views": views, "content_free": priors["na"][state["family"]].get(question_id),
-            "content_free_neutral": priors["neutral"][state["family"]].get(question_id),
+            "probabilities": plain, "views": views,
+            "content_free": priors["na"].get(state["family"], {}).get(question_id),
+            "content_free_neutral": priors["neutral"].get(state["family"], {}).get(question_id),
             "model": body.get("model"), "usage": body.get("usage"), "latency_s": latency,
         })  # fmt: skip
     return records
@@ -114,22 +151,25 @@ async def ask_state(
 
 async def evaluate(args: argparse.Namespace, suite: Suite, directory: Path) -> int:
     states = suite.items[: args.limit]
+    asked = POSITIONS if getattr(args, "position_views", False) else DEFAULT
     async with connect(args) as (client, models, settings, unread):
-        meta = runs.prepare_run(directory, suite, args.url, models, settings, PROTOCOL, args.model, unread=unread)
+        meta = runs.prepare_run(directory, suite, args.url, models, settings, asked.protocol, args.model, unread=unread)
         started = runs.begin_session(directory, meta, limit=args.limit)
         model = args.model or PROTOCOL["model"]
         files = {"na": "content_free.json", "neutral": "content_free_neutral.json"}
         priors = {
             kind: await ask_content_free(client, states, directory / files[kind], model, kind)
+            if asked.content_free
+            else {}
             for kind in CONTENT_FREE_KINDS
         }
         done = runs.keep_answered(directory)
         pending, position = [], 0
         for state in states:
-            if not {f"{state['id']}/{qid}" for qid in state["questions"]} <= done:
+            if not {f"{state['id']}/{qid}" for qid in asked.questions(state)} <= done:
                 pending.append((position, state))
-            position += len(state["questions"])
-        ask = functools.partial(ask_state, client, priors, model)
+            position += len(asked.questions(state))
+        ask = functools.partial(ask_state, client, priors, model, asked)
         progress = tqdm(total=len(pending), unit="state")
         errors = await runs.ask_pool(ask, pending, args.concurrency, directory / "results.jsonl", progress)
     runs.end_session(directory, meta, started, len(pending), errors)

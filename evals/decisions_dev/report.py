@@ -16,7 +16,10 @@ question type, per split (`all`, `dev`, `confirm`) and variant:
   share of gold answers there;
 - score: exact level by argmax, and the served score Σ i·pᵢ (the expected level) rounded, at T = 1 and at
   T = 0.5 (p^(1/T) renormalised, as OPENJEV_SCORE_TEMPERATURE applies it); the MAE in levels;
-- ECE (10 equal-mass bins of the top probability) and readouts per question (mean).
+- ECE (10 equal-mass bins of the top probability) and readouts per question (mean);
+- flips under reversal (`reversal_flips`), per type and split, wherever reversed-order readouts exist
+  (a score's reversed rubric here; a position run's choice: position_report.py, which also writes
+  that run's report).
 """
 
 from __future__ import annotations
@@ -137,6 +140,25 @@ def type_figures(records: Sequence[dict[str, Any]], plain: Sequence[dict[str, An
     return row
 
 
+def reversal_flips(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Flips under reversal, a standing figure wherever a reversed-order readout (`rev` view, mapped back
+    to the question's order) was read: per type and split, the share of questions whose plain readout's
+    argmax differs from the reversed readout's."""
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    for kind in ("choice", "score"):
+        read = [r for r in records if r["type"] == kind and "rev" in r.get("views", {})]
+        for split in SPLITS:
+            rows = [r for r in read if in_split(r, split)]
+            if rows:
+                flipped = sum(argmax_key(r["probabilities"]) != argmax_key(r["views"]["rev"]) for r in rows)
+                found.setdefault(kind, {})[split] = {"n": len(rows), "share": flipped / len(rows)}
+    return found
+
+
+def argmax_key(distribution: dict[str, float]) -> str:
+    return max(distribution, key=distribution.__getitem__)
+
+
 def in_split(record: dict[str, Any], split: str) -> bool:
     return split == "all" or record.get("split", "dev") == split
 
@@ -167,11 +189,16 @@ def build_report(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         }
         for family in sorted({r["family"] for r in records if r["type"] == "choice"})
     }
+    report["flips_under_reversal"] = reversal_flips(records)
     return report
 
 
 def write_report(directory: Path) -> dict[str, Any]:
     _, records, _ = runs.read_run(directory)
+    return write_suite_report(directory, records)
+
+
+def write_suite_report(directory: Path, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     report = build_report(records)
     runs.write_json(directory / "report.json", report)
     (directory / "report.md").write_text(markdown(report))

@@ -71,4 +71,7 @@ def markdown(report: dict[str, Any]) -> str:
               "|---|" + "---|" * len(FAMILY_COLUMNS)]  # fmt: skip
     for family, row in report["choice_by_family"].items():
         lines.append(f"| {family} | " + " | ".join(f"{row[v]:.0%}" if v in row else "-" for v in FAMILY_COLUMNS) + " |")
+    for kind, splits in report.get("flips_under_reversal", {}).items():
+        shares = ", ".join(f"{split} {row['share']:.1%} (n = {row['n']})" for split, row in splits.items())
+        lines += ["", f"Flips under reversal, {kind} (plain readout vs the reversed order's): {shares}."]
     return "\n".join(lines) + "\n"

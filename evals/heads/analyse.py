@@ -1,8 +1,8 @@
-"""`uv run python -m evals.heads.analyse RUN_DIR`: the learning curve of the CLINC150 banking question
-from the readouts `collect.py` wrote to RUN_DIR/readouts.jsonl; writes RUN_DIR/result.json.
+"""`uv run python -m evals.heads.analyse RUN_DIR [--dataset clinc150|hwu64]`: the learning curve of a
+heads question from the readouts `collect.py` wrote to RUN_DIR/readouts.jsonl; writes RUN_DIR/result.json.
 
-For each N of `COUNTS` that the run holds (N train messages of every label), four ways of answering the
-test messages the run holds, all from the same readouts (one per message):
+For each N of `--counts` (default `COUNTS`) that the run holds (N train messages of every label), four
+ways of answering the test messages the run holds, all from the same readouts (one per message):
 - zero-shot: the readout's most probable label;
 - calibration: a bias per label and a temperature (`tasks.calibration.fit`) fitted on the N x 8 train
   messages, always applied;
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from evals.heads.collect import LABELS
+from evals.heads.collect import DATASETS
 from openjev.quality import metrics
 from openjev.tasks import head_adoption
 from openjev.tasks.adoption import cut, unit_ids
@@ -48,11 +48,11 @@ def load(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def scored(predicted: list[int], gold: list[int], zero_shot: list[int]) -> dict[str, Any]:
+def scored(predicted: list[int], gold: list[int], zero_shot: list[int], labels: list[str]) -> dict[str, Any]:
     right = [p == g for p, g in zip(predicted, gold, strict=True)]
     base = [p == g for p, g in zip(zero_shot, gold, strict=True)]
     difference = metrics.paired_bootstrap(base, right)
-    report = metrics.label_report([LABELS[g] for g in gold], [LABELS[p] for p in predicted], LABELS)
+    report = metrics.label_report([labels[g] for g in gold], [labels[p] for p in predicted], labels)
     return {
         "accuracy": sum(right) / len(right),
         "ci95": list(metrics.wilson_interval(sum(right), len(right))),
@@ -62,57 +62,70 @@ def scored(predicted: list[int], gold: list[int], zero_shot: list[int]) -> dict[
     }
 
 
-def point(train: list[dict[str, Any]], test: list[dict[str, Any]]) -> dict[str, Any]:
+def point(train: list[dict[str, Any]], test: list[dict[str, Any]], labels: list[str]) -> dict[str, Any]:
     rows = train + test
     readouts = np.asarray([row["probabilities"] for row in rows])
     hidden = np.asarray([row["state"] for row in rows])
-    gold = [LABELS.index(row["label"]) for row in rows]
+    gold = [labels.index(row["label"]) for row in rows]
     taught, asked = list(range(len(train))), list(range(len(train), len(rows)))
     folds = cut([gold[i] for i in taught], unit_ids([None] * len(train)), FOLDS)
     zero_shot = readouts[asked].argmax(axis=1).tolist()
     calibration = fit(readouts[taught].tolist(), [gold[i] for i in taught])
     calibrated = [int(np.argmax(calibration.apply(row))) for row in readouts[asked].tolist()]
     logprobs = np.log(np.maximum(readouts, 1e-12))
-    head = fit_head(hidden[taught], logprobs[taught], [gold[i] for i in taught], len(LABELS), folds)
+    head = fit_head(hidden[taught], logprobs[taught], [gold[i] for i in taught], len(labels), folds)
     headed = [int(np.argmax(head.probabilities(hidden[i], logprobs[i]))) for i in asked]
     nested = head_adoption.nested(
         readouts[taught], hidden[taught], gold[: len(train)], [None] * len(train), folds, FOLDS
     )
     chosen = "plain"
     if nested["adopted"]:
-        chosen = head_adoption.choose(readouts[taught], hidden[taught], gold[: len(train)], len(LABELS), folds)
-    task = head_adoption.answer(chosen, readouts, hidden, gold, len(LABELS), taught, asked, FOLDS).argmax(axis=1)
+        chosen = head_adoption.choose(readouts[taught], hidden[taught], gold[: len(train)], len(labels), folds)
+    task = head_adoption.answer(chosen, readouts, hidden, gold, len(labels), taught, asked, FOLDS).argmax(axis=1)
     truth = [gold[i] for i in asked]
     return {
         "train": len(train),
         "test": len(test),
-        "zero_shot": scored(zero_shot, truth, zero_shot),
-        "calibration": scored(calibrated, truth, zero_shot),
-        "head": {**scored(headed, truth, zero_shot), "strength": head.strength, "temperature": head.temperature},
-        "task": {**scored(task.tolist(), truth, zero_shot), "answers_with": chosen, "nested": nested},
+        "zero_shot": scored(zero_shot, truth, zero_shot, labels),
+        "calibration": scored(calibrated, truth, zero_shot, labels),
+        "head": {
+            **scored(headed, truth, zero_shot, labels),
+            "strength": head.strength,
+            "temperature": head.temperature,
+        },
+        "task": {**scored(task.tolist(), truth, zero_shot, labels), "answers_with": chosen, "nested": nested},
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("run", type=Path)
-    run = parser.parse_args().run
+    parser.add_argument("--dataset", choices=sorted(DATASETS), default="clinc150")
+    parser.add_argument("--counts", default=",".join(map(str, COUNTS)), help="train messages per label, e.g. 5,10,40")
+    args = parser.parse_args()
+    run, labels = args.run, DATASETS[args.dataset].LABELS
     rows = load(run / "readouts.jsonl")
     test = [row for row in rows if row["split"] == "test"]
-    complete = min(sum(1 for row in test if row["label"] == label) for label in LABELS)
+    complete = min(sum(1 for row in test if row["label"] == label) for label in labels)
     test = [row for row in test if row["index"] < complete]  # as many of every label
     curve = {}
-    for count in COUNTS:
+    for count in [int(count) for count in args.counts.split(",")]:
         train = [row for row in rows if row["split"] == "train" and row["index"] < count]
-        if len(train) < count * len(LABELS) or not test:
+        if len(train) < count * len(labels) or not test:
             break
-        curve[str(count)] = point(train, test)
+        curve[str(count)] = point(train, test, labels)
         found = curve[str(count)]
         accuracy = {name: round(found[name]["accuracy"], 3) for name in ("zero_shot", "calibration", "head", "task")}
         print(count, accuracy, found["task"]["answers_with"], flush=True)
     seconds = [row["seconds"] for row in rows]
     timing = {"p50": float(np.median(seconds)), "mean": float(np.mean(seconds))}
-    result = {"readouts": len(rows), "seconds_per_request": timing, "test_per_label": complete, "curve": curve}
+    result = {
+        "dataset": args.dataset,
+        "readouts": len(rows),
+        "seconds_per_request": timing,
+        "test_per_label": complete,
+        "curve": curve,
+    }
     (run / "result.json").write_text(json.dumps(result, indent=1) + "\n")
 
 

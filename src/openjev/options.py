@@ -36,6 +36,13 @@ class RotationAverage(StrEnum):
     log = "log"
 
 
+class OptionOrder(StrEnum):
+    """The order a choice's options are shown in (`prompting/option_order.py`): as sent, or sorted by text."""
+
+    given = "given"
+    canonical = "canonical"
+
+
 class WorkedExamples(StrEnum):
     """How a criteria entry's worked examples are shown (`prompting/worked_examples.py`)."""
 

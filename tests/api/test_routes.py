@@ -180,7 +180,7 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
         assert limits["calibration_file"] == "support-calibration.json"
         assert limits["answer_settings"] == {
             "answer_cue": "plain", "option_shifts": 1, "rotation_average": "probability", "rotation_skip_above": 0.5,
-            "option_keys": False, "temperature": 1.0,
+            "option_keys": False, "option_order": "given", "temperature": 1.0,
             "score_temperature": None, "confidence": "typesafe",
             "calibration_sha256": hashlib.sha256(calibration.read_bytes()).hexdigest(),
             "answer_cue_noul": "plain", "answer_cue_choice": "plain", "answer_cue_score": "plain",
@@ -190,7 +190,7 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
         }  # fmt: skip
     other = {
         "answer_cue": "json", "option_shifts": 4, "rotation_average": "log", "rotation_skip_above": 1.0,
-        "temperature": 0.5, "confidence": "entropy",
+        "temperature": 0.5, "confidence": "entropy", "option_order": "canonical",
         "answer_cue_noul": "plain", "score_labels": "digits", "score_reverse": True, "worked_examples": "lines",
         "contextual_calibration": "score,noul", "think_margin": 2.0, "think_max_share": 1.0, "think_budget_tokens": 8,
     }  # fmt: skip
@@ -200,7 +200,7 @@ def test_limits_name_the_calibration_file_in_force(qwen_tokenizer_dir: Path, tmp
         assert limits["calibration_file"] is None
         assert limits["answer_settings"] == {
             "answer_cue": "json", "option_shifts": 4, "rotation_average": "log", "rotation_skip_above": 1.0,
-            "option_keys": False, "temperature": 0.5,
+            "option_keys": False, "option_order": "canonical", "temperature": 0.5,
             "score_temperature": None, "confidence": "entropy", "calibration_sha256": None,
             "answer_cue_noul": "plain", "answer_cue_choice": "json", "answer_cue_score": "json",
             "score_labels": "digits", "score_reverse": True, "contextual_calibration": "noul,score",

@@ -145,6 +145,28 @@ def test_a_task_serves_only_its_question_type_and_answer_settings(
         assert again.json()["answer_settings"]["temperature"] == 2.5
 
 
+def test_a_task_stamped_before_a_setting_was_added_still_serves(
+    serve_openjev, fake_sglang, qwen_tokenizer_dir, tmp_path
+) -> None:
+    """A task file from a server that had no `option_order` (tasks/store.py reads the stamp as that
+    setting's former value, `given`): served unchanged where the setting is still `given`, refused naming
+    it where it is not."""
+    tasks = tmp_path / "tasks"
+    server, task = first_task(serve_openjev, fake_sglang, qwen_tokenizer_dir, tasks)
+    stop(server)
+    path = tasks / f"{task['id']}.json"
+    document = json.loads(path.read_text())
+    del document["answer_settings"]["option_order"]
+    path.write_text(json.dumps(document))
+    again = start(serve_openjev, fake_sglang, qwen_tokenizer_dir, tasks)
+    with again.client() as http:
+        assert asked(http, {**NOUL, "x_task": task["id"]}).status_code == 200
+    stop(again)
+    canonical = start(serve_openjev, fake_sglang, qwen_tokenizer_dir, tasks, OPENJEV_OPTION_ORDER="canonical")
+    with canonical.client() as http:
+        assert "option_order" in refusal(asked(http, {**NOUL, "x_task": task["id"]}))
+
+
 def test_the_store_is_bounded_paged_and_its_refusals_are_small(
     serve_openjev, fake_sglang, qwen_tokenizer_dir, tmp_path
 ) -> None:

@@ -1,4 +1,4 @@
-"""The CLINC150 heads measurement's analysis (`evals/heads/analyse.py`) on synthetic readouts whose answers
+"""The heads measurement's analysis (`evals/heads/analyse.py`) on synthetic readouts whose answers
 are known: the hidden state carries the label, the readout does not."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from evals.heads import analyse, collect
-from evals.heads.collect import LABELS
+from evals.heads.clinc150 import LABELS
 
 
 def rows(per_label: int, split: str, rng: np.random.Generator, centres: np.ndarray) -> list[dict]:
@@ -35,7 +35,8 @@ def test_the_curve_scores_every_way_of_answering_on_the_same_test_messages(tmp_p
     loaded = analyse.load(tmp_path / "readouts.jsonl")
     assert len(loaded) == 14 * len(LABELS)
     test = [row for row in loaded if row["split"] == "test"]
-    found = analyse.point([row for row in loaded if row["split"] == "train" and row["index"] < 5], test)
+    train = [row for row in loaded if row["split"] == "train" and row["index"] < 5]
+    found = analyse.point(train, test, LABELS)
     assert found["test"] == 4 * len(LABELS) and found["train"] == 5 * len(LABELS)
     assert found["zero_shot"]["minus_zero_shot"] == 0 and 0 <= found["head"]["macro_f1"] <= 1
     assert found["head"]["accuracy"] >= 0.9 > 0.5 > found["zero_shot"]["accuracy"]

@@ -1,11 +1,13 @@
-"""A fit's kept readouts (`tasks/jobs.py` `KeptReadouts`): after a process died mid-write, and kept under
-other answer settings than the server's now."""
+"""A fit's kept readouts (`tasks/jobs.py` `KeptReadouts`): after a process died mid-write, kept under
+other answer settings than the server's now, and kept before a setting was added."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from openjev.answering.answer_settings import ADDED_SETTINGS, answer_settings
+from openjev.config import Settings
 from openjev.tasks.jobs import KeptReadouts
 
 SETTINGS = {"answer_cue": "plain", "temperature": 1.0, "option_shifts": 1}
@@ -43,3 +45,16 @@ def test_a_file_that_names_no_settings_is_read_again(tmp_path: Path) -> None:
     path.write_text(json.dumps({"key": "a", "readouts": [[0.5, 0.5]]}) + "\n")  # a torn or missing first line
     kept = KeptReadouts(path, SETTINGS)
     assert dict(kept) == {} and kept.discarded == 0 and not path.exists()
+
+
+def test_readouts_kept_before_a_setting_was_added_are_reused_where_it_keeps_its_former_value(tmp_path: Path) -> None:
+    now = answer_settings(Settings())
+    before = {name: value for name, value in now.items() if name not in ADDED_SETTINGS}
+    assert before != now  # the stamp of a server from before the added settings
+    path = tmp_path / "task.jsonl"
+    KeptReadouts(path, before)["a"] = [[0.5, 0.5]]
+    assert dict(KeptReadouts(path, now)) == {"a": [[0.5, 0.5]]}
+    added = {name: value for name, value in now.items() if name in ADDED_SETTINGS}
+    assert added == ADDED_SETTINGS  # each added setting's default is still what servers before it did
+    changed = KeptReadouts(path, {**now, "option_order": "canonical"})
+    assert dict(changed) == {} and changed.discarded == 1

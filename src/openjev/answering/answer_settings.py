@@ -11,6 +11,16 @@ import hashlib
 from openjev.config import Settings
 from openjev.options import QUESTION_TYPES
 
+#: Settings added after tasks and runs were first stamped with their answer settings, each with the value
+#: every server before it answered with: a stamp made before one was added is read with that value
+#: (`as_stamped_now`), so a task fitted then still serves, unchanged, where the setting keeps that value.
+ADDED_SETTINGS: dict[str, object] = {"option_order": "given"}
+
+
+def as_stamped_now(stamped: dict[str, object]) -> dict[str, object]:
+    """A stamp of answer settings with the settings added since it was made (`ADDED_SETTINGS`)."""
+    return {**ADDED_SETTINGS, **stamped}
+
 
 def answer_settings(settings: Settings) -> dict[str, object]:
     """Every setting that changes an answer for the same request and backend, as `/v1/limits` shows it
@@ -33,6 +43,7 @@ def answer_settings(settings: Settings) -> dict[str, object]:
         "rotation_average": settings.rotation_average.value,
         "rotation_skip_above": settings.rotation_skip_above,
         "option_keys": settings.option_keys,
+        "option_order": settings.option_order.value,
         "temperature": settings.temperature,
         "score_temperature": settings.score_temperature,
         "confidence": settings.confidence.value,

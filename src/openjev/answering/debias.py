@@ -30,7 +30,22 @@ views than options that estimate is the content of the options that visited a le
   leaves what the content adds. With views, each view is divided by its own content-free readout
   before they are combined. Probabilities are floored at 1e-12 before the logarithm or the division.
 
-Both return distributions that sum to 1; every input is a list of probabilities in one fixed order.
+- Full-cycle position prior: with every cyclic rotation read (shift s = 0..n-1, option o shown at
+  position (o - s) mod n), the prior of position j is the mean probability shown there,
+
+      c(j) = (1/n) Σ_s q_s((j + s) mod n),
+
+  an average over every option once, so no option's content weighs on one position more than on
+  another (an estimate from fewer rotations is the content of the options that visited it).
+  `cycle_debiased` divides each rotation by c at its options' positions, then combines them. A model
+  with no letter bias reads the same q in every rotation: c is uniform and q is served unchanged.
+
+- Certified early stop (`settled`): after m of n rotations, with S(o) the sum of the read
+  probabilities, each unread rotation adds at most 1 to any option's sum, so the leader a of S is the
+  argmax of the full-cycle mean whatever the unread rotations say when S(a) - S(b) > n - m for every
+  other option b. No label is needed to know it.
+
+Every function returns distributions that sum to 1; every input is a list of probabilities in one fixed order.
 """
 
 from __future__ import annotations
@@ -95,3 +110,24 @@ def debiased(
         list(view) if prior is None else divide_prior(view, prior) for view, prior in zip(views, priors, strict=True)
     ]
     return combined_views(kind, corrected, average)
+
+
+def cycle_position_prior(rotations: Sequence[Sequence[float]]) -> list[float]:
+    """c(j): the mean probability shown at position j over the full cycle (module doc); `rotations[s]` is
+    shift s's readout in option order, s = 0..n-1."""
+    n = len(rotations)
+    return [math.fsum(rotations[s][(j + s) % n] for s in range(n)) / n for j in range(n)]
+
+
+def cycle_debiased(rotations: Sequence[Sequence[float]], average: RotationAverage) -> list[float]:
+    """The full cycle with its position prior divided out of each rotation, then combined (module doc)."""
+    prior, n = cycle_position_prior(rotations), len(rotations)
+    corrected = [divide_prior(view, [prior[(o - s) % n] for o in range(n)]) for s, view in enumerate(rotations)]
+    return combine_views(corrected, average)
+
+
+def settled(sums: Sequence[float], unread: int) -> bool:
+    """The leader of `sums` (read probabilities summed per option) stays the argmax of the full-cycle mean
+    whatever the `unread` rotations say (module doc)."""
+    leader = max(range(len(sums)), key=sums.__getitem__)
+    return all(sums[leader] - value > unread for option, value in enumerate(sums) if option != leader)

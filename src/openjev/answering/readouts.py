@@ -59,6 +59,7 @@ from openjev.options import AnswerCue, ScoreLabels
 from openjev.prompting.box_grammar import CUE as BOX_CUE
 from openjev.prompting.image_marks import ImageMarks
 from openjev.prompting.labels import LabelSet, build_label_set
+from openjev.prompting.option_order import shown_question
 from openjev.prompting.prompts import ConversationFrame, frame_conversation
 from openjev.prompting.question_texts import ANSWER_CUES, box_text, choice_text, noul_text, score_text
 from openjev.prompting.tokenizer import ChatTokenizer, Segment
@@ -123,8 +124,18 @@ class QuestionViews:
             return [0, REVERSED]
         return [0]
 
-    def text(self, question: AnyQuestion, view: int) -> tuple[str, tuple[int, ...]]:
-        """The question turn's text in `view` and the label token ids read after it."""
+    def shown(self, question: AnyQuestion) -> AnyQuestion:
+        """The question with its options in the order they are lettered (OPENJEV_OPTION_ORDER)."""
+        if isinstance(question, ChoiceQuestion):
+            return shown_question(question, self.settings.option_order)
+        return question
+
+    def text(self, question: AnyQuestion, view: int, marks: ImageMarks | None = None) -> tuple[str, tuple[int, ...]]:
+        """The question turn's text in `view` and the label token ids read after it; `marks`: the text shows
+        the request's images (the options ordered by their texts as sent)."""
+        question = self.shown(question)
+        if marks is not None:
+            question = marks.question(question)
         if isinstance(question, BoxQuestion):
             return box_text(question), self.box_ids
         labels, style = self.labels[self.cue(question)], self.settings.worked_examples
@@ -149,7 +160,7 @@ class QuestionViews:
         shared prefix of `frame` first; `marks`: the texts show the request's images (the questions
         stay as sent)."""
         planned = [
-            (question_id, question, view, *self.text(marks.question(question) if marks else question, view))
+            (question_id, question, view, *self.text(question, view, marks))
             for question_id, question in questions.items()
             for view in self.views(question)
         ]
@@ -222,17 +233,23 @@ class QuestionViews:
         if isinstance(question, NoulQuestion):
             return noul_answer(logprobs[0], temperature)
         if isinstance(question, ChoiceQuestion):
-            names = list(question.criteria)
+            names = list(self.shown(question).criteria)
             if views == [0]:
-                return choice_answer(names, logprobs[0], temperature, mode)
+                return in_callers_order(question, choice_answer(names, logprobs[0], temperature, mode))
             rotations = [by_option(values, view) for values, view in zip(logprobs, views, strict=True)]
             combined = combined_views(question.type, rotations, self.settings.rotation_average)
-            return choice_from_probabilities(names, sharpen(combined, temperature), mode)
+            return in_callers_order(question, choice_from_probabilities(names, sharpen(combined, temperature), mode))
         if views == [0]:
             return score_answer(question.criteria, logprobs[0], temperature, mode)
         forward, backward = (renormalise(values) for values in logprobs)
         combined = combined_views(question.type, [forward, mirrored(backward)], self.settings.rotation_average)
         return score_answer(question.criteria, log_floor(combined), temperature, mode)
+
+
+def in_callers_order(question: ChoiceQuestion, answer: dict[str, Any]) -> dict[str, Any]:
+    """A choice answer with its probabilities listed in the caller's option order (each under its own key)."""
+    probabilities = answer["probabilities"]
+    return {**answer, "probabilities": {name: probabilities[name] for name in question.criteria}}
 
 
 def calibrated(logprobs: Sequence[float], prior: Sequence[float] | None) -> Sequence[float]:

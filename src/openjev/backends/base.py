@@ -171,9 +171,7 @@ class HiddenStatesUnavailable(BackendError):
 
 
 #: What enables hidden states where a backend has none.
-NO_HIDDEN_STATES = (
-    "serve with the embedded backend or an SGLang started with --return-hidden-states-mode last"
-)
+NO_HIDDEN_STATES = "serve with the embedded backend or an SGLang started with --return-hidden-states-mode last"
 
 
 class Backend(abc.ABC):

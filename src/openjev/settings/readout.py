@@ -10,7 +10,15 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings
 
-from openjev.options import QUESTION_TYPES, AnswerCue, ConfidenceMode, RotationAverage, ScoreLabels, WorkedExamples
+from openjev.options import (
+    QUESTION_TYPES,
+    AnswerCue,
+    ConfidenceMode,
+    OptionOrder,
+    RotationAverage,
+    ScoreLabels,
+    WorkedExamples,
+)
 
 
 class ReadoutSettings(BaseSettings):
@@ -43,6 +51,11 @@ class ReadoutSettings(BaseSettings):
         description="Choice questions with option shifts: the rotations after the first are read only where the "
         "first readout's top probability (its content-free prior divided out, before the temperature) is at "
         "most this; 1 = always read, with the first.",
+    )
+    option_order: OptionOrder = Field(
+        OptionOrder.given,
+        description="Choice questions: show the options `given` (as sent) or `canonical` (sorted by their text, then "
+        "key, before lettering and rotating), so that any two listings of the same options get the same answer.",
     )
     option_keys: bool = Field(False, description="Choice questions: show each option's key beside its description.")
     answer_cue_noul: AnswerCue | None = Field(

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
+from openjev.answering.answer_settings import as_stamped_now
 from openjev.errors import OpenJevError, Overloaded, RequestRejected
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,8 @@ class KeptReadouts(MutableMapping[str, Any]):
 def _same_settings(header: str, answer_settings: dict[str, Any]) -> bool:
     """Whether a kept file's first line names these answer settings (module doc)."""
     with contextlib.suppress(ValueError, TypeError, KeyError):
-        return json.loads(header)["answer_settings"] == json.loads(json.dumps(answer_settings))
+        stamped = json.loads(header)["answer_settings"]
+        return as_stamped_now(stamped) == as_stamped_now(json.loads(json.dumps(answer_settings)))
     return False
 
 

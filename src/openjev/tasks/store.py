@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openjev.answering.answer_settings import as_stamped_now
 from openjev.tasks.calibration import LabelCalibration
 from openjev.tasks.document import FORMAT as FORMAT
 from openjev.tasks.document import TaskFile, checked, encoded, question_key, read_task
@@ -88,7 +89,7 @@ class Task:
         if file.head is not None:  # its numbers stay in its file: the API shows what it is
             public["head"] = {key: file.head[key] for key in HEAD_SHOWN}
         worked = len(canonical(document["worked_question"]).encode())
-        settings = dict(file.answer_settings)
+        settings = as_stamped_now(file.answer_settings)
         labels = tuple(file.labels)
         return cls(
             public, file.worked_question, file.label_calibration(), file.question.type, labels, settings,
