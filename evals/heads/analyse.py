@@ -8,9 +8,9 @@ ways of answering the test messages the run holds, all from the same readouts (o
   messages, always applied;
 - head: the ridge head (`tasks.head.fit_head`, strength and temperature on 5 inner folds of the train
   messages) on the hidden state beside the readout's log-probabilities, always applied;
-- task: what a task fitted on the train messages answers with: plain, calibration or head as the nested
-  cross-validation on the train messages alone decides (`tasks.head_adoption.nested`, 5 outer folds),
-  then that candidate fitted on every train message.
+- task: what a task fitted on the train messages answers with, decided as a task's fit decides it
+  (`tasks.deciding.decide`: plain, calibration or head by the nested cross-validation on the train
+  messages alone, 5 outer folds), then that candidate fitted on every train message.
 Each with its accuracy (Wilson 95%) and its difference from zero-shot on the same test messages (paired
 bootstrap 95%), and the macro-F1.
 """
@@ -27,9 +27,9 @@ import numpy as np
 
 from evals.heads.collect import DATASETS
 from openjev.quality import metrics
-from openjev.tasks import head_adoption
 from openjev.tasks.adoption import cut, unit_ids
 from openjev.tasks.calibration import fit
+from openjev.tasks.deciding import decide
 from openjev.tasks.head import fit_head
 
 COUNTS = (5, 10, 20, 50)
@@ -62,6 +62,26 @@ def scored(predicted: list[int], gold: list[int], zero_shot: list[int], labels: 
     }
 
 
+def as_a_task(
+    readouts: np.ndarray, hidden: np.ndarray, gold: list[int], taught: list[int], asked: list[int], folds
+) -> tuple[list[int], str, dict[str, Any]]:
+    """The answers to `asked` of a task fitted on `taught` as a fit decides (`deciding.decide`), what it
+    answers with and the nested report."""
+    plain = [[row] for row in readouts[taught].tolist()]
+    report, chosen, _, calibration, head, _ = decide(
+        plain, [gold[i] for i in taught], [None] * len(taught), folds, FOLDS, hidden[taught]
+    )
+    logprobs = np.log(np.maximum(readouts, 1e-12))
+    if head is not None:
+        answers = [head.probabilities(hidden[i], logprobs[i]) for i in asked]
+    elif chosen.calibrated:
+        answers = [calibration.apply(readouts[i].tolist()) for i in asked]
+    else:
+        answers = readouts[asked].tolist()
+    way = "head" if head is not None else "calibration" if chosen.calibrated else "plain"
+    return [int(np.argmax(answer)) for answer in answers], way, report
+
+
 def point(train: list[dict[str, Any]], test: list[dict[str, Any]], labels: list[str]) -> dict[str, Any]:
     rows = train + test
     readouts = np.asarray([row["probabilities"] for row in rows])
@@ -75,13 +95,7 @@ def point(train: list[dict[str, Any]], test: list[dict[str, Any]], labels: list[
     logprobs = np.log(np.maximum(readouts, 1e-12))
     head = fit_head(hidden[taught], logprobs[taught], [gold[i] for i in taught], len(labels), folds)
     headed = [int(np.argmax(head.probabilities(hidden[i], logprobs[i]))) for i in asked]
-    nested = head_adoption.nested(
-        readouts[taught], hidden[taught], gold[: len(train)], [None] * len(train), folds, FOLDS
-    )
-    chosen = "plain"
-    if nested["adopted"]:
-        chosen = head_adoption.choose(readouts[taught], hidden[taught], gold[: len(train)], len(labels), folds)
-    task = head_adoption.answer(chosen, readouts, hidden, gold, len(labels), taught, asked, FOLDS).argmax(axis=1)
+    task, chosen, nested = as_a_task(readouts, hidden, gold, taught, asked, folds)
     truth = [gold[i] for i in asked]
     return {
         "train": len(train),
@@ -93,7 +107,7 @@ def point(train: list[dict[str, Any]], test: list[dict[str, Any]], labels: list[
             "strength": head.strength,
             "temperature": head.temperature,
         },
-        "task": {**scored(task.tolist(), truth, zero_shot, labels), "answers_with": chosen, "nested": nested},
+        "task": {**scored(task, truth, zero_shot, labels), "answers_with": chosen, "nested": nested},
     }
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from openjev.backends.base import BackendError, HiddenStatesUnavailable, ReadoutCall
 from openjev.backends.sglang import SGLangBackend
+from openjev.backends.sglang_hidden import server_support
 from tests.backends.test_sglang_limits import with_backend
 from tests.conftest import ServeOpenJev
 from tests.fake_sglang import FakeSGLang
@@ -128,3 +129,12 @@ def test_health_and_limits_say_whether_hidden_states_are_served(
             assert (limits["enable"] is None) is available
             if not available:
                 assert "--return-hidden-states-mode last" in limits["enable"]
+
+
+def test_a_release_whose_http_layer_refuses_last_is_taken_as_without_hidden_states() -> None:
+    """0.5.23's Rust HTTP layer refuses `"return_hidden_states": "last"` (read on the live suite): from it
+    on, hidden states are unavailable, the refusal naming the release that serves them."""
+    assert server_support({"return_hidden_states_mode": "last", "version": "0.5.19"}).available
+    refused = server_support({"return_hidden_states_mode": "last", "version": "0.5.23"})
+    assert not refused.available and "0.5.19" in str(refused.enable) and '"last"' in str(refused.enable)
+    assert not server_support({"return_hidden_states_mode": "last", "version": "0.6.0rc1"}).available

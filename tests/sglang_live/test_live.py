@@ -234,7 +234,7 @@ def test_python_frontend_supervised_and_connected(
     assert_close(answers(repeat), answers(first), 1e-5)
     # The Python frontend reports reuse: the whole prompt but the last token was in its radix cache.
     assert int(repeat.headers["x-openjev-cached-tokens"]) > 0
-    check_hidden_state(server.url, port, sglang_model_dir)
+    check_hidden_state(server.url, port, sglang_model_dir, version)
     connected = serve_openjev(
         "--connect", f"http://127.0.0.1:{port}", "--tokenizer", str(sglang_model_dir), env=THINK_ALL
     )

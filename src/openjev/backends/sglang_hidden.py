@@ -13,6 +13,11 @@ Read in SGLang 0.5.19 (`managers/io_struct.py` `GenerateReqInput.return_hidden_s
   ("The server is not configured to return hidden states"). The Python frontend's `/server_info` lists
   its server args, `return_hidden_states_mode` and `enable_return_hidden_states` among them; a server
   that does not list them (the Rust frontend) is taken as not allowing it.
+- SGLang 0.5.23 serves `/generate` through its Rust HTTP layer, which takes `return_hidden_states` as a
+  bool or a list of bools only: `"last"` is refused with a 400 ("expected a value or an array of values
+  for BoolOrList"), and `true` needs `--return-hidden-states-mode full` (every prompt position's state).
+  So from 0.5.23 on (`LAST_REFUSED_FROM`) hidden states are taken as unavailable, naming the release
+  that serves them; read on the live CPU suite's 0.5.23.
 - The answer's `meta_info.hidden_states` is then one flat list of floats: the state at the last
   prefill position (the prompt's last token; a readout generates one token, so no decode step
   follows), as the logits processor receives it, after the model's final norm.
@@ -21,6 +26,7 @@ Read in SGLang 0.5.19 (`managers/io_struct.py` `GenerateReqInput.return_hidden_s
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,6 +40,13 @@ ENABLE = "start SGLang with --return-hidden-states-mode last"
 #: The widest hidden state read (the largest open models are about 16k wide); a longer list is an error.
 MAX_WIDTH = 65_536
 MODES = ("last", "full")
+#: The first release whose HTTP layer refuses `"return_hidden_states": "last"` (module doc).
+LAST_REFUSED_FROM = (0, 5, 23)
+
+
+def _release(version: Any) -> tuple[int, ...] | None:
+    numbers = re.findall(r"\d+", version) if isinstance(version, str) else []
+    return tuple(int(number) for number in numbers[:3]) if len(numbers) >= 3 else None
 
 
 def server_support(server_info: dict[str, Any]) -> HiddenStates:
@@ -41,6 +54,10 @@ def server_support(server_info: dict[str, Any]) -> HiddenStates:
     taken as not allowing them."""
     if "return_hidden_states_mode" not in server_info:
         return HiddenStates(False, enable=f"{ENABLE} and its Python frontend, whose /server_info says so")
+    release = _release(server_info.get("version"))
+    if release is not None and release >= LAST_REFUSED_FROM:
+        refused = f'SGLang {server_info["version"]}\'s /generate refuses return_hidden_states "last"'
+        return HiddenStates(False, enable=f"{refused}: serve with SGLang 0.5.19 (the pinned release)")
     allowed = server_info.get("return_hidden_states_mode") in MODES or server_info.get("enable_return_hidden_states")
     return HiddenStates(True) if allowed is True else HiddenStates(False, enable=ENABLE)
 
