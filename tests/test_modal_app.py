@@ -91,8 +91,15 @@ def test_environment_puts_every_cache_on_the_volume() -> None:
     environment = _raw(DECLARED["secrets"][-1])._load_env_dict()  # `env=` becomes the last Secret
     assert environment == modal_app.container_env(os.environ)
     (mount,) = modal_app.OpenJev.info().volumes
-    caches = ("HF_HOME", "SGLANG_CACHE_DIR", "SGLANG_JIT_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE", "TRITON_CACHE_DIR",
-              "TORCHINDUCTOR_CACHE_DIR", "OPENJEV_CACHE_DIR")  # fmt: skip
+    caches = (
+        "HF_HOME",
+        "SGLANG_CACHE_DIR",
+        "SGLANG_JIT_CACHE_DIR",
+        "FLASHINFER_WORKSPACE_BASE",
+        "TRITON_CACHE_DIR",
+        "TORCHINDUCTOR_CACHE_DIR",
+        "OPENJEV_CACHE_DIR",
+    )
     for variable in caches:
         assert environment[variable].startswith(f"{mount}/"), variable
     assert int(environment["OPENJEV_BACKEND_STARTUP_TIMEOUT"]) < modal_app.OpenJev.info().startup_timeout
@@ -195,8 +202,9 @@ def test_the_image_check_passes_with_both_interpreters_and_fails_without_sglang(
     from tests.sglang_live.environment import install_cpu_stand_ins
 
     api_venv = str(Path(sys.prefix))
-    without_sglang = subprocess.run(["bash", "-c", modal_app.image_check(sys.executable, api_venv, "0.5.19")],
-                                    check=False)  # fmt: skip
+    without_sglang = subprocess.run(
+        ["bash", "-c", modal_app.image_check(sys.executable, api_venv, "0.5.19")], check=False
+    )
     assert without_sglang.returncode != 0
     try:
         python = contract_python()
@@ -290,8 +298,12 @@ def test_the_declaration_follows_openjev_gpus(tmp_path: Path) -> None:
     """Loaded with OPENJEV_GPUS=2 (locally, and in the container through its environment), the Server
     asks Modal for two B200s on one machine."""
     code = "import modal_app; print(modal_app.OpenJev.info().gpus)"
-    environment = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "OPENJEV_GPUS": "2",
-                   "MODAL_SERVER_URL": f"http://127.0.0.1:{free_port()}"}  # fmt: skip
+    environment = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "OPENJEV_GPUS": "2",
+        "MODAL_SERVER_URL": f"http://127.0.0.1:{free_port()}",
+    }
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60
     )
