@@ -40,7 +40,6 @@ import asyncio
 import time
 from collections.abc import Mapping
 from functools import partial
-from typing import Any
 
 from openjev.affinity import Pin, RankRouter, pinned
 from openjev.answering.box_reading import BoxReader, BoxReading
@@ -48,7 +47,7 @@ from openjev.answering.branch_reading import BranchReader
 from openjev.answering.content_free import ContentFreePlan, ContentFreePriors
 from openjev.answering.diagnostics import question_diagnostics
 from openjev.answering.escalation import escalation_calls
-from openjev.answering.evaluation import Branch, Evaluation, PreparedRequest, Rewrites, hidden_states
+from openjev.answering.evaluation import Branch, Evaluation, PreparedRequest, Rewrites, branches_of, hidden_states
 from openjev.answering.readouts import QuestionViews, Readout
 from openjev.answering.thinking import Limits, Thinker, reading
 from openjev.answering.usage import billed
@@ -207,9 +206,10 @@ class Engine:
     async def evaluate(self, prepared: PreparedRequest) -> Evaluation:
         """The first pass and, in the thinking tier, its escalations, on one data-parallel rank whose
         load counts every call the evaluation may make."""
-        question_ids = [branch.question_id for branch in prepared.branches]
-        thinking = escalation_calls(question_ids, self.settings.think_max_share) if prepared.thinking else 0
-        calls = 1 + len(question_ids) + len(prepared.content_free.missing) + thinking
+        # A task's answer is fit on plain first-pass readouts: its questions keep it and never think.
+        thinkers = [b.question_id for b in prepared.branches if b.question_id not in prepared.rewrites]
+        thinking = escalation_calls(thinkers, self.settings.think_max_share) if prepared.thinking else 0
+        calls = 1 + len(prepared.branches) + len(prepared.content_free.missing) + thinking
         with pinned(self.router, prepared.affinity_key, calls) as pin:
             deadline = asyncio.get_running_loop().time() + self.settings.request_timeout
             evaluation, first_pass = await self._first_pass(prepared, pin)
@@ -217,7 +217,8 @@ class Engine:
                 return evaluation.rewritten(prepared.rewrites)
             read = partial(reading, self.views, prepared.questions, first_pass)
             limits = Limits(deadline, self.budget_for(prepared.long_context).branch_limit, prepared.tokens_left)
-            escalation = await self.thinker.escalate(evaluation.answers, prepared.shared_prefix_ids, read, limits, pin)
+            plain = {qid: answer for qid, answer in evaluation.answers.items() if qid not in prepared.rewrites}
+            escalation = await self.thinker.escalate(plain, prepared.shared_prefix_ids, read, limits, pin)
             self.warm_prefixes.spend(pin.rank, escalation.input_tokens + escalation.output_tokens)
             return evaluation.escalated(escalation).rewritten(prepared.rewrites)
 
@@ -275,25 +276,3 @@ class Engine:
             hidden_states=hidden_states(read, results),
         )
         return evaluation, readouts
-
-
-def branches_of(
-    planned: list[tuple[Any, ...]],
-    suffixes: list[list[int]],
-    images: list[tuple[ImageInput, ...]],
-    extra: list[int],
-) -> list[Branch]:
-    """One branch per planned view (`QuestionViews.plan`): its suffix ids, and its images and the
-    positions they add beyond their pads."""
-    return [
-        Branch(
-            question_id=qid,
-            question=question,
-            suffix_ids=suffix,
-            label_token_ids=ids,
-            offset=offset,
-            images=shown,
-            image_tokens=more,
-        )
-        for (qid, question, offset, _, ids), suffix, shown, more in zip(planned, suffixes, images, extra, strict=True)
-    ]

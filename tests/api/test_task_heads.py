@@ -190,3 +190,31 @@ def test_the_embedded_model_fits_and_serves_a_head(serve_openjev, tmp_path) -> N
             right += answered.json()["answers"]["q"]["choice"] == label
         # New words, one at a time: most right, as the head's held-out accuracy says (a 0.5B model is unsure of some).
         assert right >= 6, right
+
+
+def test_the_thinking_tier_keeps_a_tasks_answer_and_thinks_on_the_rest(
+    serve_openjev, fakes, qwen_tokenizer_dir, tmp_path
+) -> None:
+    """A task's head (or calibration) was fit on plain first-pass readouts: under `openjev-think` its
+    question keeps the task's answer and is never escalated; the request's other questions think."""
+    fake = fakes("last")
+    think_all = {"OPENJEV_THINK_MARGIN": "1000", "OPENJEV_THINK_MAX_SHARE": "1", "OPENJEV_THINK_BUDGET_TOKENS": "8"}
+    server = serve(serve_openjev, fake, qwen_tokenizer_dir, tmp_path / "tasks", **think_all)
+    with server.client() as http:
+        task = http.post("/v1/tasks", json={"question": QUESTION, "examples": EXAMPLES}).json()
+        assert task["report"]["chosen"]["head_adopted"], task["report"]
+        urgent = {"type": "noul", "instructions": "Is this urgent?"}
+        questions = {"team": {**QUESTION, "x_task": task["id"]}, "urgent": urgent}
+        state = f"Ticket 99: {WORDS['shipping']} 5"
+        answers = {}
+        for model in ("jev-latest", "openjev-think"):
+            generations = sum(
+                1 for call in fake.generate_calls if call["body"]["sampling_params"]["max_new_tokens"] > 1
+            )
+            response = http.post("/v1/systemone", json={"model": model, "state": state, "questions": questions})
+            assert response.status_code == 200, response.text
+            answers[model] = response.json()["answers"]
+        thought = sum(1 for call in fake.generate_calls if call["body"]["sampling_params"]["max_new_tokens"] > 1)
+        assert response.headers["x-openjev-escalated"] == "1" and thought - generations == 1
+        assert answers["openjev-think"]["team"] == answers["jev-latest"]["team"]
+        assert answers["openjev-think"]["team"]["choice"] == "shipping"

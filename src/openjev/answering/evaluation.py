@@ -37,6 +37,28 @@ class Branch:
     image_tokens: int = 0
 
 
+def branches_of(
+    planned: list[tuple[Any, ...]],
+    suffixes: list[list[int]],
+    images: list[tuple[ImageInput, ...]],
+    extra: list[int],
+) -> list[Branch]:
+    """One branch per planned view (`QuestionViews.plan`): its suffix ids, and its images and the
+    positions they add beyond their pads."""
+    return [
+        Branch(
+            question_id=qid,
+            question=question,
+            suffix_ids=suffix,
+            label_token_ids=ids,
+            offset=offset,
+            images=shown,
+            image_tokens=more,
+        )
+        for (qid, question, offset, _, ids), suffix, shown, more in zip(planned, suffixes, images, extra, strict=True)
+    ]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PreparedRequest:
     shared_prefix_ids: list[int]
