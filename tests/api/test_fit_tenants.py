@@ -49,6 +49,8 @@ def test_eight_background_fits_never_make_a_caller_s_request_a_529_and_the_fifth
         assert statuses == [200] * 50
         running = [http.get(f"/v1/tasks/fits/{answer.json()['id']}").json() for answer in posted[:4]]
         assert all(job["status"] == "running" for job in running)  # the fits were reading all along
+        caps = http.get("/v1/limits").json()["tasks"]
+        assert (caps["max_running_fits"], caps["running_fits"], caps["fit_readouts"]) == (4, 4, 1)
         fake.generate_delay = 0.0
         for answer in posted[:4]:
             follow(http, answer.json()["id"], lambda seen: seen["status"] == "done", timeout=300)

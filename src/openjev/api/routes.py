@@ -77,6 +77,14 @@ async def limits(service: ServiceDep) -> dict[str, Any]:
             "match_questions": settings.task_match_questions,
             "kept": len(service.tasks),
             "ids_sha256": service.tasks.ids_sha256(),
+            "max_tasks": settings.task_max_tasks,
+            "max_examples": settings.task_max_examples,
+            "max_task_bytes": settings.task_max_bytes,
+            "page_bytes": settings.task_page_bytes,
+            # Fits as tenants: how many may run (one more is a 529 at post) and the readout slots they share.
+            "max_running_fits": settings.task_max_fits,
+            "running_fits": service.fit_jobs.running,
+            "fit_readouts": settings.task_fit_readouts,
         },
         "thinking": {
             "model": settings.think_model,
