@@ -44,8 +44,9 @@ from tests.fake_sglang.generation import (
     generation_violation,
     is_generation,
 )
-from tests.fake_sglang.hidden import add_state, judge_call, server_args
-from tests.fake_sglang.meta import model_card, readout, readout_answer
+from tests.fake_sglang.hidden import add_state, judge_call
+from tests.fake_sglang.info_routes import InfoRoutes
+from tests.fake_sglang.meta import readout, readout_answer
 from tests.fake_sglang.model import Logprobs, hashed_logprobs, local_model_dir
 from tests.fake_sglang.ranks import RankCaches
 from tests.fake_sglang.rules import Outcome, contract_violation, error_response, judge_all, max_req_input_len
@@ -58,7 +59,7 @@ RUST_DISCONNECT_CHECK = 0.02
 
 
 @dataclass
-class FakeSGLang:
+class FakeSGLang(InfoRoutes):
     """Behaviour switches are plain attributes; tests change them between requests."""
 
     rust_frontend: bool = False
@@ -202,46 +203,6 @@ class FakeSGLang:
             ]
         return Starlette(routes=routes)
 
-    def _unauthorized(self, request: Request) -> Response | None:
-        # The Python frontend checks --api-key on every route but the health probes; the Rust one on none.
-        expected = f"Bearer {self.api_key}"
-        if self.api_key and not self.rust_frontend and request.headers.get("authorization") != expected:
-            return JSONResponse({"error": "Unauthorized"}, status_code=401)
-        return None
-
-    def _starting(self) -> bool:
-        return time.monotonic() < self._ready_at
-
-    async def _health(self, request: Request) -> Response:
-        self.health_calls += 1
-        return Response(status_code=503 if self._starting() and not self.rust_frontend else 200)
-
-    async def _model_info(self, request: Request) -> Response:
-        info = {
-            "model_path": self.model_path,
-            "served_model_name": self.served_model_name,
-            "tokenizer_path": self.tokenizer_path,
-            "is_generation": True,
-            "has_image_understanding": self.vision,
-        }
-        return self._unauthorized(request) or JSONResponse(info)
-
-    async def _server_info(self, request: Request) -> Response:
-        info: dict[str, Any] = {"max_total_num_tokens": self.max_total_num_tokens, "version": "0.5.19"}
-        if not self.rust_frontend:  # the server args, `dp_size` among them
-            info |= {"dp_size": self.dp_size, **server_args(self.hidden_states_mode)}
-        if not self.rust_frontend and self.report_limits:  # the scheduler's facts, not relayed by Rust
-            info |= {
-                "context_length": self.context_length,
-                "revision": self.revision,
-                "max_req_input_len": max_req_input_len(self.context_length, self.max_total_num_tokens),
-            }
-        return self._unauthorized(request) or JSONResponse(info)
-
-    async def _models(self, request: Request) -> Response:
-        model = model_card(self.served_model_name, self.context_length if self.report_limits else None)
-        return self._unauthorized(request) or JSONResponse({"object": "list", "data": [model]})
-
     async def _read(self, request: Request) -> dict[str, Any] | Response:
         """The JSON body, recorded with its path; or the 401 a keyed SGLang answers instead."""
         denied = self._unauthorized(request)
@@ -253,27 +214,6 @@ class FakeSGLang:
         if request.url.path == "/generate":
             self.generate_bytes.append(len(raw))
         return body
-
-    async def _abort(self, request: Request) -> Response:
-        body = await self._read(request)
-        if isinstance(body, Response):
-            return body
-        rid = body.get("rid") or ""
-        # 0.5.19's TokenizerManager drops an abort whose rid is not exactly an in-flight one.
-        for live_rid, event in list(self._in_flight.items()):
-            if body.get("abort_all") or live_rid == rid:
-                self.aborted.append(live_rid)
-                event.set()
-        return Response(status_code=200)
-
-    async def _flush(self, request: Request) -> Response:
-        denied = self._unauthorized(request)
-        if denied:
-            return denied
-        if self._in_flight:
-            return PlainTextResponse("Flush cache failed.\n", status_code=400)  # the reason goes to its log only
-        self._caches.clear()
-        return PlainTextResponse("Cache flushed.\n")
 
     def _violate(self, message: str) -> None:
         self.violations.append(message)
