@@ -9,12 +9,14 @@ server's refusals as `openjev: FILE:LINE: ...` lines, and what the stored task w
 - After the report, a warning on stderr where the stored task will not do what its figures suggest:
   adopted but storing neither worked examples nor a calibration (the identity: temperature 1, no
   biases: the answers are the plain readout's); a calibration at the temperature cap
-  (MAX_TEMPERATURE: probabilities nearly flat); one label answering every state: the calibrated logit
-  is (log p_i + b_i)/T with log p_i in [log PROBABILITY_FLOOR, 0], so a label whose bias leads every
-  other by more than log(1/PROBABILITY_FLOOR) wins whatever p is; or, on the held-out examples of the
-  fit's report (`report.chosen.answered.predicted_counts`: what the task answers with), one label the
-  answer of at least ONE_LABEL_SHARE of them while at most ONE_LABEL_SHARE - GOLD_MARGIN of them
-  have it as their label.
+  (MAX_TEMPERATURE: probabilities nearly flat), or within CAP_SHARE of it, since the fit's line
+  search stops at its bound on 1/T a hair short of the cap (99.9994 measured on a readout that tells
+  no label apart); one label answering every state: the calibrated logit is (log p_i + b_i)/T with
+  log p_i in [log PROBABILITY_FLOOR, 0], so a label whose bias leads every other by more than
+  log(1/PROBABILITY_FLOOR) wins whatever p is; or, on the held-out examples of the fit's report
+  (`report.chosen.answered.predicted_counts`: what the task answers with), one label the answer of at
+  least ONE_LABEL_SHARE of them while at most ONE_LABEL_SHARE - GOLD_MARGIN of them have it as their
+  label.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from openjev.answering.answers import PROBABILITY_FLOOR
 from openjev.tasks.calibration import MAX_TEMPERATURE
 from openjev.tasks.client import is_identity
 
+#: A temperature at or over (1 - CAP_SHARE) * MAX_TEMPERATURE is said to be at the cap (module doc).
+CAP_SHARE = 0.01
 #: The share of held-out examples one label answers from which a warning is said (module doc) ...
 ONE_LABEL_SHARE = 0.8
 #: ... unless that label's own share of the gold is within this of it (a task that is mostly one label).
@@ -100,7 +104,7 @@ def calibration_warnings(task: dict[str, Any]) -> list[str]:
             "adopted, but the calibration stored is the identity (temperature 1, no biases): the plain readout answers"
         )
     warnings += one_label_held_out(task)
-    if temperature >= MAX_TEMPERATURE * (1 - 1e-6):
+    if temperature >= MAX_TEMPERATURE * (1 - CAP_SHARE):
         warnings.append(
             f"the stored calibration is at its temperature cap ({MAX_TEMPERATURE:g}): its probabilities are nearly "
             "flat, so its confidence says little; more examples, or more even label counts, usually fit better"
