@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from openjev.batch.fit_command import calibration_warnings
 from openjev.tasks.calibration import MAX_TEMPERATURE
 from tests.batch.test_compare_prompts import QUICK_TASKS
 from tests.batch.test_eval_cli import CHOICE, TEAMS
-from tests.conftest import ServeOpenJev
+from tests.conftest import RunningOpenJev, ServeOpenJev
 from tests.fake_sglang import FakeSGLang
 from tests.test_cli_tasks import QUESTION, STATES, run_cli, write_jsonl
 
@@ -132,3 +133,24 @@ def test_a_fit_that_ends_just_under_its_temperature_cap_is_warned(
     temperature = json.loads(saved.read_text())["calibration"]["temperature"]
     assert 0.99 * MAX_TEMPERATURE <= temperature < MAX_TEMPERATURE, temperature
     assert f"openjev: warning: the stored calibration is at its temperature cap ({MAX_TEMPERATURE:g})" in done.stderr
+
+
+def test_fit_at_a_dead_bare_or_v1_url_is_told_at_once_and_no_password_is_shown(
+    openjev_on_fake: RunningOpenJev, tmp_path: Path
+) -> None:
+    """As eval and classify: /health asked before the fit is posted, a URL without its scheme refused
+    before anything is sent, and a URL's password never printed."""
+    data = write_jsonl(tmp_path / "refunds.jsonl", STATES)
+    question = json.dumps(QUESTION)
+    secret = "pw-secret-123"
+    for url, status, said in (
+        (f"http://user:{secret}@127.0.0.1:9", 1, "no server answers at http://user:***@127.0.0.1:9"),
+        (f"user:{secret}@{openjev_on_fake.url.removeprefix('http://')}", 2, "did you mean http://user:***@"),
+        (openjev_on_fake.url + "/v1", 1, f"drop the /v1: --url {openjev_on_fake.url}"),
+    ):
+        started = time.monotonic()
+        done = run_cli(str(data), "--question", question, "--url", url)
+        assert done.returncode == status and said in done.stderr, (url, done.stderr)
+        assert time.monotonic() - started < 15 and secret not in done.stderr + done.stdout
+        assert "Traceback" not in done.stderr
+    assert "/v1/v1/tasks" not in openjev_on_fake.log(), "a /v1 URL must not be posted the fit"

@@ -4,8 +4,11 @@ server's refusals as `openjev: FILE:LINE: ...` lines, and what the stored task w
 - Columns: `--state-column`, `--label-column` (the label; `gold` is read where `label` is absent, so an
   `eval` file fits as it is), `--pair-column`; names match up to case, dotted names reach into nested
   objects (`request/labelled_files.py`).
-- A file that cannot be read is exit 2; a fit the server refuses is exit 1, a 422 on an example named
-  by the file line it came from.
+- A file that cannot be read, or a `--url` without its scheme or host, is exit 2; a server whose
+  `/health` fails (not answering, a 5xx, a 404 under a `/v1` URL, with the hint to drop it) is exit 1
+  before the fit is posted, as for `eval` (`asking.checked_health`); a fit the server refuses is exit
+  1, a 422 on an example named by the file line it came from. No line shows the key or the URL's
+  password.
 - After the report, a warning on stderr where the stored task will not do what its figures suggest:
   adopted but storing neither worked examples nor a calibration (the identity: temperature 1, no
   biases: the answers are the plain readout's); a calibration at the temperature cap
@@ -45,7 +48,7 @@ def fit_file(
     file: Path, question: Any, columns: dict[str, str], url: str | None, api_key: str | None, json_file: Path | None
 ) -> None:
     """The command (module doc): read, fit on `url` (or the embedded default), print the report."""
-    from openjev.batch.client import ServerUnreachable
+    from openjev.batch.client import BadUrl, ServerUnreachable, checked_url, masked
     from openjev.batch.jobs import Target, served
     from openjev.batch.local_server import ServerFailed
     from openjev.batch.task_fit import fit
@@ -53,8 +56,9 @@ def fit_file(
     from openjev.tasks.client import report_lines
 
     try:
+        url = None if url is None else checked_url(url)
         examples = read_labelled(file, columns)
-    except LabelledFileError as error:
+    except (BadUrl, LabelledFileError) as error:
         typer.echo(f"openjev: {error}", err=True)
         raise typer.Exit(2) from None
     body = {"question": question, "examples": [example for _, example in examples]}
@@ -62,10 +66,11 @@ def fit_file(
         with served(Target(url)) as base:
             status, task = asyncio.run(fit(base, body, api_key))
     except (ServerUnreachable, ServerFailed) as error:
-        typer.echo(f"openjev: {error}", err=True)
+        typer.echo(masked(f"openjev: {error}", url, api_key), err=True)
         raise typer.Exit(1) from None
     if status not in (200, 201):
-        typer.echo("\n".join(refusal_lines(file, [line for line, _ in examples], status, task)), err=True)
+        refused = "\n".join(refusal_lines(file, [line for line, _ in examples], status, task))
+        typer.echo(masked(refused, url, api_key), err=True)
         raise typer.Exit(1)
     if json_file is not None:
         json_file.write_text(json.dumps(task, indent=1, ensure_ascii=False))
