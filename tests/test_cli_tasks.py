@@ -138,9 +138,12 @@ def test_a_file_that_cannot_be_read_is_a_usage_error(tmp_path: Path, name: str, 
 
 
 def test_a_question_that_is_not_json_is_a_usage_error(tmp_path: Path) -> None:
+    """Said as eval and classify say it: one `openjev:` line naming the flag, no box."""
     data = write_jsonl(tmp_path / "d.jsonl", STATES)
-    done = run_cli(str(data), "--question", "{not json", "--url", "http://127.0.0.1:9", timeout=60)
-    assert done.returncode == 2 and "--question" in done.stderr
+    for question in ("{not json", str(tmp_path / "missing.json")):
+        done = run_cli(str(data), "--question", question, "--url", "http://127.0.0.1:9", timeout=60)
+        assert done.returncode == 2 and done.stderr.startswith("openjev: --question: not a JSON question"), done.stderr
+        assert "╭" not in done.stderr and "│" not in done.stderr
 
 
 @pytest.mark.embedded

@@ -155,12 +155,13 @@ app.add_typer(tasks_app, name="tasks")
 
 
 def _question(value: str) -> Any:
-    """The question as inline JSON, or the path of a JSON file holding it."""
+    """The question as inline JSON, or the path of a JSON file holding it; exit 2 with one `openjev:`
+    line, as `eval` and `classify` refuse theirs."""
     try:
         return json.loads(Path(value).read_text() if not value.lstrip().startswith("{") else value)
     except (OSError, json.JSONDecodeError) as error:
-        message = f"not a JSON question or a readable JSON file: {error}"
-        raise typer.BadParameter(message, param_hint="--question") from None
+        typer.echo(f"openjev: --question: not a JSON question or a readable JSON file: {error}", err=True)
+        raise typer.Exit(2) from None
 
 
 @tasks_app.command("fit")

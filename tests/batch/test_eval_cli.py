@@ -122,6 +122,8 @@ def test_classify_resumes_after_an_interruption_and_asks_each_row_once(
         str(out),
         "--concurrency",
         "1",
+        "--api-key",
+        "sk-never-printed-42",
     ]
     # SIGINT as a terminal delivers it, even where this test runs with it ignored (a background job).
     first = subprocess.Popen(
@@ -141,6 +143,7 @@ def test_classify_resumes_after_an_interruption_and_asks_each_row_once(
     assert first.returncode == 130
     assert f"{kept} of {len(STATES)} rows have an answer kept in {out}; resume with:" in said
     assert f"openjev classify {rows} --url {server.url} --out {out} --concurrency 1" in said
+    assert "sk-never-printed-42" not in said and '--api-key "$OPENJEV_API_KEY"' in said
     asked_before = requests_with_status(server, 200)
     second = openjev_cli("classify", str(rows), "--url", server.url, "--out", str(out), "--concurrency", "4")
     assert second.returncode == 0, second.stderr

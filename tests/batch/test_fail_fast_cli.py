@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 
 from openjev.backends.supervised import free_port
+from openjev.batch.client import JITTER
 from tests.batch.test_eval_cli import CHOICE, STATES, answers_of, openjev_cli, requests_with_status, write_rows
 from tests.conftest import RunningOpenJev, ServeOpenJev, eventually
 from tests.fake_sglang import FakeSGLang
@@ -26,14 +27,23 @@ from tests.fake_sglang import FakeSGLang
 Scripted = tuple[int, dict[str, str], bytes] | None
 
 
+class Listening(ThreadingHTTPServer):
+    """A backlog for a run's every connection at once: past socketserver's 5, a connection waits a
+    SYN retry (about 1 s) before it is taken."""
+
+    request_queue_size = 64
+
+
 class ScriptedServer:
     """Answers every request as `script(method, path)` says; None forwards it to `target`. Counts POSTs."""
 
     def __init__(self, script: Callable[[str, str], Scripted], target: str | None = None) -> None:
         self.script, self.target, self.posts = script, target, 0
+        #: (when, body) of every POST, in the order they came.
+        self.posted: list[tuple[float, bytes]] = []
         self.lock = threading.Lock()
         self.url = f"http://127.0.0.1:{free_port()}"
-        self.server = ThreadingHTTPServer(("127.0.0.1", int(self.url.rsplit(":", 1)[1])), self.handler())
+        self.server = Listening(("127.0.0.1", int(self.url.rsplit(":", 1)[1])), self.handler())
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
@@ -54,6 +64,8 @@ class ScriptedServer:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 with scripted.lock:
                     scripted.posts += method == "POST"
+                    if method == "POST":
+                        scripted.posted.append((time.monotonic(), body))
                 said = scripted.script(method, self.path)
                 if said is None:
                     headers = {"content-type": "application/json"}
@@ -118,6 +130,25 @@ def test_a_url_without_scheme_or_with_v1_is_told_at_once(tmp_path: Path, openjev
     assert done.returncode == 1 and took < 15 and "no server answers at http://127.0.0.1:9" in done.stderr
 
 
+def test_a_200_that_is_no_jev_answer_is_a_row_error_not_a_traceback(
+    tmp_path: Path, openjev_on_fake: RunningOpenJev
+) -> None:
+    """Another service behind the URL answering 200: each row without an answer, saying what came back."""
+    rows, out = rows_file(tmp_path, 3), tmp_path / "a.jsonl"
+    for content in (b'{"id": "chatcmpl-1", "choices": []}', b"<html>welcome</html>"):
+        other = ScriptedServer(
+            lambda method, path, content=content: None if method == "GET" else (200, {}, content),
+            openjev_on_fake.url,
+        )
+        try:
+            done, _ = classify(rows, other.url, out, "--restart")
+        finally:
+            other.stop()
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "0 of 3 rows answered" in done.stderr and "HTTP 200 not a Jev answer: " in done.stderr
+        assert content.decode()[:20] in done.stderr
+
+
 def test_retry_after_zero_never_spins_and_max_retries_bounds_each_row(
     tmp_path: Path, openjev_on_fake: RunningOpenJev
 ) -> None:
@@ -146,6 +177,34 @@ def test_retry_after_zero_never_spins_and_max_retries_bounds_each_row(
         assert "0 of 4 rows answered" in done.stderr
     finally:
         failing.stop()
+
+
+def test_a_named_wait_is_kept_and_jittered_row_by_row(tmp_path: Path, openjev_on_fake: RunningOpenJev) -> None:
+    """Eight rows at once meet `Retry-After: 1`: each waits at least the second asked, at most a JITTER
+    share more, and not all the same share (eight draws of U(0, 0.25 s) span under 50 ms with p ~ 1e-4),
+    so clients turned away together do not come back together."""
+    rows, out = rows_file(tmp_path, 8), tmp_path / "a.jsonl"
+    first: list[float] = []
+
+    def busy_at_first(method: str, path: str) -> Scripted:
+        if method != "POST":
+            return None
+        first.append(first[0] if first else time.monotonic())
+        return (503, {"retry-after": "1"}, b'{"error": "busy"}') if time.monotonic() < first[0] + 0.5 else None
+
+    proxy = ScriptedServer(busy_at_first, openjev_on_fake.url)
+    try:
+        done, _ = classify(rows, proxy.url, out, "--concurrency", "8")
+        assert done.returncode == 0 and len(answers_of(out)) == 8, done.stderr
+    finally:
+        proxy.stop()
+    tries: dict[bytes, list[float]] = {}
+    for when, body in proxy.posted:
+        tries.setdefault(body, []).append(when)
+    waits = [times[1] - times[0] for times in tries.values()]
+    assert len(waits) == 8 and all(len(times) == 2 for times in tries.values()), tries
+    assert all(1.0 <= wait <= 1.0 * (1 + JITTER) + 0.5 for wait in waits), waits
+    assert max(waits) - min(waits) >= 0.05, waits
 
 
 def test_timeout_and_rps_shape_each_request(tmp_path: Path, openjev_on_fake: RunningOpenJev) -> None:

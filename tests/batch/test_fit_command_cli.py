@@ -4,12 +4,17 @@
 from __future__ import annotations
 
 import json
+import random
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from openjev.batch.fit_command import calibration_warnings
-from tests.conftest import ServeOpenJev
+from openjev.tasks.calibration import MAX_TEMPERATURE
+from tests.batch.test_compare_prompts import QUICK_TASKS
+from tests.batch.test_eval_cli import CHOICE, TEAMS
+from tests.conftest import RunningOpenJev, ServeOpenJev
 from tests.fake_sglang import FakeSGLang
 from tests.test_cli_tasks import QUESTION, STATES, run_cli, write_jsonl
 
@@ -94,3 +99,58 @@ def test_the_summary_says_what_was_stored_and_one_label_held_out_is_warned(
     else:
         assert f"calibration temperature {calibration['temperature']:.3f}, biases " in stored
     assert not re.search(r"adopted[^\n]*: yes$", done.stdout, re.MULTILINE)
+
+
+def tickets(n: int) -> list[tuple[str, str]]:
+    """`n` tickets, one team's label in turn, each naming two of its team's words and one of any team's
+    (seeded: the same tickets every run)."""
+    words = {
+        "billing": ["invoice", "refund", "charged", "payment", "receipt"],
+        "technical": ["crash", "error", "login", "bug", "slow"],
+        "sales": ["seats", "upgrade", "pricing", "demo", "plan"],
+    }
+    every = [word for team in words.values() for word in team]
+    draw, rows = random.Random(1), []
+    for i in range(n):
+        team = list(TEAMS)[i % 3]
+        named = [*draw.sample(words[team], 2), *draw.sample(every, 1)]
+        rows.append((f"Ticket {i}: {' '.join(named)} please help", team))
+    return rows
+
+
+def test_a_fit_that_ends_just_under_its_temperature_cap_is_warned(
+    serve_openjev: ServeOpenJev, fake_sglang: FakeSGLang, qwen_tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    """The fake's hashed readout tells none of these tickets' teams apart: the calibration's search ends
+    at its bound on 1/T, a temperature a hair under the cap, which is at the cap all the same."""
+    env = {"OPENJEV_TASKS_DIR": str(tmp_path / "tasks"), **QUICK_TASKS}
+    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env=env)
+    data = tmp_path / "tickets.csv"
+    data.write_text("state,label\n" + "".join(f"{state},{team}\n" for state, team in tickets(60)))
+    saved = tmp_path / "task.json"
+    done = run_cli(str(data), "--question", json.dumps(CHOICE), "--url", server.url, "--json", str(saved))
+    assert done.returncode == 0, done.stderr
+    temperature = json.loads(saved.read_text())["calibration"]["temperature"]
+    assert 0.99 * MAX_TEMPERATURE <= temperature < MAX_TEMPERATURE, temperature
+    assert f"openjev: warning: the stored calibration is at its temperature cap ({MAX_TEMPERATURE:g})" in done.stderr
+
+
+def test_fit_at_a_dead_bare_or_v1_url_is_told_at_once_and_no_password_is_shown(
+    openjev_on_fake: RunningOpenJev, tmp_path: Path
+) -> None:
+    """As eval and classify: /health asked before the fit is posted, a URL without its scheme refused
+    before anything is sent, and a URL's password never printed."""
+    data = write_jsonl(tmp_path / "refunds.jsonl", STATES)
+    question = json.dumps(QUESTION)
+    secret = "pw-secret-123"
+    for url, status, said in (
+        (f"http://user:{secret}@127.0.0.1:9", 1, "no server answers at http://user:***@127.0.0.1:9"),
+        (f"user:{secret}@{openjev_on_fake.url.removeprefix('http://')}", 2, "did you mean http://user:***@"),
+        (openjev_on_fake.url + "/v1", 1, f"drop the /v1: --url {openjev_on_fake.url}"),
+    ):
+        started = time.monotonic()
+        done = run_cli(str(data), "--question", question, "--url", url)
+        assert done.returncode == status and said in done.stderr, (url, done.stderr)
+        assert time.monotonic() - started < 15 and secret not in done.stderr + done.stdout
+        assert "Traceback" not in done.stderr
+    assert "/v1/v1/tasks" not in openjev_on_fake.log(), "a /v1 URL must not be posted the fit"

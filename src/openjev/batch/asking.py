@@ -17,8 +17,9 @@ Contract:
   connection still failing, or the breaker, stops the run (ServerUnreachable): what was answered is
   kept, and the same command resumes it. Each retry is reported to `on_retry` with its reason.
 - Every finished row is appended to the answers file as one JSON line the moment it finishes:
-  `{"id", "line", "input", "server", "answer", "latency_s", "attempts"}` for a 200, `"error":
-  {"status", "body"}` in place of `answer` for anything else.
+  `{"id", "line", "input", "server", "answer", "latency_s", "attempts"}` for a 200 holding the
+  question's answer, `"error": {"status", "body"}` in place of `answer` for anything else (a 200
+  that is no Jev answer, from another service behind the URL, with the body "not a Jev answer: ...").
 """
 
 from __future__ import annotations
@@ -154,7 +155,11 @@ async def answer_rows(
 def _record(row: Row, response: httpx.Response, latency: float) -> dict[str, Any]:
     named = {"id": row.id, "line": row.line, "input": row.digest}
     if response.status_code == 200:
-        answer = response.json()["answers"][QUESTION_ID]
+        try:
+            answer = response.json()["answers"][QUESTION_ID]
+        except (ValueError, KeyError, TypeError):
+            # Another service behind the URL: the row is unanswered, and says what came back.
+            return {**named, "error": {"status": 200, "body": f"not a Jev answer: {response.text[:2000]}"}}
         return {**named, "answer": answer, "latency_s": round(latency, 4)}
     try:
         body: Any = response.json()

@@ -3,7 +3,7 @@ server is plainly down rather than slow.
 
 Contract:
 - A URL must name its scheme and host (`http://host:port`); one that does not is a BadUrl at once,
-  never retried.
+  never retried. No message shows a secret: `masked` writes the key and a URL's password as MASK.
 - 408, 429, 5xx (not 501) and connection errors are retried by tenacity: after `retry-after-ms`,
   `Retry-After` (seconds or an HTTP date; at most MAX_RETRY_WAIT_S a wait) where the server sends one,
   else after an exponential backoff (0.5 s doubling to 30 s). Every wait is at least MIN_WAIT_S and
@@ -40,6 +40,7 @@ MAX_RETRIES = 8
 MAX_FAILURES_IN_A_ROW = 10
 REQUEST_TIMEOUT_S = 600.0
 BACKOFF = wait_exponential(multiplier=0.5, max=30.0)
+MASK = "***"
 
 
 class ServerUnreachable(RuntimeError):
@@ -59,12 +60,21 @@ class _Retryable(Exception):
         self.response = response
 
 
+def masked(text: str, url: str | None, api_key: str | None) -> str:
+    """`text` with `api_key` and the password of `url` (with or without its scheme) shown as MASK."""
+    password = urlsplit(url if "://" in url else f"http://{url}").password if url else None
+    for secret in (api_key, password):
+        if secret:
+            text = text.replace(secret, MASK)
+    return text
+
+
 def checked_url(url: str) -> str:
-    """`url` without a trailing slash; BadUrl naming what is missing."""
+    """`url` without a trailing slash; BadUrl naming what is missing (its password masked)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         guess = f"; did you mean http://{url}?" if "://" not in url else ""
-        raise BadUrl(f"--url {url!r} is not an http:// or https:// URL with a host{guess}")
+        raise BadUrl(masked(f"--url {url!r} is not an http:// or https:// URL with a host{guess}", url, None))
     return url.rstrip("/")
 
 

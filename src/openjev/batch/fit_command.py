@@ -4,17 +4,22 @@ server's refusals as `openjev: FILE:LINE: ...` lines, and what the stored task w
 - Columns: `--state-column`, `--label-column` (the label; `gold` is read where `label` is absent, so an
   `eval` file fits as it is), `--pair-column`; names match up to case, dotted names reach into nested
   objects (`request/labelled_files.py`).
-- A file that cannot be read is exit 2; a fit the server refuses is exit 1, a 422 on an example named
-  by the file line it came from.
+- A file that cannot be read, or a `--url` without its scheme or host, is exit 2; a server whose
+  `/health` fails (not answering, a 5xx, a 404 under a `/v1` URL, with the hint to drop it) is exit 1
+  before the fit is posted, as for `eval` (`asking.checked_health`); a fit the server refuses is exit
+  1, a 422 on an example named by the file line it came from. No line shows the key or the URL's
+  password.
 - After the report, a warning on stderr where the stored task will not do what its figures suggest:
   adopted but storing neither worked examples nor a calibration (the identity: temperature 1, no
   biases: the answers are the plain readout's); a calibration at the temperature cap
-  (MAX_TEMPERATURE: probabilities nearly flat); one label answering every state: the calibrated logit
-  is (log p_i + b_i)/T with log p_i in [log PROBABILITY_FLOOR, 0], so a label whose bias leads every
-  other by more than log(1/PROBABILITY_FLOOR) wins whatever p is; or, on the held-out examples of the
-  fit's report (`report.chosen.answered.predicted_counts`: what the task answers with), one label the
-  answer of at least ONE_LABEL_SHARE of them while at most ONE_LABEL_SHARE - GOLD_MARGIN of them
-  have it as their label.
+  (MAX_TEMPERATURE: probabilities nearly flat), or within CAP_SHARE of it, since the fit's line
+  search stops at its bound on 1/T a hair short of the cap (99.9994 measured on a readout that tells
+  no label apart); one label answering every state: the calibrated logit is (log p_i + b_i)/T with
+  log p_i in [log PROBABILITY_FLOOR, 0], so a label whose bias leads every other by more than
+  log(1/PROBABILITY_FLOOR) wins whatever p is; or, on the held-out examples of the fit's report
+  (`report.chosen.answered.predicted_counts`: what the task answers with), one label the answer of at
+  least ONE_LABEL_SHARE of them while at most ONE_LABEL_SHARE - GOLD_MARGIN of them have it as their
+  label.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from openjev.answering.answers import PROBABILITY_FLOOR
 from openjev.tasks.calibration import MAX_TEMPERATURE
 from openjev.tasks.client import is_identity
 
+#: A temperature at or over (1 - CAP_SHARE) * MAX_TEMPERATURE is said to be at the cap (module doc).
+CAP_SHARE = 0.01
 #: The share of held-out examples one label answers from which a warning is said (module doc) ...
 ONE_LABEL_SHARE = 0.8
 #: ... unless that label's own share of the gold is within this of it (a task that is mostly one label).
@@ -41,7 +48,7 @@ def fit_file(
     file: Path, question: Any, columns: dict[str, str], url: str | None, api_key: str | None, json_file: Path | None
 ) -> None:
     """The command (module doc): read, fit on `url` (or the embedded default), print the report."""
-    from openjev.batch.client import ServerUnreachable
+    from openjev.batch.client import BadUrl, ServerUnreachable, checked_url, masked
     from openjev.batch.jobs import Target, served
     from openjev.batch.local_server import ServerFailed
     from openjev.batch.task_fit import fit
@@ -49,8 +56,9 @@ def fit_file(
     from openjev.tasks.client import report_lines
 
     try:
+        url = None if url is None else checked_url(url)
         examples = read_labelled(file, columns)
-    except LabelledFileError as error:
+    except (BadUrl, LabelledFileError) as error:
         typer.echo(f"openjev: {error}", err=True)
         raise typer.Exit(2) from None
     body = {"question": question, "examples": [example for _, example in examples]}
@@ -58,10 +66,11 @@ def fit_file(
         with served(Target(url)) as base:
             status, task = asyncio.run(fit(base, body, api_key))
     except (ServerUnreachable, ServerFailed) as error:
-        typer.echo(f"openjev: {error}", err=True)
+        typer.echo(masked(f"openjev: {error}", url, api_key), err=True)
         raise typer.Exit(1) from None
     if status not in (200, 201):
-        typer.echo("\n".join(refusal_lines(file, [line for line, _ in examples], status, task)), err=True)
+        refused = "\n".join(refusal_lines(file, [line for line, _ in examples], status, task))
+        typer.echo(masked(refused, url, api_key), err=True)
         raise typer.Exit(1)
     if json_file is not None:
         json_file.write_text(json.dumps(task, indent=1, ensure_ascii=False))
@@ -100,7 +109,7 @@ def calibration_warnings(task: dict[str, Any]) -> list[str]:
             "adopted, but the calibration stored is the identity (temperature 1, no biases): the plain readout answers"
         )
     warnings += one_label_held_out(task)
-    if temperature >= MAX_TEMPERATURE * (1 - 1e-6):
+    if temperature >= MAX_TEMPERATURE * (1 - CAP_SHARE):
         warnings.append(
             f"the stored calibration is at its temperature cap ({MAX_TEMPERATURE:g}): its probabilities are nearly "
             "flat, so its confidence says little; more examples, or more even label counts, usually fit better"

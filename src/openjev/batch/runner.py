@@ -5,7 +5,7 @@
 - While rows are asked, `Progress` shows them; Ctrl-C (exit 130) and SIGTERM (exit 143) stop the run
   saying how many rows are kept and the exact command that resumes it; a server that cannot be
   reached, or that failed MAX_FAILURES_IN_A_ROW times in a row, is exit 1 with the same two facts.
-- No line printed holds a secret: the `--api-key` and a URL's password are shown as MASK, and the
+- No line printed holds a secret: the `--api-key` and a URL's password are shown as `client.MASK`, and the
   resume command passes the key as `--api-key "$OPENJEV_API_KEY"`.
 - At the end: rows answered of the total, the retries by reason, and each row without an answer
   named with its line and status (the first MAX_NAMED).
@@ -21,19 +21,17 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import typer
 
 from openjev.batch.answers_file import ResumeRefused, open_answers, read_answers, run_header
-from openjev.batch.client import ServerUnreachable
+from openjev.batch.client import ServerUnreachable, masked
 from openjev.batch.jobs import Target, answer_file
 from openjev.batch.local_server import ServerFailed
 from openjev.batch.progress import Progress
 from openjev.batch.rows import Row
 
 MAX_NAMED = 20
-MASK = "***"
 #: Exit statuses of a run stopped by a signal: 128 + its number, as a shell reports it.
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 
@@ -106,16 +104,8 @@ def _say_end(
 
 
 def _masker(target: Target) -> Callable[[str], str]:
-    """A function that shows `text` with the run's secrets (its key, its URL's password) as MASK."""
-    password = urlsplit(target.url).password if target.url else None
-    secrets = [secret for secret in (target.api_key, password) if secret]
-
-    def masked(text: str) -> str:
-        for secret in secrets:
-            text = text.replace(secret, MASK)
-        return text
-
-    return masked
+    """A function that shows `text` with the run's secrets (its key, its URL's password) masked."""
+    return lambda text: masked(text, target.url, target.api_key)
 
 
 def resume_command() -> str:
