@@ -11,6 +11,7 @@ while the caller runs, so the fits are reading throughout.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -113,8 +114,9 @@ def fit_rows(tokenizer: Path, logs: Path) -> list[Row]:
         question = {"type": "choice", "instructions": "Which team?", "criteria": options}
         examples = [{"state": f"Ticket {i}: parcel {i} went astray", "label": f"team {i % 255}"} for i in range(1000)]
         body = {"question": question, "examples": examples}
-        rows.append(big_fit_row(server, live, f"1,000-example 255-option fit ({len(str(body)):,} B)", body))
-        nested = [[functools.reduce(lambda inner, _: [inner], range(49), [])] * 600]  # 50-deep empty lists
+        rows.append(big_fit_row(server, live, f"1,000-example 255-option fit ({len(json.dumps(body)):,} B)", body))
+        # 50-deep empty lists: 16 states of 300 (240,000 values) are read; 600 each pass the body's value cap.
+        nested = [[functools.reduce(lambda inner, _: [inner], range(49), [])] * 300]
         labels = ["billing", "shipping"]
         states = [{"state": [*nested, i], "label": labels[i % 2]} for i in range(16)]
         rows.append(big_fit_row(server, live, "16 nested-list states fit", {"question": QUESTION, "examples": states}))
