@@ -4,13 +4,14 @@ connection holds state, each sent to any route of a running server, from the out
 A shape is `Shape(kind, route, size, detail)`; `send(shape, host, port)` sends it and returns what
 came back (the first answer's status and body, or None where the server closed without one) and the
 bytes sent. Body shapes put an expanding part into the route's request: a boundary-free run of one
-script, nested empty containers with spaced separators, as the state (or `input`, or a fit's
-question); encoded with each coding (identity, gzip, zstd; deflate and br, which the server refuses
-with 415), or as a multipart body. Wire shapes are written on a raw socket: a head of endless
-header lines, a chunked body followed by endless trailers, a head pipelined behind an unread answer,
-a GET announcing a chunked body it sends after its answer (keep-alive over an unread body),
-many connections that never end their heads while a fresh client asks, and more slow bodies than the
-server receives at once, held past its slot grace, while a fresh client asks.
+script, nested empty containers with spaced separators, as the state (or `input`, or two of a
+fit's four examples' states, so a fit small enough reads and stores them); encoded with each coding
+(identity, gzip, zstd; deflate and br, which the server refuses with 415), or as a multipart body.
+Wire shapes are written on a raw socket: a head of endless header lines, a chunked body followed by
+endless trailers, a head pipelined behind an unread answer, a GET announcing a chunked body it sends
+after its answer (keep-alive over an unread body), many connections that never end their heads
+while a fresh client asks, and more slow bodies than the server receives at once, held past its
+slot grace, while a fresh client asks.
 """
 
 from __future__ import annotations
@@ -80,8 +81,10 @@ def request_json(route: str, part: bytes) -> bytes:
             b'[{"type": "choice", "name": "q", "instructions": "Which?", "choices": [{"value": "a"}, {"value": "b"}]}]'
         )
         return b'{"model": "gpt-6-luna", "input": %s, "questions": %s}' % (part, question)
-    if route.startswith("/v1/tasks"):
-        return b'{"name": "hostile", "question": {"type": "noul", "instructions": %s}, "examples": []}' % part
+    if route.startswith("/v1/tasks"):  # a fit that gets to its readouts: two states of each label, two of them `part`
+        examples = b'{"state": %s, "label": true}, {"state": "a", "label": true}' % part
+        examples += b', {"state": %s, "label": false}, {"state": "b", "label": false}' % part
+        return b'{"question": {"type": "noul", "instructions": "Is it so?"}, "examples": [%s]}' % examples
     question = b'{"q": {"type": "noul", "instructions": "Is it so?"}}'
     return b'{"model": "jev-latest", "state": %s, "questions": %s}' % (part, question)
 
