@@ -27,14 +27,18 @@ import httpx
 from tests.robustness.conftest import rss_mib
 from tests.robustness.hostile_shapes import head
 
-#: Polls `/health/live` every 10 ms until killed; one JSON line `[wall time, latency s]` per probe.
+#: Polls `/health/live` every 10 ms until killed or the server stops; one JSON line `[wall time,
+#: latency s, status]` per probe.
 POLLER = """
 import json, sys, time, httpx
 url, out = sys.argv[1], open(sys.argv[2], "w")
 with httpx.Client(base_url=url, timeout=60) as http:
     while True:
         started = time.perf_counter()
-        status = http.get("/health/live").status_code
+        try:
+            status = http.get("/health/live").status_code
+        except httpx.HTTPError:  # the server stopped
+            break
         out.write(json.dumps([time.time(), time.perf_counter() - started, status]) + "\\n")
         out.flush()
         time.sleep(0.01)
