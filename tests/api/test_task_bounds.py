@@ -86,3 +86,20 @@ def test_kept_readouts_count_with_the_tasks_the_oldest_of_fits_not_running_remov
         assert [row["id"] for row in http.get("/v1/tasks").json()["tasks"]] == sorted([first["id"], *running])
         assert kept() == []
     stop(server)
+
+
+def test_a_fit_of_deeply_nested_states_is_stored_at_about_the_size_it_was_posted(
+    serve_openjev, fake_sglang, qwen_tokenizer_dir, tmp_path
+) -> None:
+    """Its file was indented: 16 states of 50-deep lists (a 0.5 MB fit) made a 14.8 MB document, refused
+    with a 413 over OPENJEV_TASK_MAX_BYTES after every readout had been read."""
+    deep: list = []
+    for _ in range(49):
+        deep = [deep]
+    examples = [{"state": [[deep] * 300, n], "label": n % 2 == 0} for n in range(16)]
+    body = json.dumps({"question": NOUL, "examples": examples})
+    server = start(serve_openjev, fake_sglang, qwen_tokenizer_dir, tmp_path / "tasks")
+    with server.client(timeout=120) as http:
+        task = fitted(http, NOUL, examples)
+    stored = (tmp_path / "tasks" / f"{task['id']}.json").stat().st_size
+    assert stored < len(body) + 64 * 1024, (stored, len(body))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import time
 
+import httpx
 import pytest
 
 from tests.conftest import RunningOpenJev
@@ -84,3 +85,29 @@ def test_bodies_received_at_once_are_capped_and_the_next_gets_529(server) -> Non
     assert b"OPENJEV_MAX_CONCURRENT_BODY_READS" in response and seconds < 1.0
     for sock in slow:
         sock.close()
+
+
+def test_a_new_body_ends_the_read_that_held_its_slot_longest_once_past_the_grace(
+    serve_openjev, fake_sglang, qwen_tokenizer_dir
+) -> None:
+    """Bodies sent slowly held every slot until their deadline: a caller got 529 on every request
+    meanwhile (32 of them at 1 KiB/s: 50 of 50 refused). Past SLOT_GRACE the oldest is ended for it."""
+    env = {"OPENJEV_BODY_READ_TIMEOUT": "30", "OPENJEV_MAX_CONCURRENT_BODY_READS": "2"}
+    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env=env)
+    oldest = open_request(server, post_head(len(NOUL_BODY)), NOUL_BODY[:5])
+    time.sleep(0.2)
+    younger = open_request(server, post_head(len(NOUL_BODY)), NOUL_BODY[:5])
+    time.sleep(1.2)
+    try:
+        headers = {"Content-Type": "application/json"}
+        answer = httpx.post(f"{server.url}/v1/systemone", content=NOUL_BODY, headers=headers, timeout=10)
+        assert answer.status_code == 200, answer.text
+        response, seconds = read_until_closed(oldest, timeout=5)
+        assert response.startswith(b"HTTP/1.1 408") and b"body slots were taken" in response
+        assert seconds < 1.0
+        younger.settimeout(0.5)
+        with pytest.raises(TimeoutError):  # still reading: one slot was needed, one read ended
+            younger.recv(1)
+    finally:
+        oldest.close()
+        younger.close()

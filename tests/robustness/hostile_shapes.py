@@ -4,12 +4,14 @@ connection holds state, each sent to any route of a running server, from the out
 A shape is `Shape(kind, route, size, detail)`; `send(shape, host, port)` sends it and returns what
 came back (the first answer's status and body, or None where the server closed without one) and the
 bytes sent. Body shapes put an expanding part into the route's request: a boundary-free run of one
-script, nested empty containers with spaced separators, as the state (or `input`, or a fit's
-question); encoded with each coding (identity, gzip, zstd; deflate and br, which the server refuses
-with 415), or as a multipart body. Wire shapes are written on a raw socket: a head of endless
-header lines, a chunked body followed by endless trailers, a head pipelined behind an unread answer,
-a GET announcing a chunked body it sends after its answer (keep-alive over an unread body), and
-many connections that never end their heads while a fresh client asks.
+script, nested empty containers with spaced separators, as the state (or `input`, or two of a
+fit's four examples' states, so a fit small enough reads and stores them); encoded with each coding
+(identity, gzip, zstd; deflate and br, which the server refuses with 415), or as a multipart body.
+Wire shapes are written on a raw socket: a head of endless header lines, a chunked body followed by
+endless trailers, a head pipelined behind an unread answer, a GET announcing a chunked body it sends
+after its answer (keep-alive over an unread body), many connections that never end their heads
+while a fresh client asks, and more slow bodies than the server receives at once, held past its
+slot grace, while a fresh client asks.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ SCRIPTS = {
     "arabic": "\u0627\u0644\u0639",
 }
 BODY_KINDS = ("run", "nested", "objects")
-WIRE_KINDS = ("long_head", "trailers", "pipelined", "unread_body", "connections")
+WIRE_KINDS = ("long_head", "trailers", "pipelined", "unread_body", "connections", "slow_bodies")
 CODINGS = ("identity", "gzip", "zstd", "deflate", "br", "multipart")
 #: Characters of the expanding part that Hypothesis draws from; wire shapes send a quarter of LARGEST
 #: in header lines.
@@ -79,8 +81,10 @@ def request_json(route: str, part: bytes) -> bytes:
             b'[{"type": "choice", "name": "q", "instructions": "Which?", "choices": [{"value": "a"}, {"value": "b"}]}]'
         )
         return b'{"model": "gpt-6-luna", "input": %s, "questions": %s}' % (part, question)
-    if route.startswith("/v1/tasks"):
-        return b'{"name": "hostile", "question": {"type": "noul", "instructions": %s}, "examples": []}' % part
+    if route.startswith("/v1/tasks"):  # a fit that gets to its readouts: two states of each label, two of them `part`
+        examples = b'{"state": %s, "label": true}, {"state": "a", "label": true}' % part
+        examples += b', {"state": %s, "label": false}, {"state": "b", "label": false}' % part
+        return b'{"question": {"type": "noul", "instructions": "Is it so?"}, "examples": [%s]}' % examples
     question = b'{"q": {"type": "noul", "instructions": "Is it so?"}}'
     return b'{"model": "jev-latest", "state": %s, "questions": %s}' % (part, question)
 
@@ -195,4 +199,26 @@ def send_connections(shape: Shape, address: tuple[str, int], count: int) -> Outc
         return outcome
     finally:
         for sock in held:
+            sock.close()
+
+
+def send_slow_bodies(shape: Shape, address: tuple[str, int], count: int, held: float) -> Outcome:
+    """`count` requests that announce `shape.size` bytes of body and send 1 KiB of it, held `held`
+    seconds, then a fresh client's request (None where it is not answered within 5 s)."""
+    slow: list[socket.socket] = []
+    announced = head("POST", shape.route, {"Content-Type": "application/json", "Content-Length": str(shape.size)})
+    try:
+        for _ in range(count):
+            with contextlib.suppress(OSError):
+                slow.append(socket.create_connection(address, timeout=5))
+                slow[-1].sendall(announced + b"\r\n" + b" " * 1024)
+        time.sleep(held)
+        started = time.monotonic()
+        outcome = send_body(Shape("run", shape.route, 1024, "latin"), address)
+        outcome.sent += count * (len(announced) + 1026)
+        if time.monotonic() - started > 5:
+            outcome.status = None  # not served in time
+        return outcome
+    finally:
+        for sock in slow:
             sock.close()

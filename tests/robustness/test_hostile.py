@@ -5,7 +5,8 @@ For each shape at a few sizes: the server's resident memory grows by at most GRO
 bytes sent plus GROWTH_MIB (the peak, sampled every 10 ms while it is sent and answered); the answer is
 a 2xx, 4xx or 529 (OpenAI's 429 on `/v1/decisions`) in the route's envelope (`detail`, or OpenAI's
 `error`), or, for a wire shape, the connection closed; the server is alive after it; and
-`/health/live`, polled every 10 ms from another process throughout, keeps its p99 under 50 ms. A new
+`/health/live`, polled every 10 ms from another process throughout, keeps its p99 under 50 ms; where
+connections or slow bodies are held, a fresh client is served (not 529). A new
 route is covered as soon as the OpenAPI lists it. Hypothesis draws the sizes, scripts and codings;
 every kind is sent to every route, so each class of amplification is tried on each.
 """
@@ -40,6 +41,7 @@ from tests.robustness.hostile_shapes import (
     Shape,
     send_body,
     send_connections,
+    send_slow_bodies,
     send_wire,
 )
 
@@ -52,9 +54,14 @@ LIVENESS_P99 = 0.05
 #: Connections the server keeps open (OPENJEV_MAX_CONNECTIONS here) and the dribbling ones sent.
 MAX_CONNECTIONS = 200
 DRIBBLING = 600
+#: Slow bodies sent, more than OPENJEV_MAX_CONCURRENT_BODY_READS (32), held past the slot grace (1 s).
+SLOW_BODIES = 40
+SLOW_HELD = 1.5
 #: The server's file descriptor limit here: more than MAX_CONNECTIONS, fewer than DRIBBLING.
 FILE_DESCRIPTORS = 512
 OPENAI_ROUTES = {"/v1/decisions"}
+#: Wire kinds that hold connections, then ask as a fresh client: its answer is theirs.
+FRESH_CLIENT_KINDS = ("connections", "slow_bodies")
 
 POLLER = """
 import json, sys, time, httpx
@@ -136,8 +143,10 @@ def check(server: RunningOpenJev, shape: Shape, outcome: Outcome, before: float,
     assert server.process.poll() is None, f"{shape}: the server died"
     assert httpx.get(f"{server.url}/health/live", timeout=10).status_code == 200
     if outcome.status is None:
-        assert shape.kind in WIRE_KINDS and shape.kind != "connections", f"{shape}: no answer"
+        assert shape.kind in WIRE_KINDS and shape.kind not in FRESH_CLIENT_KINDS, f"{shape}: no answer"
         return
+    if shape.kind in FRESH_CLIENT_KINDS:  # the fresh client is served, not refused as overloaded
+        assert outcome.status not in (429, 529), f"{shape}: the fresh client got {outcome.status}"
     allowed = outcome.status < 500 or outcome.status == 529
     assert (allowed and outcome.status != 429) or shape.route in OPENAI_ROUTES, f"{shape}: {outcome.status}"
     if outcome.status >= 400 and outcome.body:
@@ -193,13 +202,16 @@ def test_hostile_bodies_are_bounded(open_server, routes, kind: str) -> None:
 @pytest.mark.parametrize("kind", WIRE_KINDS)
 def test_hostile_connections_are_bounded(open_server, routes, kind: str) -> None:
     """Wire shapes on every route: endless heads and trailers, pipelined heads, bodies sent after
-    their answer, connections that never end their heads."""
+    their answer, connections that never end their heads, slow bodies filling the body slots (the
+    last two followed by a fresh client, who must be served)."""
     server, latencies = open_server
     started = time.time()
     for route in routes:
-        shape = Shape(kind, route, LARGEST if kind != "connections" else SIZES[0])
+        shape = Shape(kind, route, LARGEST if kind not in FRESH_CLIENT_KINDS else SIZES[0])
         if kind == "connections":
             send = lambda shape=shape: send_connections(shape, address(server), DRIBBLING)  # noqa: E731
+        elif kind == "slow_bodies":
+            send = lambda shape=shape: send_slow_bodies(shape, address(server), SLOW_BODIES, SLOW_HELD)  # noqa: E731
         else:
             send = lambda shape=shape: send_wire(shape, address(server))  # noqa: E731
         outcome, before, peak = sent_with_peak(server, send)

@@ -9,9 +9,13 @@ Contract, for every request that carries a body (`Door` let through only those a
   Content-Encoding for two), is decoded with a hard output cap of the same cap -> 413 past it, so a
   compression bomb costs at most that much; any other coding -> 415; a body that does not decode, or
   holds more than MAX_MEMBERS gzip members or zstd frames -> 400;
-- at most `max_reads` bodies arrive at once (529 past it, before a byte is read), each within
-  `read_timeout` seconds (408 past it); an answer given before the whole body arrived closes the
-  connection, so a slow or unwanted body is never drained.
+- at most `max_reads` bodies arrive at once, each within `read_timeout` seconds (408 past it). One
+  more, with every slot taken, ends the read that has held its slot longest, where that is at least
+  SLOT_GRACE seconds (408 naming the slots, its connection closed), and takes its slot; where none
+  is that old, it is a 529 before a byte is read. So slow bodies hold the slots only until a new
+  body comes, never a caller out until their deadline: a body sent with its head arrives within
+  the grace, and a refused slow one cost its sender a connection. An answer given before the whole
+  body arrived closes the connection, so a slow or unwanted body is never drained.
 - the body bytes held at once, all requests together, stay within `max_bytes_in_flight`
   (OPENJEV_MAX_BODY_BYTES_IN_FLIGHT, `HeldBytes`): each piece as it arrives, the joined body, the
   decoded body (its room reserved before decoding, so decoding stops where the room ends), held until
@@ -28,6 +32,7 @@ Downstream sees the decoded body, no Content-Encoding and a matching Content-Len
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -36,6 +41,9 @@ from openjev.api.body_decoding import INLINE_BYTES, decode_off_loop, parse_encod
 from openjev.api.errors import HttpError, error_response
 from openjev.errors import OpenJevError
 from openjev.metrics import BODY_BYTES_IN_FLIGHT, BODY_BYTES_PEAK
+
+#: Seconds a body read holds its slot before a new body, finding every slot taken, may end it.
+SLOT_GRACE = 1.0
 
 
 def replay(message: Message, receive: Receive) -> Receive:
@@ -87,6 +95,15 @@ class HeldBytes:
         BODY_BYTES_IN_FLIGHT.set(self.held)
 
 
+@dataclass(eq=False)
+class BodyRead:
+    """A body being received: when it took its slot, and its deadline (brought forward to end it)."""
+
+    started: float
+    deadline: asyncio.Timeout
+    ended_for_room: bool = False
+
+
 class BodyDecoder:
     def __init__(
         self,
@@ -107,7 +124,7 @@ class BodyDecoder:
         self.max_reads = max_reads
         self.retry_after = retry_after
         self.image_paths = image_paths
-        self.reading = 0
+        self.reads: list[BodyRead] = []
         self.bytes = HeldBytes(max_bytes_in_flight)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -171,7 +188,8 @@ class BodyDecoder:
 
     async def _receive(self, scope: Scope, receive: Receive) -> bytes:
         """The raw body, after every check that needs only the headers; one of `max_reads` slots is
-        held while it arrives, and it must all arrive within `read_timeout` seconds."""
+        held while it arrives (one held SLOT_GRACE seconds may be ended for it), and it must all
+        arrive within `read_timeout` seconds."""
         headers = Headers(scope=scope)
         limit = self._limit(scope, headers)
         declared = headers.get("content-length")
@@ -180,25 +198,52 @@ class BodyDecoder:
         parse_encodings(headers.get("content-encoding"))
         if declared is not None and declared.isdigit() and int(declared) > self.bytes.room():
             self.bytes.take(int(declared))  # raises: it cannot fit now
-        if self.reading >= self.max_reads:
+        if len(self.reads) >= self.max_reads and not self._end_oldest_read():
             raise HttpError(
                 529,
                 "overloaded",
-                f"{self.reading} request bodies are being received "
+                f"{len(self.reads)} request bodies are being received "
                 f"(OPENJEV_MAX_CONCURRENT_BODY_READS={self.max_reads}); retry shortly",
             )
-        self.reading += 1
+        read: BodyRead | None = None
         try:
-            async with asyncio.timeout(self.read_timeout):
+            async with asyncio.timeout(self.read_timeout) as deadline:
+                read = BodyRead(asyncio.get_running_loop().time(), deadline)
+                self.reads.append(read)
                 return await self._read_all(receive, limit, self.bytes)
         except TimeoutError:
-            raise HttpError(
+            raise self._timed_out(read) from None
+        finally:
+            if read in self.reads:
+                self.reads.remove(read)
+
+    def _end_oldest_read(self) -> bool:
+        """Ends the read that has held its slot longest, where that is SLOT_GRACE seconds or more: its
+        deadline brought to now, its slot free at once (it ends at the loop's next turn). False where
+        every read is younger: the slots are busy, not held."""
+        now = asyncio.get_running_loop().time()
+        oldest = min(self.reads, key=lambda read: read.started)
+        if now - oldest.started < SLOT_GRACE:
+            return False
+        oldest.ended_for_room = True
+        self.reads.remove(oldest)
+        oldest.deadline.reschedule(now)
+        return True
+
+    def _timed_out(self, read: BodyRead | None) -> HttpError:
+        if read is not None and read.ended_for_room:
+            return HttpError(
                 408,
                 "request_timeout",
-                f"the request body did not arrive within OPENJEV_BODY_READ_TIMEOUT={self.read_timeout:g}s",
-            ) from None
-        finally:
-            self.reading -= 1
+                f"the request body was still arriving after {SLOT_GRACE:g}s while all "
+                f"OPENJEV_MAX_CONCURRENT_BODY_READS={self.max_reads} body slots were taken; it was ended to make "
+                "room for another",
+            )
+        return HttpError(
+            408,
+            "request_timeout",
+            f"the request body did not arrive within OPENJEV_BODY_READ_TIMEOUT={self.read_timeout:g}s",
+        )
 
     @staticmethod
     async def _read_all(receive: Receive, limit: int, held: HeldBytes) -> bytes:

@@ -98,7 +98,7 @@ def start_fit(body: TaskRequest, identifier: str, service: Service, runtime: Run
 
     async def answer(asked: SystemOneRequest, hidden: frozenset[str]) -> tuple[dict[str, dict[str, Any]], dict]:
         async with service.fit_readouts:
-            size = len(asked.model_dump_json())
+            size = len(await asyncio.to_thread(asked.model_dump_json))  # O(state): never on the loop
             answered = await evaluate_request(
                 asked, size, _never_disconnects, service, runtime, fit=True, hidden=hidden
             )

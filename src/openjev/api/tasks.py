@@ -118,10 +118,11 @@ async def fit_response(
     settings, store = service.settings, service.tasks
     if size > settings.task_max_bytes:
         raise too_large(size, settings.task_max_bytes)
-    issues = check_task(body, settings)
+    # Walks and hashes every state: a worker thread's (pure Python yields the GIL, so the loop goes on).
+    issues = await asyncio.to_thread(check_task, body, settings)
     if issues:
         raise RequestRejected(issues)
-    identifier = task_id(body.question, canonical_examples(body), runtime.served_model_name)
+    identifier = await asyncio.to_thread(task_id, body.question, canonical_examples(body), runtime.served_model_name)
     existing = store.get(identifier)
     if existing is not None and existing.answer_settings == service.answer_settings:
         return JSONResponse(existing.public, status_code=200)

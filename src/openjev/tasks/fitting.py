@@ -147,10 +147,10 @@ class _Reader:
     ) -> tuple[list[list[float]], np.ndarray | None]:
         """The readout's distribution per question of `names` and, with `hidden`, the first question's
         hidden state; kept, or asked and kept."""
-        key = _key(request, hidden)
-        if key in self.kept:
-            await asyncio.sleep(0)  # a resumed fit's kept readouts never hold the loop all at once
-        else:
+        # O(state) on a worker thread: a fit of large states never holds the loop, nor does a resumed
+        # fit's kept readouts all at once.
+        key = await asyncio.to_thread(_key, request, hidden)
+        if key not in self.kept:
             answers, states = await self._asked(index, request, frozenset(names[:1]) if hidden else frozenset())
             distributions = [answer_probabilities(answers[name]) for name in names]
             self.kept[key] = (
@@ -203,10 +203,10 @@ async def check_worked(task: TaskRequest, gold: list[int], settings: Settings, c
     """The longest scored state asked with the worked questions, prepared through `check` (module doc,
     step 3); RequestRejected naming the state whose request is over the budget."""
     states = [example.state for example in task.examples]
-    most, picked, scored = _shown(task, gold, settings)
+    most, picked, scored = await asyncio.to_thread(_shown, task, gold, settings)
     if most == 0:
         return
-    index = max(scored, key=lambda each: text_bytes(states[each], settings.max_body_bytes))
+    index = await asyncio.to_thread(max, scored, key=lambda each: text_bytes(states[each], settings.max_body_bytes))
     try:
         worked = _worked_questions(task, picked, range(1, most + 1))
         await check(question_request(task.question, states[index]).model_copy(update={"questions": worked}))
@@ -226,7 +226,7 @@ async def read_and_choose(
     groups = [example.pair for example in task.examples]
     plain = _worked_questions(task, [[] for _ in label_names(task.question)], range(1))
     readouts, states = await _readouts(task, list(range(len(gold))), plain, reader, hidden)
-    most, picked, scored = _shown(task, gold, settings)
+    most, picked, scored = await asyncio.to_thread(_shown, task, gold, settings)
     shown = None
     if most > 0 and await in_process(plain_accuracy, readouts, gold) < 1:
         worked, _ = await _readouts(task, scored, _worked_questions(task, picked, range(1, most + 1)), reader, False)
@@ -289,11 +289,12 @@ async def fit_task(
     if at_cap(fitted):
         log.warning("a task's calibration ran its temperature to the cap: its readouts barely tell the labels apart")
     applied = fitted if chosen.calibrated else LabelCalibration.identity(len(labels))
-    worked = _shown_with(task, gold, chosen.worked, settings.max_example_bytes)
+    # Both walk every state: on a worker thread, as every step of a fit that is O(states) is.
+    worked = await asyncio.to_thread(_shown_with, task, gold, chosen.worked, settings.max_example_bytes)
     examples = canonical_examples(task)
     return {
         "format": FORMAT,
-        "id": task_id(task.question, examples, model),
+        "id": await asyncio.to_thread(task_id, task.question, examples, model),
         "model": model,
         "created": time.time(),
         "labels": labels,
