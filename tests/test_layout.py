@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "errors",
         "endpoints",
+        "collector",
         "options",
         "settings",
         "config",

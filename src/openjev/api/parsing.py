@@ -23,6 +23,7 @@ not JSON, an empty body, or a small invalid one whose few issues FastAPI lists w
 - An invalid body with more than `errors.MAX_LISTED_ISSUES` issues has its entries built here (the
   first ones listed, the rest counted: `errors.listed`); pydantic lists every issue at about 8 us
   each, so past MAX_ENUMERATED_ISSUES only their count is given.
+Automatic garbage collection is paused while a body is parsed and validated (`collector.paused`).
 `fast_path` runs this on the event loop for a body of at most JSON_INLINE_BYTES, on the GIL-bound
 thread (`workers.gil_bound`) for a larger one, so the loop's share stays a few milliseconds whatever the body holds.
 """
@@ -40,6 +41,7 @@ from pydantic import BaseModel, ValidationError
 from openjev.api.errors import MAX_LISTED_ISSUES, listed, validation_entry
 from openjev.api.strict_json import loads_if_same, loads_strict, lone_surrogate_at
 from openjev.api.workers import gil_bound
+from openjev.collector import paused
 
 #: Bytes of JSON parsed and validated on the event loop at most: measured (median of 30, 2-core
 #: machine under load), a body this size costs the loop 0.05 ms as one text, 0.41 ms as a
@@ -185,6 +187,12 @@ def parse_body(body: bytes, content_type: str | None, model: type[BaseModel], in
     `Parsed.error` (pydantic lists 8,000 issues, as a 16 KiB body can hold, in about 60 ms)."""
     if not is_json_type(content_type) or not body:
         return Parsed()
+    # The collector would walk the value again and again as it grows (`collector.py`).
+    with paused():
+        return _parsed(body, model, inline)
+
+
+def _parsed(body: bytes, model: type[BaseModel], inline: bool) -> Parsed:
     if value_count(body, MAX_JSON_VALUES) > MAX_JSON_VALUES:
         message = f"the body holds more than {MAX_JSON_VALUES} JSON values; no request needs as many"
         return Parsed(rejection=listed([_entry(["body"], message, "too_long", {"max_length": MAX_JSON_VALUES})], 1))

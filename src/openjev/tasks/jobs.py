@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from openjev.answering.answer_settings import as_stamped_now
+from openjev.collector import frozen
 from openjev.errors import OpenJevError, Overloaded, RequestRejected
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,8 @@ class FitJobs:
 
     async def _run(self, job: FitJob, run: Run) -> None:
         try:
-            job.document = await run(job.kept, job.progress)
+            with frozen():  # the fit's examples out of the collector's walk while it runs (`collector.py`)
+                job.document = await run(job.kept, job.progress)
         except asyncio.CancelledError:
             job.status = "cancelled"
             if job.discarded:
