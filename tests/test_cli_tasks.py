@@ -207,3 +207,18 @@ def test_list_show_and_delete_a_running_servers_tasks(
     assert gone.returncode == 1 and "404" in gone.stderr and "not_found" in gone.stderr
     nowhere = run_tasks("list", "--url", "http://127.0.0.1:9")
     assert nowhere.returncode == 1 and "127.0.0.1:9" in nowhere.stderr
+
+
+def test_list_show_and_delete_fail_fast_on_a_misaddressed_or_dead_url(openjev_on_fake) -> None:
+    """As `tasks fit` and `eval`: a URL without its scheme is exit 2 at once, a dead one and a `/v1` one
+    exit 1 from `GET /health`, the /v1 told to drop it, nothing asked of /v1/tasks."""
+    bare = openjev_on_fake.url.removeprefix("http://")
+    for command in (["list"], ["show", "tk_none"], ["delete", "tk_none"]):
+        done = run_tasks(*command, "--url", bare)
+        assert done.returncode == 2 and f"did you mean http://{bare}?" in done.stderr, done.stderr
+        done = run_tasks(*command, "--url", "http://127.0.0.1:9")
+        assert done.returncode == 1 and "no server answers at http://127.0.0.1:9" in done.stderr, done.stderr
+        done = run_tasks(*command, "--url", openjev_on_fake.url + "/v1")
+        assert done.returncode == 1 and f"drop the /v1: --url {openjev_on_fake.url}" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+    assert "/v1/v1/tasks" not in openjev_on_fake.log()

@@ -191,23 +191,12 @@ TaskUrl = Annotated[str, typer.Option(help="The running openjev whose tasks thes
 TaskKey = Annotated[str | None, typer.Option(envvar="OPENJEV_API_KEY", help="Bearer key of --url.")]
 
 
-def _task_command(work: Callable[[], str]) -> None:
-    """Print what `work` gives; exit 1 with the server's refusal (`batch/task_commands.py`)."""
-    from openjev.batch.task_commands import CommandFailed
-
-    try:
-        typer.echo(work())
-    except CommandFailed as error:
-        typer.echo(f"openjev: {error}", err=True)
-        raise typer.Exit(1) from None
-
-
 @tasks_app.command("list")
 def tasks_list(url: TaskUrl, api_key: TaskKey = None) -> None:
     """List a running server's tasks, one line each."""
-    from openjev.batch.task_commands import list_lines
+    from openjev.batch.task_commands import list_lines, run_command
 
-    _task_command(lambda: "\n".join(list_lines(url, api_key)))
+    run_command(url, api_key, lambda checked: "\n".join(list_lines(checked, api_key)))
 
 
 @tasks_app.command("show")
@@ -215,9 +204,9 @@ def tasks_show(
     task_id: Annotated[str, typer.Argument(help="The task's id.")], url: TaskUrl, api_key: TaskKey = None
 ) -> None:
     """Print one task's document (without its examples) as JSON."""
-    from openjev.batch.task_commands import show
+    from openjev.batch.task_commands import run_command, show
 
-    _task_command(lambda: show(url, api_key, task_id))
+    run_command(url, api_key, lambda checked: show(checked, api_key, task_id))
 
 
 @tasks_app.command("delete")
@@ -225,9 +214,9 @@ def tasks_delete(
     task_id: Annotated[str, typer.Argument(help="The task's id.")], url: TaskUrl, api_key: TaskKey = None
 ) -> None:
     """Remove a task (and its file) from a running server."""
-    from openjev.batch.task_commands import delete
+    from openjev.batch.task_commands import delete, run_command
 
-    _task_command(lambda: delete(url, api_key, task_id))
+    run_command(url, api_key, lambda checked: delete(checked, api_key, task_id))
 
 
 eval_app = typer.Typer(

@@ -6,6 +6,11 @@ Contract:
   the URL; a 404 under a URL ending in
   `/v1` says to drop it (openjev asks `/v1/systemone` under the URL itself). A server without
   `/health` (404 elsewhere) is asked on.
+- Then the key, with one authorized `GET /v1/limits` (openjev guards it with OPENJEV_API_KEY): a 401
+  or 403 there is KeyRefused, nothing sent; any other answer (a server without `/v1/limits` too) is
+  asked on. A row answered 401 or 403 later (the key revoked mid-run) stops the run as the breaker
+  does (ServerDown), with no record for that row: every other row would be refused the same way, and
+  the resumed run asks it again.
 - The server is identified as it reports itself: the served model of `/health`, the answer settings
   of `/v1/limits` and, where it answers a question equal to a task's with that task unnamed
   (`tasks.match_questions`), the digest of the tasks it keeps (None where it does not say), with the
@@ -33,11 +38,22 @@ from typing import Any
 import httpx
 
 from openjev.batch.answers_file import Opened, kept_answers, read_answers
-from openjev.batch.client import RetryPolicy, Sending, ServerDown, ServerUnreachable, bearer, send_with_retry
+from openjev.batch.client import (
+    KeyRefused,
+    RetryPolicy,
+    Sending,
+    ServerDown,
+    ServerUnreachable,
+    bearer,
+    send_with_retry,
+)
 from openjev.batch.progress import Progress
 from openjev.batch.rows import Row, digest_of
 
 QUESTION_ID = "q"
+#: The statuses that say the key is wrong, missing or not allowed.
+KEY_STATUSES = (401, 403)
+LIMITS_PATH = "/v1/limits"
 
 
 def request_for(row: Row, model: str) -> dict[str, Any]:
@@ -72,15 +88,31 @@ async def checked_health(client: httpx.AsyncClient, policy: RetryPolicy) -> dict
     return _object(response)
 
 
+def key_refusal(client: httpx.AsyncClient, request: str, status: int) -> str:
+    """What the user is told when the server refuses the key (never the key itself)."""
+    url = str(client.base_url).rstrip("/")
+    given = "" if "authorization" in client.headers else "no key was given; "
+    return f"{url} refused the key ({request} answered {status}): {given}pass the one it takes with --api-key"
+
+
+async def checked_key(client: httpx.AsyncClient, policy: RetryPolicy) -> dict[str, Any]:
+    """`/v1/limits`'s JSON object ({} from a server that does not answer it); KeyRefused on 401 or 403."""
+    once = RetryPolicy(0, policy.breaker, policy.pacer, policy.deadline_s)
+    try:
+        response = (await send_with_retry(lambda: client.get(LIMITS_PATH), policy=once))[0]
+    except httpx.TransportError:
+        return {}
+    if response.status_code in KEY_STATUSES:
+        raise KeyRefused(key_refusal(client, f"GET {LIMITS_PATH}", response.status_code))
+    return _object(response)
+
+
 async def server_identity(client: httpx.AsyncClient, model: str, policy: RetryPolicy) -> dict[str, Any]:
     """The requested model, the served model (`/health`, checked first), the answer settings
     (`/v1/limits`) and, where the server answers a question with a task it matches unnamed, the tasks it
     keeps; as the server reports them, None for what it does not report."""
     health = await checked_health(client, policy)
-    limits: dict[str, Any] = {}
-    with contextlib.suppress(httpx.TransportError):
-        once = RetryPolicy(0, policy.breaker, policy.pacer, policy.deadline_s)
-        limits = _object((await send_with_retry(lambda: client.get("/v1/limits"), policy=once))[0])
+    limits = await checked_key(client, policy)
     tasks = limits.get("tasks") if isinstance(limits.get("tasks"), dict) else {}
     return {
         "model": model,
@@ -136,6 +168,8 @@ async def answer_rows(
                         raise ServerUnreachable(f"{url}: {error!r}") from error
                     except ServerDown as error:
                         raise ServerDown(f"{url}: {error}") from None
+                if response.status_code in KEY_STATUSES:
+                    raise ServerDown(key_refusal(client, "POST /v1/systemone", response.status_code))
                 record = {**_record(row, response, latency), "server": server, "attempts": attempts}
                 sink.write(json.dumps(record, ensure_ascii=False) + "\n")
                 sink.flush()

@@ -8,9 +8,11 @@ Contract:
   `Retry-After` (seconds or an HTTP date; at most MAX_RETRY_WAIT_S a wait) where the server sends one,
   else after an exponential backoff (0.5 s doubling to 30 s). Every wait is at least MIN_WAIT_S and
   stretched by a random share of up to JITTER, so `Retry-After: 0` never spins and clients that
-  failed together do not come back together. A server that says when to come back (overload) is
-  retried until RETRY_DEADLINE_S has passed; other failures at most `max_retries` times after the
-  first try. Then the last answer stands, or a connection still failing raises httpx.TransportError.
+  failed together do not come back together. A server that says when to come back (openjev's 529
+  overload, or its 503 while the backend starts: any retried status with a wait named) is retried
+  until RETRY_DEADLINE_S has passed, never counted as a failure; other failures (a 503 naming no
+  wait included) at most `max_retries` times after the first try. Then the last answer stands, or a
+  connection still failing raises httpx.TransportError.
 - A `Breaker` shared by a run counts failures in a row over all its requests (a failure: a
   connection error, or a retried status with no Retry-After); any other answer resets it. At
   `max_failures` the run stops (ServerDown): a server answering 500 to everything, or gone, ends the
@@ -49,6 +51,10 @@ class ServerUnreachable(RuntimeError):
 
 class ServerDown(ServerUnreachable):
     """Failures in a row reached the breaker's limit: the server is taken as down."""
+
+
+class KeyRefused(RuntimeError):
+    """The server refused the key (401 or 403) before anything was sent: a usage error, not a fault."""
 
 
 class BadUrl(ValueError):

@@ -6,9 +6,9 @@ server's refusals as `openjev: FILE:LINE: ...` lines, and what the stored task w
   objects (`request/labelled_files.py`).
 - A file that cannot be read, or a `--url` without its scheme or host, is exit 2; a server whose
   `/health` fails (not answering, a 5xx, a 404 under a `/v1` URL, with the hint to drop it) is exit 1
-  before the fit is posted, as for `eval` (`asking.checked_health`); a fit the server refuses is exit
-  1, a 422 on an example named by the file line it came from. No line shows the key or the URL's
-  password.
+  before the fit is posted, as for `eval` (`asking.checked_health`), and a key it refuses (401 or 403
+  on `GET /v1/limits`) is exit 2, nothing posted; a fit the server refuses is exit 1, a 422 on an
+  example named by the file line it came from. No line shows the key or the URL's password.
 - After the report, a warning on stderr where the stored task will not do what its figures suggest:
   adopted but storing neither worked examples nor a calibration (the identity: temperature 1, no
   biases: the answers are the plain readout's); a calibration at the temperature cap
@@ -48,7 +48,7 @@ def fit_file(
     file: Path, question: Any, columns: dict[str, str], url: str | None, api_key: str | None, json_file: Path | None
 ) -> None:
     """The command (module doc): read, fit on `url` (or the embedded default), print the report."""
-    from openjev.batch.client import BadUrl, ServerUnreachable, checked_url, masked
+    from openjev.batch.client import BadUrl, KeyRefused, ServerUnreachable, checked_url, masked
     from openjev.batch.jobs import Target, served
     from openjev.batch.local_server import ServerFailed
     from openjev.batch.task_fit import fit
@@ -65,9 +65,9 @@ def fit_file(
     try:
         with served(Target(url)) as base:
             status, task = asyncio.run(fit(base, body, api_key))
-    except (ServerUnreachable, ServerFailed) as error:
+    except (KeyRefused, ServerUnreachable, ServerFailed) as error:
         typer.echo(masked(f"openjev: {error}", url, api_key), err=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(2 if isinstance(error, KeyRefused) else 1) from None
     if status not in (200, 201):
         refused = "\n".join(refusal_lines(file, [line for line, _ in examples], status, task))
         typer.echo(masked(refused, url, api_key), err=True)

@@ -4,7 +4,8 @@
   is exit 2 naming the difference.
 - While rows are asked, `Progress` shows them; Ctrl-C (exit 130) and SIGTERM (exit 143) stop the run
   saying how many rows are kept and the exact command that resumes it; a server that cannot be
-  reached, or that failed MAX_FAILURES_IN_A_ROW times in a row, is exit 1 with the same two facts.
+  reached, or that failed MAX_FAILURES_IN_A_ROW times in a row or refused the key mid-run, is exit 1
+  with the same two facts; a key refused before the first row is exit 2, one line, nothing sent.
 - No line printed holds a secret: the `--api-key` and a URL's password are shown as `client.MASK`, and the
   resume command passes the key as `--api-key "$OPENJEV_API_KEY"`.
 - At the end: rows answered of the total, the retries by reason, and each row without an answer
@@ -25,7 +26,7 @@ from typing import Any
 import typer
 
 from openjev.batch.answers_file import ResumeRefused, open_answers, read_answers, run_header
-from openjev.batch.client import ServerUnreachable, masked
+from openjev.batch.client import KeyRefused, ServerUnreachable, masked
 from openjev.batch.jobs import Target, answer_file
 from openjev.batch.local_server import ServerFailed
 from openjev.batch.progress import Progress
@@ -76,6 +77,9 @@ def run_rows(
         )
         typer.echo(say(f"openjev: {how}. {_kept(rows, answers)}"), err=True)
         raise typer.Exit(status) from None
+    except KeyRefused as error:
+        typer.echo(say(f"openjev: {error}"), err=True)
+        raise typer.Exit(2) from None
     except (ServerUnreachable, ServerFailed) as error:
         typer.echo(say(f"openjev: {error}\n{_kept(rows, answers)}"), err=True)
         raise typer.Exit(1) from None

@@ -1,10 +1,11 @@
 """`openjev tasks fit`: the fit posted as a job, its progress shown, and the server's own answer.
 
-`GET /health` first, so a server that is down or misaddressed is said at once (`asking.checked_health`);
-then `POST /v1/tasks?background=true` (429/503/529 backed off as every request is, `batch/client.py`), then
-`GET /v1/tasks/fits/{id}` every `POLL_SECONDS` with a progress bar on stderr until the job ends: its
-task, or the error response it ended in (a 422 naming the field). A body the server refuses before
-reading it can reach the client as a broken connection rather than the 413; then the server's
+`GET /health` first, so a server that is down or misaddressed is said at once (`asking.checked_health`),
+and the key checked (`asking.checked_key`: KeyRefused on a 401 or 403, before the fit is posted);
+then `POST /v1/tasks?background=true` (429/503/529 backed off as every request is, `batch/client.py`),
+then `GET /v1/tasks/fits/{id}` every `POLL_SECONDS` with a progress bar on stderr until the job ends:
+its task, or the error response it ended in (a 422 naming the field). A body the server refuses
+before reading it can reach the client as a broken connection rather than the 413; then the server's
 `/v1/limits` says what its limit is, and that is what the command prints.
 """
 
@@ -18,7 +19,7 @@ import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from openjev.batch.asking import checked_health
+from openjev.batch.asking import checked_health, checked_key
 from openjev.batch.client import RetryPolicy, ServerUnreachable, bearer, send_with_retry
 from openjev.endpoints import FITS_PATH, TASKS_PATH
 
@@ -60,6 +61,7 @@ async def fit(url: str, body: dict[str, Any], api_key: str | None) -> tuple[int,
     headers = {**bearer(api_key), "Content-Type": "application/json"}
     async with httpx.AsyncClient(base_url=url.rstrip("/"), headers=headers, timeout=CALL_TIMEOUT) as client:
         await checked_health(client, RetryPolicy())
+        await checked_key(client, RetryPolicy())
         try:
             post = lambda: client.post(TASKS_PATH, params={"background": "true"}, content=content)  # noqa: E731
             response, _, _ = await send_with_retry(post)
