@@ -70,7 +70,9 @@ class Settings(BackendSettings, ReadoutSettings, ImageSettings, TaskSettings):
         30.0, gt=0, description="Seconds a client gets to send its whole request body; 408 past it."
     )
     max_concurrent_body_reads: int = Field(
-        32, ge=1, description="Bodies received at once; one more ends the oldest read past 1 s, else gets 529 unread."
+        32,
+        ge=1,
+        description="Bodies received at once; one more ends the slowest read held 1 s or more, else gets 529 unread.",
     )
     max_connections: int = Field(
         1000, ge=2, description="Connections open at once; past it the oldest one waiting for a head is closed."

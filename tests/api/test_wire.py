@@ -111,3 +111,29 @@ def test_a_new_body_ends_the_read_that_held_its_slot_longest_once_past_the_grace
     finally:
         oldest.close()
         younger.close()
+
+
+def test_of_the_reads_past_the_grace_the_slowest_is_ended_not_an_upload_arriving_at_speed(
+    serve_openjev, fake_sglang, qwen_tokenizer_dir
+) -> None:
+    """The oldest read is a large body already mostly received; a younger one has sent 5 bytes in as
+    long: the new body ends the slow one, and the upload carries on."""
+    env = {"OPENJEV_BODY_READ_TIMEOUT": "30", "OPENJEV_MAX_CONCURRENT_BODY_READS": "2"}
+    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env=env)
+    upload = NOUL_BODY[:-1] + b" " * 200_000 + b"}"
+    fast = open_request(server, post_head(len(upload)), upload[:150_000])
+    time.sleep(0.2)
+    slow = open_request(server, post_head(len(NOUL_BODY)), NOUL_BODY[:5])
+    time.sleep(1.2)
+    try:
+        headers = {"Content-Type": "application/json"}
+        answer = httpx.post(f"{server.url}/v1/systemone", content=NOUL_BODY, headers=headers, timeout=10)
+        assert answer.status_code == 200, answer.text
+        response, _ = read_until_closed(slow, timeout=5)
+        assert response.startswith(b"HTTP/1.1 408") and b"body slots were taken" in response
+        fast.sendall(upload[150_000:])
+        fast.settimeout(10)
+        assert fast.recv(65536).startswith(b"HTTP/1.1 200")
+    finally:
+        fast.close()
+        slow.close()

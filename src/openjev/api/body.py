@@ -10,12 +10,13 @@ Contract, for every request that carries a body (`Door` let through only those a
   compression bomb costs at most that much; any other coding -> 415; a body that does not decode, or
   holds more than MAX_MEMBERS gzip members or zstd frames -> 400;
 - at most `max_reads` bodies arrive at once, each within `read_timeout` seconds (408 past it). One
-  more, with every slot taken, ends the read that has held its slot longest, where that is at least
-  SLOT_GRACE seconds (408 naming the slots, its connection closed), and takes its slot; where none
-  is that old, it is a 529 before a byte is read. So slow bodies hold the slots only until a new
-  body comes, never a caller out until their deadline: a body sent with its head arrives within
-  the grace, and a refused slow one cost its sender a connection. An answer given before the whole
-  body arrived closes the connection, so a slow or unwanted body is never drained.
+  more, with every slot taken, ends the slowest read (fewest bytes a second) of those that have
+  held their slot at least SLOT_GRACE seconds (408 naming the slots, its connection closed), and
+  takes its slot; where none is that old, it is a 529 before a byte is read. So slow bodies hold
+  the slots only until a new body comes, never a caller out until their deadline: a body sent with
+  its head arrives within the grace, a large upload arriving at speed outlasts bodies sent a few
+  bytes at a time, and a refused slow one cost its sender a connection. An answer given before the
+  whole body arrived closes the connection, so a slow or unwanted body is never drained.
 - the body bytes held at once, all requests together, stay within `max_bytes_in_flight`
   (OPENJEV_MAX_BODY_BYTES_IN_FLIGHT, `HeldBytes`): each piece as it arrives, the joined body, the
   decoded body (its room reserved before decoding, so decoding stops where the room ends), held until
@@ -97,11 +98,17 @@ class HeldBytes:
 
 @dataclass(eq=False)
 class BodyRead:
-    """A body being received: when it took its slot, and its deadline (brought forward to end it)."""
+    """A body being received: when it took its slot, the bytes received so far, and its deadline
+    (brought forward to end it)."""
 
     started: float
     deadline: asyncio.Timeout
+    received: int = 0
     ended_for_room: bool = False
+
+    def rate(self, now: float) -> float:
+        """Bytes a second since it took its slot."""
+        return self.received / max(now - self.started, 1e-9)
 
 
 class BodyDecoder:
@@ -198,7 +205,7 @@ class BodyDecoder:
         parse_encodings(headers.get("content-encoding"))
         if declared is not None and declared.isdigit() and int(declared) > self.bytes.room():
             self.bytes.take(int(declared))  # raises: it cannot fit now
-        if len(self.reads) >= self.max_reads and not self._end_oldest_read():
+        if len(self.reads) >= self.max_reads and not self._end_slowest_read():
             raise HttpError(
                 529,
                 "overloaded",
@@ -210,24 +217,26 @@ class BodyDecoder:
             async with asyncio.timeout(self.read_timeout) as deadline:
                 read = BodyRead(asyncio.get_running_loop().time(), deadline)
                 self.reads.append(read)
-                return await self._read_all(receive, limit, self.bytes)
+                return await self._read_all(receive, limit, self.bytes, read)
         except TimeoutError:
             raise self._timed_out(read) from None
         finally:
             if read in self.reads:
                 self.reads.remove(read)
 
-    def _end_oldest_read(self) -> bool:
-        """Ends the read that has held its slot longest, where that is SLOT_GRACE seconds or more: its
-        deadline brought to now, its slot free at once (it ends at the loop's next turn). False where
-        every read is younger: the slots are busy, not held."""
+    def _end_slowest_read(self) -> bool:
+        """Ends the slowest read (fewest bytes a second) of those that have held their slot SLOT_GRACE
+        seconds or more, so a large upload arriving at speed outlasts a body sent a few bytes at a time:
+        its deadline brought to now, its slot free at once (it ends at the loop's next turn). False
+        where every read is younger: the slots are busy, not held."""
         now = asyncio.get_running_loop().time()
-        oldest = min(self.reads, key=lambda read: read.started)
-        if now - oldest.started < SLOT_GRACE:
+        past_grace = [read for read in self.reads if now - read.started >= SLOT_GRACE]
+        if not past_grace:
             return False
-        oldest.ended_for_room = True
-        self.reads.remove(oldest)
-        oldest.deadline.reschedule(now)
+        slowest = min(past_grace, key=lambda read: read.rate(now))
+        slowest.ended_for_room = True
+        self.reads.remove(slowest)
+        slowest.deadline.reschedule(now)
         return True
 
     def _timed_out(self, read: BodyRead | None) -> HttpError:
@@ -246,7 +255,7 @@ class BodyDecoder:
         )
 
     @staticmethod
-    async def _read_all(receive: Receive, limit: int, held: HeldBytes) -> bytes:
+    async def _read_all(receive: Receive, limit: int, held: HeldBytes, read: BodyRead) -> bytes:
         """The body's pieces, joined once: on a worker thread past INLINE_BYTES (a 9 MB upload's copy
         would hold the loop for milliseconds; `bytes.join` makes it without the GIL). Each piece is
         taken from `held` as it arrives, the join's copy before it is made; what is held after is the
@@ -262,6 +271,7 @@ class BodyDecoder:
                 held.take(len(piece))
                 pieces.append(piece)
                 size += len(piece)
+                read.received = size
                 if size > limit:
                     raise too_large(limit, "sent")
                 if not message.get("more_body", False):
