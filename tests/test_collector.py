@@ -92,10 +92,10 @@ def test_a_body_is_parsed_with_the_collector_paused() -> None:
     parsed, collections = collections_during(lambda: parse_body(body, "application/json", TaskRequest))
     assert parsed.request is not None and len(parsed.request.examples) == 16
     # At most the one young collection the allocations made meanwhile call for, once it is on again;
-    # unpaused, building the 240,000 lists runs hundreds, the older generations walking the value so far.
+    # unpaused, building the 240,000 lists runs hundreds, each walking the young value so far.
     assert len(collections) <= 1 and gc.isenabled()
     _, unpaused = collections_during(lambda: orjson.loads(body))
-    assert len(unpaused) > 100 and max(unpaused) == 2
+    assert len(unpaused) > 100
 
 
 def test_a_fit_s_values_are_frozen_while_it_runs(tmp_path) -> None:

@@ -5,7 +5,9 @@ For each shape at a few sizes: the server's resident memory grows by at most GRO
 bytes sent plus GROWTH_MIB (the peak, sampled every 10 ms while it is sent and answered); the answer is
 a 2xx, 4xx or 529 (OpenAI's 429 on `/v1/decisions`) in the route's envelope (`detail`, or OpenAI's
 `error`), or, for a wire shape, the connection closed; the server is alive after it; and
-`/health/live`, polled every 10 ms from another process throughout, keeps its p99 under 50 ms; where
+`/health/live`, polled every 10 ms from another process throughout (niced ahead of the senders where
+permitted, as a client on a machine of its own), keeps its p99 under 50 ms, each wire kind sent for at
+least WINDOW_SECONDS; where
 connections or slow bodies are held, a fresh client is served (not 529). A new
 route is covered as soon as the OpenAPI lists it. Hypothesis draws the sizes, scripts and codings;
 every kind is sent to every route, so each class of amplification is tried on each.
@@ -13,7 +15,9 @@ every kind is sent to every route, so each class of amplification is tried on ea
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -51,6 +55,8 @@ pytestmark = [pytest.mark.robustness, pytest.mark.timeout(600)]
 GROWTH_PER_BYTE = 4
 GROWTH_MIB = 96
 LIVENESS_P99 = 0.05
+#: The least time a wire kind is sent for, so its p99 is over some 400 probes or more.
+WINDOW_SECONDS = 5.0
 #: Connections the server keeps open (OPENJEV_MAX_CONNECTIONS here) and the dribbling ones sent.
 MAX_CONNECTIONS = 200
 DRIBBLING = 600
@@ -76,6 +82,12 @@ with httpx.Client(base_url=url, timeout=30) as http:
 """
 
 
+def ahead() -> None:
+    """A niceness of -5 for the calling (child) process, where permitted."""
+    with contextlib.suppress(PermissionError):
+        os.nice(-5)
+
+
 @pytest.fixture(scope="module")
 def open_server(qwen_tokenizer_dir, tmp_path_factory) -> Iterator[tuple[RunningOpenJev, Path]]:
     """An openjev without a key on the fake SGLang, and the file its liveness poller writes."""
@@ -91,7 +103,9 @@ def open_server(qwen_tokenizer_dir, tmp_path_factory) -> Iterator[tuple[RunningO
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, limits)
     latencies = logs / "live.jsonl"
-    poller = subprocess.Popen([sys.executable, "-c", POLLER, server.url, str(latencies)])
+    # The poller stands for a client on a machine of its own: ahead of the senders on these 2 cores where
+    # the system lets it be (root), so its latencies are the server's, not its own wait for a core.
+    poller = subprocess.Popen([sys.executable, "-c", POLLER, server.url, str(latencies)], preexec_fn=ahead)
     while poller.poll() is None and not (latencies.exists() and latencies.read_text()):
         time.sleep(0.1)
     try:
@@ -205,15 +219,19 @@ def test_hostile_connections_are_bounded(open_server, routes, kind: str) -> None
     their answer, connections that never end their heads, slow bodies filling the body slots (the
     last two followed by a fresh client, who must be served)."""
     server, latencies = open_server
-    started = time.time()
-    for route in routes:
-        shape = Shape(kind, route, LARGEST if kind not in FRESH_CLIENT_KINDS else SIZES[0])
-        if kind == "connections":
-            send = lambda shape=shape: send_connections(shape, address(server), DRIBBLING)  # noqa: E731
-        elif kind == "slow_bodies":
-            send = lambda shape=shape: send_slow_bodies(shape, address(server), SLOW_BODIES, SLOW_HELD)  # noqa: E731
-        else:
-            send = lambda shape=shape: send_wire(shape, address(server))  # noqa: E731
-        outcome, before, peak = sent_with_peak(server, send)
-        check(server, shape, outcome, before, peak)
+    started, routes_sent = time.time(), False
+    # Every route once, then again until the window holds enough probes for a p99 (a round of a quick
+    # kind is over in about a second: a p99 of 100 probes is its second worst).
+    while time.time() - started < WINDOW_SECONDS or not routes_sent:
+        for route in routes:
+            shape = Shape(kind, route, LARGEST if kind not in FRESH_CLIENT_KINDS else SIZES[0])
+            if kind == "connections":
+                send = lambda shape=shape: send_connections(shape, address(server), DRIBBLING)  # noqa: E731
+            elif kind == "slow_bodies":
+                send = lambda shape=shape: send_slow_bodies(shape, address(server), SLOW_BODIES, SLOW_HELD)  # noqa: E731
+            else:
+                send = lambda shape=shape: send_wire(shape, address(server))  # noqa: E731
+            outcome, before, peak = sent_with_peak(server, send)
+            check(server, shape, outcome, before, peak)
+        routes_sent = True
     assert liveness_p99(latencies, started) < LIVENESS_P99
