@@ -87,21 +87,34 @@ def test_bodies_received_at_once_are_capped_and_the_next_gets_529(server) -> Non
         sock.close()
 
 
+def two_reads_then_a_caller(
+    serve_openjev, fake_sglang, qwen_tokenizer_dir, first: tuple[int, bytes]
+) -> tuple[socket.socket, socket.socket]:
+    """On a server of two body slots, a read announcing `first[0]` bytes and sending `first[1]`, then
+    0.2 s later one sending 5 bytes of a request; 1.2 s on (both past the grace) a caller, answered 200.
+    The two reads' sockets."""
+    env = {"OPENJEV_BODY_READ_TIMEOUT": "30", "OPENJEV_MAX_CONCURRENT_BODY_READS": "2"}
+    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env=env)
+    older = open_request(server, post_head(first[0]), first[1])
+    time.sleep(0.2)
+    younger = open_request(server, post_head(len(NOUL_BODY)), NOUL_BODY[:5])
+    time.sleep(1.2)
+    headers = {"Content-Type": "application/json"}
+    answer = httpx.post(f"{server.url}/v1/systemone", content=NOUL_BODY, headers=headers, timeout=10)
+    assert answer.status_code == 200, answer.text
+    return older, younger
+
+
 def test_a_new_body_ends_the_read_that_held_its_slot_longest_once_past_the_grace(
     serve_openjev, fake_sglang, qwen_tokenizer_dir
 ) -> None:
     """Bodies sent slowly held every slot until their deadline: a caller got 529 on every request
-    meanwhile (32 of them at 1 KiB/s: 50 of 50 refused). Past SLOT_GRACE the oldest is ended for it."""
-    env = {"OPENJEV_BODY_READ_TIMEOUT": "30", "OPENJEV_MAX_CONCURRENT_BODY_READS": "2"}
-    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env=env)
-    oldest = open_request(server, post_head(len(NOUL_BODY)), NOUL_BODY[:5])
-    time.sleep(0.2)
-    younger = open_request(server, post_head(len(NOUL_BODY)), NOUL_BODY[:5])
-    time.sleep(1.2)
+    meanwhile (32 of them at 1 KiB/s: 50 of 50 refused). Past SLOT_GRACE one is ended for it: of two
+    as slow, the one that held its slot longest."""
+    oldest, younger = two_reads_then_a_caller(
+        serve_openjev, fake_sglang, qwen_tokenizer_dir, (len(NOUL_BODY), NOUL_BODY[:5])
+    )
     try:
-        headers = {"Content-Type": "application/json"}
-        answer = httpx.post(f"{server.url}/v1/systemone", content=NOUL_BODY, headers=headers, timeout=10)
-        assert answer.status_code == 200, answer.text
         response, seconds = read_until_closed(oldest, timeout=5)
         assert response.startswith(b"HTTP/1.1 408") and b"body slots were taken" in response
         assert seconds < 1.0
@@ -118,17 +131,11 @@ def test_of_the_reads_past_the_grace_the_slowest_is_ended_not_an_upload_arriving
 ) -> None:
     """The oldest read is a large body already mostly received; a younger one has sent 5 bytes in as
     long: the new body ends the slow one, and the upload carries on."""
-    env = {"OPENJEV_BODY_READ_TIMEOUT": "30", "OPENJEV_MAX_CONCURRENT_BODY_READS": "2"}
-    server = serve_openjev("--connect", fake_sglang.url, "--tokenizer", str(qwen_tokenizer_dir), env=env)
     upload = NOUL_BODY[:-1] + b" " * 200_000 + b"}"
-    fast = open_request(server, post_head(len(upload)), upload[:150_000])
-    time.sleep(0.2)
-    slow = open_request(server, post_head(len(NOUL_BODY)), NOUL_BODY[:5])
-    time.sleep(1.2)
+    fast, slow = two_reads_then_a_caller(
+        serve_openjev, fake_sglang, qwen_tokenizer_dir, (len(upload), upload[:150_000])
+    )
     try:
-        headers = {"Content-Type": "application/json"}
-        answer = httpx.post(f"{server.url}/v1/systemone", content=NOUL_BODY, headers=headers, timeout=10)
-        assert answer.status_code == 200, answer.text
         response, _ = read_until_closed(slow, timeout=5)
         assert response.startswith(b"HTTP/1.1 408") and b"body slots were taken" in response
         fast.sendall(upload[150_000:])

@@ -190,16 +190,21 @@ def send_connections(shape: Shape, address: tuple[str, int], count: int) -> Outc
             with contextlib.suppress(OSError):
                 held.append(socket.create_connection(address, timeout=5))
                 held[-1].sendall(head("POST", shape.route, {}))
-        fresh = Shape("run", shape.route, 1024, "latin")
-        started = time.monotonic()
-        outcome = send_body(fresh, address)
-        outcome.sent += count * 64
-        if time.monotonic() - started > 5:
-            outcome.status = None  # not served in time
-        return outcome
+        return fresh_client(shape.route, address, count * 64)
     finally:
         for sock in held:
             sock.close()
+
+
+def fresh_client(route: str, address: tuple[str, int], held_bytes: int) -> Outcome:
+    """A fresh client's small request while others hold connections (`held_bytes` sent by them): its
+    outcome, status None where it is not answered within 5 s."""
+    started = time.monotonic()
+    outcome = send_body(Shape("run", route, 1024, "latin"), address)
+    outcome.sent += held_bytes
+    if time.monotonic() - started > 5:
+        outcome.status = None  # not served in time
+    return outcome
 
 
 def send_slow_bodies(shape: Shape, address: tuple[str, int], count: int, held: float) -> Outcome:
@@ -213,12 +218,7 @@ def send_slow_bodies(shape: Shape, address: tuple[str, int], count: int, held: f
                 slow.append(socket.create_connection(address, timeout=5))
                 slow[-1].sendall(announced + b"\r\n" + b" " * 1024)
         time.sleep(held)
-        started = time.monotonic()
-        outcome = send_body(Shape("run", shape.route, 1024, "latin"), address)
-        outcome.sent += count * (len(announced) + 1026)
-        if time.monotonic() - started > 5:
-            outcome.status = None  # not served in time
-        return outcome
+        return fresh_client(shape.route, address, count * (len(announced) + 1026))
     finally:
         for sock in slow:
             sock.close()
