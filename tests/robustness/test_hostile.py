@@ -75,7 +75,10 @@ url, out = sys.argv[1], open(sys.argv[2], "w")
 with httpx.Client(base_url=url, timeout=30) as http:
     while True:
         started = time.perf_counter()
-        http.get("/health/live").raise_for_status()
+        try:
+            http.get("/health/live").raise_for_status()
+        except httpx.TransportError:  # its idle connection closed to make room (the connection bound): again
+            http.get("/health/live").raise_for_status()
         out.write(json.dumps([time.time(), time.perf_counter() - started]) + "\\n")
         out.flush()
         time.sleep(0.01)
