@@ -198,3 +198,24 @@ def test_a_fresh_client_is_served_while_others_hold_every_connection(patient_ser
     finally:
         for sock in held:
             sock.close()
+
+
+def test_a_keep_alive_client_between_requests_outlasts_the_dribblers(patient_server: int) -> None:
+    """Of the connections waiting for a head, one that began a head goes first: the oldest connection,
+    a client idle between two requests on it, is still served after the limit made room twice."""
+    client = socket.create_connection(("127.0.0.1", patient_server), timeout=5)
+    held = []
+    try:
+        client.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert client.recv(65536).startswith(b"HTTP/1.1 200")
+        for _ in range(MAX_CONNECTIONS + 1):
+            held.append(socket.create_connection(("127.0.0.1", patient_server), timeout=5))
+            held[-1].sendall(b"GET / HTTP/1.1\r\n")  # a head begun, never ended
+            time.sleep(0.02)
+        assert held[0].recv(100) == b"" and held[1].recv(100) == b""  # the dribblers made room
+        client.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert client.recv(65536).startswith(b"HTTP/1.1 200")
+    finally:
+        client.close()
+        for sock in held:
+            sock.close()

@@ -20,8 +20,9 @@ Bounds, per connection (each kept before more is read or parsed):
   `timeout` seconds without progress; a refused or unread-body connection lingers `LINGER_SECONDS`.
 - Count: at most `max_connections` open (`OPENJEV_MAX_CONNECTIONS`). A connection over it closes the
   oldest one still waiting for its first head byte or head end (no request in progress), so a fresh
-  client is served while dribbling clients hold the rest; where none is waiting, the new one gets a
-  529 (with Retry-After) and is closed.
+  client is served while dribbling clients hold the rest; of the ROOM_SCAN oldest waiting, one that
+  began a head goes before one idle between requests (a keep-alive client). Where none is waiting,
+  the new one gets a 529 (with Retry-After) and is closed.
 
 `http_protocol` picks uvicorn's httptools protocol (its compiled parser, measured faster in
 `benchmarks/sidecar_overhead.py`) and falls back to the pure-Python h11 one where httptools is missing.
@@ -146,6 +147,10 @@ class HeadDeadline:
             self.transport.close()
 
 
+#: Connections waiting for a head looked at, oldest first, for one that began its head (module doc).
+ROOM_SCAN = 64
+
+
 class HeadBounds(HeadDeadline):
     """A request head over `MAX_HEAD_BYTES` or `MAX_HEAD_LINES` is a 431 before the parser is fed the
     bytes that pass a bound (module doc). Counted on the bytes received from the connection's start, or
@@ -191,9 +196,16 @@ class HeadBounds(HeadDeadline):
 
     def _make_room(self) -> None:
         """Close the oldest connection waiting for a head, or refuse this one (module doc)."""
-        oldest = next(
-            (other for other in self._by_age if other is not self and other._idle() and not other._refused), None
-        )
+        waiting = (other for other in self._by_age if other is not self and other._idle() and not other._refused)
+        oldest = first_idle = None
+        # A head begun and never ended goes before a client idle between requests (a keep-alive connection
+        # sends nothing until its next request), among the oldest ROOM_SCAN waiting: a bounded look.
+        for seen, other in enumerate(waiting):
+            first_idle = first_idle or other
+            if other._head_bytes or seen + 1 >= ROOM_SCAN:
+                oldest = other if other._head_bytes else first_idle
+                break
+        oldest = oldest or first_idle
         if oldest is not None:
             oldest._refused = True
             oldest.transport.close()
