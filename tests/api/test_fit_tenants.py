@@ -51,6 +51,8 @@ def test_eight_background_fits_never_make_a_caller_s_request_a_529_and_the_fifth
         assert all(job["status"] == "running" for job in running)  # the fits were reading all along
         caps = http.get("/v1/limits").json()["tasks"]
         assert (caps["max_running_fits"], caps["running_fits"], caps["fit_readouts"]) == (4, 4, 1)
+        shown = (caps["max_tasks"], caps["max_examples"], caps["max_task_bytes"], caps["page_bytes"])
+        assert shown == (1000, 1000, 1024 * 1024, 1024 * 1024)
         fake.generate_delay = 0.0
         for answer in posted[:4]:
             follow(http, answer.json()["id"], lambda seen: seen["status"] == "done", timeout=300)
